@@ -1,0 +1,180 @@
+"""Grading a notebook: extract its cells, run them and the probes in a child, judge here.
+
+    notebook ─ read_notebook ─ graded_cells ─┐
+                                             ├─ child (student) ──── obs-*.pt ─┐
+    solutions/<lesson> ─ graded_cells ───────┴─ child (reference) ─ cache ─────┴─ judge ─ LessonResult
+
+The reference child runs the solved notebook and the known mistakes once; its observations are cached,
+keyed by the lesson's source, the grader, torch's version and the device. While the children work, this
+process imports torch (it needs it to judge): on two cores the imports overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+from pathlib import Path
+
+from graders.registry import Lesson, ROOT
+from graders.results import CheckResult, ExerciseResult, LessonResult
+
+from . import sandbox
+from .notebook import NotebookError, defining_cell, graded_cells, read_notebook
+
+CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
+
+def _grader_files(lesson: Lesson) -> list[Path]:
+    g = ROOT / "graders"
+    return [g / f"{lesson.id}_{lesson.slug}.py", g / "engine.py", g / "compare.py", ROOT / "course_cli" / "child.py"]
+
+
+def reference_key(lesson: Lesson, device: str) -> str:
+    h = hashlib.sha256()
+    h.update(lesson.solution_path.read_bytes())
+    for p in _grader_files(lesson):
+        h.update(p.read_bytes())
+    h.update(importlib.metadata.version("torch").encode())
+    h.update(device.encode())
+    return h.hexdigest()[:24]
+
+
+def _load(path: Path):
+    import torch
+
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception:
+        return None
+
+
+class Reference:
+    """The solved notebook's and the mistakes' observations for one lesson and device."""
+
+    def __init__(self, exercises: dict, mistakes: dict):
+        self.exercises, self.mistakes = exercises, mistakes
+
+    @staticmethod
+    def start(lesson: Lesson, device: str = "cpu"):
+        """Return (cache path, child or None): a child is started only when the cache misses."""
+        path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
+        if path.exists():
+            return path, None
+        cells = graded_cells(read_notebook(lesson.solution_path))
+        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True)
+        return path, child
+
+    @staticmethod
+    def finish(lesson: Lesson, path: Path, child) -> "Reference":
+        import torch
+
+        if child is not None:
+            child.wait()
+            if child.death():
+                raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
+                                   f"{child.text('stderr.txt')}")
+            data = {"exercises": {e.name: _load(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
+                    "mistakes": {}}
+            for f in child.out.glob("mistake-*.pt"):
+                data["mistakes"][f.stem.removeprefix("mistake-")] = _load(f)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            torch.save(data, tmp)
+            os.replace(tmp, path)
+            shutil.rmtree(child.out, ignore_errors=True)
+        data = _load(path)
+        return Reference(data["exercises"], data["mistakes"])
+
+
+def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error") -> LessonResult:
+    result = LessonResult(lesson.id, notebook, notes=[message])
+    for ex in lesson.exercises:
+        result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
+                                               [CheckResult("notebook", status, message=message)]))
+    return result
+
+
+def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "",
+                exercises: list[str] | None = None, only_public: bool = False, cwd: str | None = None) -> LessonResult:
+    """Grade code cells (as `graded_cells` returns them) against the lesson's reference."""
+    wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
+    names = [e.name for e in wanted]
+    # Start the student's child first, then the reference's if the cache misses; import torch meanwhile.
+    student = sandbox.start(lesson.module, cells, names, "cpu", only_public=only_public, cwd=cwd)
+    ref_path, ref_child = Reference.start(lesson, "cpu")
+    module = __import__(lesson.module, fromlist=["CHECKS"])  # imports torch while the children work
+    reference = Reference.finish(lesson, ref_path, ref_child)
+    student.wait()
+    obs = {n: _load(student.out / f"obs-{n}.pt") if (student.out / f"obs-{n}.pt").exists() else None for n in names}
+    env = student.json("env.json") or {}
+    gpu = bool(env.get("cuda"))
+    if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
+        # GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit.
+        g_student = sandbox.start(lesson.module, cells, names, "cuda", only_public=only_public, cwd=cwd)
+        g_path, g_child = Reference.start(lesson, "cuda")
+        g_reference = Reference.finish(lesson, g_path, g_child)
+        g_student.wait()
+        for n in names:
+            g = _load(g_student.out / f"obs-{n}.pt") if (g_student.out / f"obs-{n}.pt").exists() else None
+            if obs[n] is not None and g is not None and not obs[n].get("missing"):
+                obs[n]["checks"].update(g["checks"])
+                obs[n]["forbidden"] = sorted(set(obs[n]["forbidden"]) | set(g["forbidden"]))
+            reference.exercises[n]["checks"].update(g_reference.exercises[n]["checks"])
+        for m, m_obs in g_reference.mistakes.items():
+            if m in reference.mistakes:
+                reference.mistakes[m]["checks"].update(m_obs["checks"])
+        shutil.rmtree(g_student.out, ignore_errors=True)
+    try:
+        return _judge(lesson, module, student, obs, gpu, reference, cells, notebook, wanted)
+    finally:
+        shutil.rmtree(student.out, ignore_errors=True)
+
+
+def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted) -> LessonResult:
+    from graders.engine import judge_exercise
+
+    cell_reports = student.json("cells.json") or []
+    failed_cells = {c["index"]: c for c in cell_reports if c.get("status") not in ("ok", "skipped")}
+    death = student.death()
+    result = LessonResult(lesson.id, notebook)
+    result.notes += [c["error"] for c in failed_cells.values()]
+    if death:
+        result.notes.append(death)
+    for ex in wanted:
+        obs = all_obs[ex.name]
+        missing_reason = None
+        if obs is None or obs.get("missing"):
+            cell = defining_cell(cells, ex.name)
+            if obs is None and death:
+                missing_reason = "!" + death
+                if student.timed_out:
+                    result.exercises.append(ExerciseResult(ex.name, "timeout", 0.0, float(ex.points),
+                                                           [CheckResult("ran", "timeout", message=death)]))
+                    continue
+            elif cell and cell["index"] in failed_cells:
+                missing_reason = f"!`{ex.name}` is not defined because its cell failed: {failed_cells[cell['index']]['error']}"
+            elif cell:
+                missing_reason = f"!`{ex.name}` is not defined after running cell {cell['index']}"
+        if obs is not None and obs.get("timeout"):
+            res = judge_exercise(module, ex, obs, reference.exercises[ex.name], {}, gpu)
+            res.status, res.points = "timeout", 0.0
+            if not any(c.status == "timeout" for c in res.checks):
+                res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", "")))
+            result.exercises.append(res)
+            continue
+        mistakes = {m.id: reference.mistakes[m.id] for m in getattr(module, "MISTAKES", ())
+                    if m.exercise == ex.name and m.id in reference.mistakes}
+        result.exercises.append(judge_exercise(module, ex, obs, reference.exercises[ex.name], mistakes, gpu,
+                                               missing_reason))
+    return result
+
+
+def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None = None,
+                   only_public: bool = False) -> LessonResult:
+    """Grade one notebook file. A notebook that cannot be read gives every exercise `error` with why."""
+    try:
+        nb = read_notebook(path)
+    except NotebookError as exc:
+        return _error_result(lesson, str(path), str(exc))
+    return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).parent))

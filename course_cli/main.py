@@ -1,0 +1,211 @@
+"""`course`: the command line. Each command parses, calls one function, renders with Rich.
+
+torch is imported only by the commands that grade, and only while the sandboxed child starts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from graders.registry import LESSONS, UnknownLesson, find_lesson
+
+
+class CourseError(click.ClickException):
+    """A clean, one-line error for the student: exit code 2, no traceback."""
+
+    exit_code = 2
+
+
+def _lesson(key: str):
+    try:
+        return find_lesson(key)
+    except UnknownLesson as exc:
+        raise CourseError(str(exc)) from None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("attention-course")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", "-V", prog_name="course")
+def cli() -> None:
+    """The attention course: build the Transformer, lesson by lesson, and check it as you go.
+
+    Example: course check lesson01
+    """
+
+
+@cli.command("list")
+def list_cmd() -> None:
+    """List the lessons and their exercises.
+
+    Example: course list
+    """
+    from rich.table import Table
+
+    from .render import make_console
+
+    table = Table(title="The attention course", title_justify="left")
+    table.add_column("lesson", no_wrap=True)
+    table.add_column("title")
+    table.add_column("exercises")
+    table.add_column("points", justify="right")
+    for lesson in LESSONS:
+        names = ", ".join(e.name + (" (challenge)" if e.challenge else "") for e in lesson.exercises)
+        table.add_row(f"{lesson.id} ({lesson.slug})", lesson.title, names, f"{lesson.max_score:g}")
+    make_console().print(table)
+
+
+@cli.command()
+@click.argument("lesson")
+@click.argument("exercise", required=False)
+@click.option("--notebook", "notebook", type=click.Path(dir_okay=True), help="Grade this notebook file instead.")
+@click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
+def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
+          verbose: bool) -> None:
+    """Grade a lesson's notebook: what passes, what fails, and why.
+
+    Exit code 0 only when every exercise passes.
+
+    Example: course check lesson01 softmax
+    """
+    from .grading import grade_notebook
+    from .render import make_console, render_result
+    from .workspace import find_workspace, notebook_path
+
+    lesson_obj = _lesson(lesson)
+    if exercise is not None:
+        try:
+            lesson_obj.exercise(exercise)
+        except LookupError as exc:
+            raise CourseError(str(exc)) from None
+    if notebook and solution:
+        raise CourseError("give either --notebook or --solution, not both")
+    workspace = find_workspace()
+    if solution:
+        path = lesson_obj.solution_path
+    elif notebook:
+        path = click.format_filename(notebook)
+    else:
+        path = notebook_path(lesson_obj, workspace)
+    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None)
+    if not solution and not notebook:
+        from .progress import ProgressStore
+
+        store = ProgressStore(workspace)
+        try:
+            store.record(result)
+        except OSError as exc:
+            click.echo(f"warning: could not record progress ({exc})", err=True)
+        for w in store.warnings:
+            click.echo(f"warning: {w}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        render_result(make_console(), result, lesson_obj.title, verbose)
+    sys.exit(0 if result.all_passed else 1)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print progress as JSON.")
+def status(as_json: bool) -> None:
+    """Show your progress across the course.
+
+    Example: course status
+    """
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+
+    from .progress import ProgressStore
+    from .render import make_console, status_text
+    from .workspace import find_workspace
+
+    data = ProgressStore(find_workspace()).load()
+    rows = []
+    for lesson in LESSONS:
+        rec = data["lessons"].get(lesson.id, {"attempts": [], "best": {}})
+        best = rec.get("best", {})
+        points = sum(best.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
+        last = rec["attempts"][-1]["time"] if rec["attempts"] else None
+        nxt = next((e.name for e in lesson.exercises if best.get(e.name, {}).get("status") != "passed"), None)
+        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "max_points": lesson.max_score,
+                     "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
+                     "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
+                                   for e in lesson.exercises}})
+    if as_json:
+        click.echo(json.dumps({"lessons": rows}))
+        return
+    table = Table(title="Your progress", title_justify="left")
+    for col in ("lesson", "progress", "points", "attempts", "last attempt", "next"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
+        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=20)
+        table.add_row(f"{r['lesson']} {r['title']}", bar, f"{r['points']:g}/{r['max_points']:g}",
+                      str(r["attempts"]), ago, r["next"] or status_text("passed"))
+    make_console().print(table)
+    pending = next((r for r in rows if r["next"]), None)
+    if pending:
+        click.echo(f"Next up: {pending['lesson']} {pending['next']}  →  course check {pending['lesson']}")
+    else:
+        click.echo("Every exercise passes. Well done.")
+
+
+def _ago(t: float) -> str:
+    s = max(0, time.time() - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s // size:.0f} {unit} ago"
+    return "just now"
+
+
+@cli.command()
+@click.argument("lesson")
+@click.argument("exercise")
+def hint(lesson: str, exercise: str) -> None:
+    """Reveal the next hint for an exercise (each call shows one more).
+
+    Example: course hint lesson01 softmax
+    """
+    from .progress import ProgressStore
+    from .workspace import find_workspace
+
+    lesson_obj = _lesson(lesson)
+    try:
+        ex = lesson_obj.exercise(exercise)
+    except LookupError as exc:
+        raise CourseError(str(exc)) from None
+    store = ProgressStore(find_workspace())
+    shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
+    for i in range(shown):
+        click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
+    if shown == len(ex.hints):
+        click.echo("That was the last hint.")
+
+
+@cli.command(hidden=True)
+@click.option("--check", "check_only", is_flag=True, help="Only report notebooks that are out of date.")
+def build(check_only: bool) -> None:
+    """Regenerate lessons/ from solutions/ with nbgrader's preprocessors (for course developers).
+
+    Example: course build --check
+    """
+    from .build import build as build_all
+
+    stale = build_all(check=check_only)
+    for p in stale:
+        click.echo(f"{'out of date' if check_only else 'wrote'}: {p}")
+    if check_only and stale:
+        sys.exit(1)

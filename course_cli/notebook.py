@@ -1,0 +1,93 @@
+"""Reading a notebook and choosing which of its cells the grader runs.
+
+Run: every code cell, in order, except demo cells (metadata `course.role == "demo"`) and nbgrader's
+autograder test cells (`grade: true`, `solution: false`). So a helper in a cell of its own, a cell
+split in two, or a copied cell is graded as the student wrote it; plots and checks are not re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+class NotebookError(Exception):
+    """A notebook that cannot be graded at all; the message says why, for a student."""
+
+
+def _nbformat():
+    # jsonschema, which nbformat imports, loads the optional `rfc3987_syntax` IRI checker when it is
+    # installed (Jupyter's dependencies install it): ~0.9 s of grammar building for a format nbformat's
+    # schema never uses. Declining it keeps `course check` fast; validation is otherwise unchanged.
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)
+    import nbformat
+
+    return nbformat
+
+
+def read_notebook(path: str | Path):
+    nbformat = _nbformat()
+
+    p = Path(path)
+    if not p.exists():
+        raise NotebookError(f"no notebook at {p}")
+    if p.is_dir():
+        raise NotebookError(f"{p} is a directory, not a notebook (.ipynb file)")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except PermissionError:
+        raise NotebookError(f"{p} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as exc:
+        raise NotebookError(f"{p} is not a notebook: it is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise NotebookError(f"{p} cannot be read: {exc.strerror}") from None
+    if not text.strip():
+        raise NotebookError(f"{p} is empty: not a notebook (was it saved while the disk was full?)")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"{p} is not a notebook: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                            f"column {exc.colno}); a truncated save? `course reset` restores a fresh copy") from None
+    if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
+        raise NotebookError(f"{p} is JSON but not a Jupyter notebook (no cells)")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several kinds for malformed notebooks
+        raise NotebookError(f"{p} is not a valid Jupyter notebook: {str(exc).splitlines()[0][:200]}") from None
+    for i, cell in enumerate(nb.get("cells", [])):
+        if not isinstance(cell.get("source", ""), str):
+            raise NotebookError(f"{p}: cell {i + 1} has no readable source")
+    return nb
+
+
+def is_demo(cell) -> bool:
+    return cell.get("metadata", {}).get("course", {}).get("role") == "demo"
+
+
+def is_test(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def graded_cells(nb) -> list[dict]:
+    """The code cells the grader runs, as {"index": 1-based cell number, "source": text}."""
+    cells = []
+    for i, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code" or is_demo(cell) or is_test(cell):
+            continue
+        cells.append({"index": i, "source": cell.source})
+    return cells
+
+
+def defining_cell(cells: list[dict], name: str) -> dict | None:
+    """The cell whose text defines `name` (even one that fails to compile)."""
+    import re
+
+    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(name)}\b", re.M)
+    found = None
+    for cell in cells:
+        if pattern.search(cell["source"]):
+            found = cell  # the last definition wins, as when the notebook runs top to bottom
+    return found

@@ -1,0 +1,95 @@
+"""The progress store: every attempt of every lesson, in `<workspace>/.course/progress.json`.
+
+Writes are atomic (a temporary file, fsync, rename) under an exclusive lock, so a crash mid-write
+leaves the previous version whole and concurrent `course check` runs lose no attempt. A store that
+cannot be read is moved aside (never deleted) and a fresh one started.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+VERSION = 1
+
+
+class ProgressStore:
+    def __init__(self, workspace: Path):
+        self.dir = Path(workspace) / ".course"
+        self.path = self.dir / "progress.json"
+        self.warnings: list[str] = []
+
+    @contextmanager
+    def _locked(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "progress.lock", "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+            if not isinstance(data, dict) or not isinstance(data.get("lessons"), dict):
+                raise ValueError("not a progress store")
+            return data
+        except FileNotFoundError:
+            return {"version": VERSION, "lessons": {}}
+        except (ValueError, OSError):
+            aside = self.path.with_name(f"progress.corrupt-{int(time.time())}.json")
+            try:
+                os.replace(self.path, aside)
+            except OSError:
+                pass
+            self.warnings.append(f"the progress store was unreadable; kept it as {aside.name} and started afresh")
+            return {"version": VERSION, "lessons": {}}
+
+    def _write(self, data: dict) -> None:
+        tmp = self.path.with_name(f"progress.{os.getpid()}.tmp")
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        try:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            os.fsync(dfd)
+            os.close(dfd)
+        except OSError:
+            pass
+
+    def load(self) -> dict:
+        with self._locked():
+            return self._read()
+
+    def record(self, result, source: str = "cli") -> None:
+        """Append one attempt (a LessonResult) to its lesson's history."""
+        attempt = {"time": time.time(), "source": source, "score": result.score, "max_score": result.max_score,
+                   "exercises": {e.id: {"status": e.status, "points": e.points} for e in result.exercises}}
+        with self._locked():
+            data = self._read()
+            lesson = data["lessons"].setdefault(result.lesson, {"attempts": [], "best": {}, "hints": {}})
+            lesson["attempts"].append(attempt)
+            for e in result.exercises:
+                prev = lesson["best"].get(e.id, {"points": 0.0, "status": "not_attempted"})
+                if e.points > prev["points"] or prev["status"] != "passed" and e.status == "passed":
+                    lesson["best"][e.id] = {"points": e.points, "status": e.status}
+                elif prev["status"] != "passed":
+                    lesson["best"][e.id] = {"points": prev["points"], "status": e.status}
+            self._write(data)
+
+    def next_hint(self, lesson: str, exercise: str, available: int) -> int:
+        """Count one more hint revealed (up to `available`); returns how many are now revealed."""
+        with self._locked():
+            data = self._read()
+            rec = data["lessons"].setdefault(lesson, {"attempts": [], "best": {}, "hints": {}})
+            hints = rec.setdefault("hints", {})
+            hints[exercise] = min(available, hints.get(exercise, 0) + 1)
+            self._write(data)
+            return hints[exercise]

@@ -1,0 +1,313 @@
+"""Lesson 01 — scaled dot-product attention: `softmax` and `scaled_dot_product_attention`.
+
+Reads like the lesson: softmax's probes and judges, then attention's, then the known mistakes.
+Probes run in the sandboxed child (student code); judges run in the parent.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .compare import close
+from .engine import CPU, CPU_AND_GPU, Checks, Mistake, same
+
+CHECKS = Checks("lesson01")
+
+FORBIDDEN = {
+    "softmax": (
+        "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",
+        "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.Tensor.log_softmax",
+        "torch.special.log_softmax", "torch._softmax", "torch._log_softmax",
+    ),
+    "scaled_dot_product_attention": (
+        "torch.nn.functional.scaled_dot_product_attention",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# softmax(x, dim=-1)
+
+
+@CHECKS.probe("softmax", "matches the reference on random inputs", same(), CPU_AND_GPU)
+def softmax_random(ctx):
+    x = ctx.randn(2, 3, 5, scale=3.0)  # (B, T, C)
+    return {"output": ctx.call(ctx.target, x),
+            "output with dim=-1": ctx.call(ctx.target, x, dim=-1)}
+
+
+@CHECKS.probe("softmax", "works along any dim", same(), CPU_AND_GPU)
+def softmax_any_dim(ctx):
+    x = ctx.randn(4, 6, 5, scale=2.0)  # every axis a different size, so a wrong axis shows
+    return {f"output with dim={d}": ctx.call(ctx.target, x, dim=d) for d in (0, 1, -2)}
+
+
+def _rows_sum_to_one(s, r, ctx):
+    out = s["output"]
+    if not isinstance(out, torch.Tensor):
+        return close(out, r["output"], "output")
+    sums = out.double().sum(dim=r["dim"])
+    ok = torch.allclose(sums, torch.ones_like(sums), atol=ctx.tol.atol * 10 + 1e-3 * (ctx.config.dtype != "float32"))
+    if not ok:
+        return (f"the weights along dim={r['dim']} should sum to 1, but their sums range from "
+                f"{sums.min().item():.4g} to {sums.max().item():.4g} (normalise along the same dim you sum)")
+    return None
+
+
+@CHECKS.probe("softmax", "sums to 1 along dim", _rows_sum_to_one, CPU_AND_GPU)
+def softmax_sums(ctx):
+    x = ctx.randn(3, 7, 9, scale=2.0)
+    return {"output": ctx.call(ctx.target, x, dim=1), "dim": 1}
+
+
+def _finite_then_same(s, r, ctx):
+    out = s["output"]
+    if isinstance(out, torch.Tensor) and not torch.isfinite(out).all():
+        n = int((~torch.isfinite(out)).sum())
+        return (f"inputs of magnitude ~1e4 gave {n} NaN/inf values: exp overflows, so subtract the "
+                f"max along dim before exponentiating")
+    return same("output")(s, r, ctx)
+
+
+@CHECKS.probe("softmax", "huge magnitudes (±1e4) give no inf or NaN", _finite_then_same, CPU, hidden=True)
+def softmax_huge(ctx):
+    x = ctx.randn(4, 8, scale=1e4)
+    return {"output": ctx.call(ctx.target, x)}
+
+
+def _neg_inf_zero(s, r, ctx):
+    out, where = s["output"], r["where"]
+    if isinstance(out, torch.Tensor) and out.shape == where.shape:
+        leaked = out[where]
+        if leaked.numel() and (leaked != 0).any():
+            return (f"entries that are -inf in the input must get weight exactly 0, got up to "
+                    f"{leaked.abs().max().item():.3g}")
+    return same("output")(s, r, ctx)
+
+
+@CHECKS.probe("softmax", "-inf entries get weight 0", _neg_inf_zero, CPU_AND_GPU, hidden=True)
+def softmax_neg_inf(ctx):
+    x = ctx.randn(5, 6)
+    where = ctx.bernoulli(5, 6, p=0.4)
+    where[:, 0] = False  # keep one finite entry per row
+    x = x.masked_fill(where, float("-inf"))
+    return {"output": ctx.call(ctx.target, x), "where": where}
+
+
+@CHECKS.probe("softmax", "gradients match", same(scale=10), CPU, hidden=True)
+def softmax_grad(ctx):
+    x = ctx.randn(3, 4, 6, requires_grad=True)
+    w = ctx.randn(3, 4, 6)
+    out = ctx.call(ctx.target, x, dim=-1)
+    (out * w).sum().backward()
+    if x.grad is None:
+        return {"gradient of x": None}
+    return {"gradient of x": x.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)
+
+
+def _attend(ctx, q, k, v, mask=None):
+    result = ctx.call(ctx.target, q, k, v) if mask is None else ctx.call(ctx.target, q, k, v, mask=mask)
+    return ctx.unpack(result, 2, "a pair (output, weights)")
+
+
+@CHECKS.probe("scaled_dot_product_attention", "Tq ≠ Tk and dv ≠ dk", same(), CPU_AND_GPU)
+def sdpa_shapes(ctx):
+    q = ctx.randn(2, 3, 4, 8)  # (B, H, Tq, dk)
+    k = ctx.randn(2, 3, 6, 8)  # (B, H, Tk, dk)
+    v = ctx.randn(2, 3, 6, 5)  # (B, H, Tk, dv)
+    out, weights = _attend(ctx, q, k, v)
+    return {"output": out, "weights": weights}
+
+
+def _weights_sum_to_one(s, r, ctx):
+    w = s["weights"]
+    if not isinstance(w, torch.Tensor) or w.shape != r["weights"].shape:
+        return close(w, r["weights"], "weights")
+    sums = w.double().sum(-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4 if ctx.config.dtype == "float32" else 2e-2):
+        return (f"each query's weights over the keys (the last axis) should sum to 1; the sums range from "
+                f"{sums.min().item():.4g} to {sums.max().item():.4g}. Is the softmax taken over the keys?")
+    return None
+
+
+@CHECKS.probe("scaled_dot_product_attention", "each query's weights sum to 1", _weights_sum_to_one, CPU_AND_GPU)
+def sdpa_rows(ctx):
+    q, k, v = ctx.randn(3, 7, 16), ctx.randn(3, 5, 16), ctx.randn(3, 5, 16)
+    _, weights = _attend(ctx, q, k, v)
+    return {"weights": weights}
+
+
+@CHECKS.probe("scaled_dot_product_attention", "any number of leading dims", same(), CPU, hidden=True)
+def sdpa_leading(ctx):
+    obs = {}
+    for shape in [(), (2,), (2, 1, 3)]:
+        q, k, v = ctx.randn(*shape, 4, 6), ctx.randn(*shape, 5, 6), ctx.randn(*shape, 5, 3)
+        out, weights = _attend(ctx, q, k, v)
+        obs[f"output for leading dims {shape}"] = out
+        obs[f"weights for leading dims {shape}"] = weights
+    return obs
+
+
+def _masked(s, r, ctx):
+    for name in ("weights (causal mask)", "weights (padding mask)"):
+        w, allowed = s.get(name), r[name.replace("weights", "mask")]
+        if isinstance(w, torch.Tensor) and w.shape == r[name].shape:
+            blocked = ~allowed.expand(w.shape)
+            leaked = blocked & ((w != 0) | w.isnan())
+            if leaked.any():
+                i = tuple(int(j) for j in leaked.nonzero()[0])
+                return (f"{name}: {int(leaked.sum())} masked positions (mask False) got a nonzero or NaN weight, "
+                        f"first at index {i} ({w[i].item():.3g}); they must get exactly 0 "
+                        f"(True in the mask means 'may attend')")
+    return same()(s, r, ctx)
+
+
+@CHECKS.probe("scaled_dot_product_attention", "boolean mask: True means may attend", _masked, CPU_AND_GPU, hidden=True)
+def sdpa_mask(ctx):
+    q, k, v = ctx.randn(2, 2, 5, 8), ctx.randn(2, 2, 7, 8), ctx.randn(2, 2, 7, 4)
+    causal = torch.ones(5, 7, dtype=torch.bool).tril(diagonal=2).to(ctx.device)  # (Tq, Tk), bottom-right
+    padding = torch.tensor([[True] * 7, [True] * 4 + [False] * 3]).view(2, 1, 1, 7).to(ctx.device)  # (B, 1, 1, Tk)
+    out_c, w_c = _attend(ctx, q, k, v, causal)
+    out_p, w_p = _attend(ctx, q, k, v, padding)
+    return {"output (causal mask)": out_c, "weights (causal mask)": w_c, "mask (causal mask)": causal,
+            "output (padding mask)": out_p, "weights (padding mask)": w_p, "mask (padding mask)": padding}
+
+
+@CHECKS.probe("scaled_dot_product_attention", "gradients match", same(scale=10), CPU, hidden=True)
+def sdpa_grads(ctx):
+    q = ctx.randn(2, 4, 6, requires_grad=True)
+    k = ctx.randn(2, 5, 6, requires_grad=True)
+    v = ctx.randn(2, 5, 3, requires_grad=True)
+    out, _ = _attend(ctx, q, k, v)
+    (out * ctx.randn(2, 4, 3)).sum().backward()
+    return {f"gradient of {n}": t.grad for n, t in (("q", q), ("k", k), ("v", v))}
+
+
+def _agrees_with_sdpa(s, r, ctx):
+    for key in ("output", "output (masked)"):
+        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
+                    tol=ctx.tol.scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention", _agrees_with_sdpa,
+              CPU_AND_GPU)
+def sdpa_vs_torch(ctx):
+    q, k, v = ctx.randn(1, 4, 9, 16), ctx.randn(1, 4, 11, 16), ctx.randn(1, 4, 11, 8)
+    mask = ctx.bernoulli(9, 11, p=0.7)
+    mask[:, 0] = True  # every query sees at least one key
+    out, _ = _attend(ctx, q, k, v)
+    out_m, _ = _attend(ctx, q, k, v, mask)
+    # torch's own answer, computed here too; the judge only ever reads the reference child's copy
+    return {"output": out, "output (masked)": out_m,
+            "torch output": F.scaled_dot_product_attention(q, k, v),
+            "torch output (masked)": F.scaled_dot_product_attention(q, k, v, attn_mask=mask)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures (tests/test_lesson01.py).
+
+
+def softmax__no_max(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax__max_wrong_dim(x, dim=-1):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax__sum_wrong_dim(x, dim=-1):
+    e = torch.exp(x - x.max(dim=dim, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def sdpa__no_scaling(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # noqa: F821 (the notebook's softmax)
+    return weights @ v, weights
+
+
+def sdpa__divide_by_dk(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # noqa: F821
+    return weights @ v, weights
+
+
+def sdpa__softmax_over_queries(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-2)  # noqa: F821
+    return weights @ v, weights
+
+
+def sdpa__inverted_mask(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # noqa: F821
+    return weights @ v, weights
+
+
+def sdpa__mask_with_zero(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    weights = softmax(scores, dim=-1)  # noqa: F821
+    return weights @ v, weights
+
+
+def sdpa__mask_after_softmax(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = softmax(scores, dim=-1)  # noqa: F821
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights @ v, weights
+
+
+def sdpa__k_T(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)  # noqa: F821
+    return weights @ v, weights
+
+
+MISTAKES = (
+    Mistake("softmax", "no_max", "exp overflows for large inputs: subtract the max along `dim` first "
+            "(softmax(x − c) = softmax(x)).", softmax__no_max),
+    Mistake("softmax", "max_wrong_dim", "the max is taken over the last axis instead of `dim`, so the shift is "
+            "not constant along `dim` and changes the result: take the max along `dim`.", softmax__max_wrong_dim),
+    Mistake("softmax", "sum_wrong_dim", "the normalising sum runs over the last axis instead of `dim`, so the "
+            "weights along `dim` do not sum to 1.", softmax__sum_wrong_dim),
+    Mistake("scaled_dot_product_attention", "no_scaling", "the scores are not divided by √dk, so the softmax "
+            "is too peaked: divide q·kᵀ by math.sqrt(dk).", sdpa__no_scaling),
+    Mistake("scaled_dot_product_attention", "divide_by_dk", "the scores are divided by dk instead of √dk: the "
+            "variance of q·k grows like dk, so its standard deviation, √dk, is the right scale.", sdpa__divide_by_dk),
+    Mistake("scaled_dot_product_attention", "softmax_over_queries", "the softmax runs over the query axis (-2); "
+            "each query's weights must be normalised over the keys, the last axis.", sdpa__softmax_over_queries),
+    Mistake("scaled_dot_product_attention", "inverted_mask", "the mask is inverted: True means 'may attend', so "
+            "fill the scores where the mask is False (~mask) with -inf.", sdpa__inverted_mask),
+    Mistake("scaled_dot_product_attention", "mask_with_zero", "masked scores are set to 0, but exp(0) = 1 still "
+            "gives them weight: fill them with -inf so exp gives exactly 0.", sdpa__mask_with_zero),
+    Mistake("scaled_dot_product_attention", "mask_after_softmax", "the mask is applied after the softmax, so the "
+            "remaining weights no longer sum to 1: mask the scores before the softmax.", sdpa__mask_after_softmax),
+    Mistake("scaled_dot_product_attention", "k_T", "`k.T` reverses every axis of a batched tensor; swap only the "
+            "last two with `k.transpose(-2, -1)` (or `k.mT`).", sdpa__k_T),
+)
