@@ -101,6 +101,14 @@ def run(job: dict) -> None:
         cells_report.append(report)
     _write(out / "cells.json", json.dumps(cells_report))
 
+    if job.get("bench"):
+        _write(progress, "benchmarking")
+        report = module.benchmark(ns, job["device"])
+        _write(out / "bench.json", json.dumps(report, default=str))
+        _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
+        _write(progress, "done")
+        return
+
     only_public = job.get("only_public", False)
     for name in job["exercises"]:
         _write(progress, f"checking {name}")

@@ -25,15 +25,17 @@ from .notebook import NotebookError, defining_cell, graded_cells, read_notebook
 
 CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
 
-def _grader_files(lesson: Lesson) -> list[Path]:
-    g = ROOT / "graders"
-    return [g / f"{lesson.id}_{lesson.slug}.py", g / "engine.py", g / "compare.py", ROOT / "course_cli" / "child.py"]
+def _source_files() -> list[Path]:
+    # every solved notebook (later lessons import earlier ones) and every grader file
+    return sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "graders").glob("*.py")) + [
+        ROOT / "course_cli" / "child.py"]
 
 
 def reference_key(lesson: Lesson, device: str) -> str:
     h = hashlib.sha256()
-    h.update(lesson.solution_path.read_bytes())
-    for p in _grader_files(lesson):
+    h.update(lesson.id.encode())
+    for p in _source_files():
+        h.update(p.name.encode())
         h.update(p.read_bytes())
     h.update(importlib.metadata.version("torch").encode())
     h.update(device.encode())
@@ -178,3 +180,29 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
     except NotebookError as exc:
         return _error_result(lesson, str(path), str(exc))
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).parent))
+
+
+def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:
+    """Run the lesson's `benchmark(ns, device)` on a notebook's code, on the CPU and on CUDA if present."""
+    module = __import__(lesson.module, fromlist=["CHECKS"])
+    if not hasattr(module, "benchmark"):
+        raise LookupError(f"{lesson.id} has no benchmark")
+    try:
+        cells = graded_cells(read_notebook(path))
+    except NotebookError as exc:
+        raise RuntimeError(str(exc)) from None
+    reports = []
+    for device in ("cpu", "cuda"):
+        child = sandbox.start(lesson.module, cells, [], device, bench=True, cwd=str(Path(path).parent),
+                              exercise_timeout=600).wait()
+        try:
+            if child.death():
+                raise RuntimeError(f"the benchmark did not finish: {child.death()}")
+            report = child.json("bench.json") or {}
+            report.setdefault("title", f"{lesson.id} on {device}")
+            reports.append(report)
+            if not (child.json("env.json") or {}).get("cuda"):
+                break
+        finally:
+            shutil.rmtree(child.out, ignore_errors=True)
+    return reports

@@ -195,6 +195,30 @@ def hint(lesson: str, exercise: str) -> None:
         click.echo("That was the last hint.")
 
 
+@cli.command()
+@click.argument("lesson")
+@click.option("--notebook", "notebook", type=click.Path(), help="Benchmark this notebook instead of yours.")
+@click.option("--solution", is_flag=True, help="Benchmark the course's reference solution.")
+def bench(lesson: str, notebook: str | None, solution: bool) -> None:
+    """Time your code against torch's (on GPU: GB/s or TFLOP/s, and the ratio to torch).
+
+    Example: course bench lesson05
+    """
+    from .grading import run_benchmark
+    from .render import make_console, render_bench
+    from .workspace import find_workspace, notebook_path
+
+    lesson_obj = _lesson(lesson)
+    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, find_workspace())
+    try:
+        reports = run_benchmark(lesson_obj, path)
+    except (LookupError, RuntimeError) as exc:
+        raise CourseError(str(exc)) from None
+    console = make_console()
+    for report in reports:
+        render_bench(console, report)
+
+
 @cli.command(hidden=True)
 @click.option("--check", "check_only", is_flag=True, help="Only report notebooks that are out of date.")
 def build(check_only: bool) -> None:

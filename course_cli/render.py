@@ -83,3 +83,14 @@ def render_result(console: Console, result, lesson_title: str, verbose: bool = F
     nxt = next((e for e in result.exercises if e.status != "passed"), None)
     if nxt is not None:
         console.print(Text(f"Next: {nxt.id} — `course hint {result.lesson} {nxt.id}` if you are stuck.", style="dim"))
+
+
+def render_bench(console: Console, report: dict) -> None:
+    table = Table(title=report.get("title"), title_justify="left")
+    for col in report.get("columns", []):
+        table.add_column(str(col), justify="right")
+    for row in report.get("rows", []):
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+    console.print(table)
+    for note in report.get("notes", []):
+        console.print(Text(f"note: {note}", style="dim"))

@@ -146,6 +146,7 @@ class ProbeContext:
         self.ns, self.exercise, self.config = ns, exercise, config
         self.device = torch.device(config.device)
         self.dtype = getattr(torch, config.dtype)
+        self.seed = seed
         self.gen = torch.Generator().manual_seed(seed)
         self.watched = watched or {}
         self.forbidden_seen: set[str] = set()
@@ -158,6 +159,10 @@ class ProbeContext:
     def get(self, name: str) -> Any:
         """Another name from the namespace (a helper or an earlier exercise)."""
         return self.ns[name]
+
+    def manual_seed(self) -> None:
+        """Seed torch's global generator (for modules that initialise their own parameters)."""
+        torch.manual_seed(self.seed)
 
     # seeded inputs: drawn on the CPU in float32, so every device and dtype sees the same numbers
     def randn(self, *shape: int, scale: float = 1.0, dtype: torch.dtype | None = None,

@@ -104,6 +104,14 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         aliases=("attention",),
     ),
+    # lesson02 row
+    # lesson03 row
+    # lesson04 row
+    # lesson05 row
+    # lesson06 row
+    # lesson07 row
+    # lesson08 row
+    # lesson09 row
 )
 
 

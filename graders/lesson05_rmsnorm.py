@@ -1,0 +1,414 @@
+"""Lesson 05 — RMSNorm: `rms_norm`, `RMSNorm` and the Triton kernel `rms_norm_triton`.
+
+Reads like the lesson: the function's probes and judges, the module's, the Triton kernel's (with a
+launch counter that proves a kernel really ran), the known mistakes, then `benchmark()`.
+Probes run in the sandboxed child (student code); judges run in the parent.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .compare import close
+from .engine import CPU, CPU_AND_GPU, Config, Checks, Mistake, same
+
+CHECKS = Checks("lesson05")
+
+_NORM_APIS = ("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm")
+FORBIDDEN = {
+    "rms_norm": _NORM_APIS,
+    "RMSNorm": _NORM_APIS,
+    "rms_norm_triton": _NORM_APIS,
+}
+
+CPU_HALF = (Config("cpu", "float16"),)
+CPU_LOW = (Config("cpu", "float16"), Config("cpu", "bfloat16"))
+HALF_ANYWHERE = (Config("cpu", "float16"), Config("cuda", "float16"))
+
+
+def _finite_then_same(*keys: str):
+    """A judge for inputs above 256 in float16: inf/NaN/zeros there mean x² overflowed."""
+    def judge(s, r, ctx):
+        for key in keys:
+            out, ref = s.get(key), r[key]
+            if isinstance(out, torch.Tensor) and out.shape == ref.shape:
+                bad = ~torch.isfinite(out.double())
+                zeroed = (out == 0) & (ref != 0)
+                if bad.any() or zeroed.float().mean() > 0.5:
+                    what = (f"{int(bad.sum())} inf/NaN values" if bad.any()
+                            else f"{int(zeroed.sum())} of {out.numel()} values that are exactly 0")
+                    return (f"{key}: float16 inputs of magnitude up to ~1000 gave {what}. In float16, x² "
+                            f"overflows to inf once |x| ≥ 256 (65504 is the largest float16): upcast x to "
+                            f"float32 before squaring, and cast the result back at the end")
+        return same(*keys)(s, r, ctx)
+    return judge
+
+
+# ----------------------------------------------------------------------------------------------
+# rms_norm(x, weight=None, eps=1e-6)
+
+
+@CHECKS.probe("rms_norm", "matches the reference on random inputs, with and without weight", same(), CPU_AND_GPU)
+def rms_norm_random(ctx):
+    x = ctx.randn(2, 3, 10, scale=2.0)  # (B, T, D)
+    w = ctx.randn(10)  # (D,)
+    return {"output with weight": ctx.call(ctx.target, x, w),
+            "output with weight=None": ctx.call(ctx.target, x),
+            "output with weight=None passed by keyword": ctx.call(ctx.target, x, weight=None)}
+
+
+@CHECKS.probe("rms_norm", "normalises over the last axis only, any leading dims", same(), CPU, hidden=True)
+def rms_norm_leading(ctx):
+    obs = {}
+    for shape in [(9,), (4, 7), (2, 3, 5, 6)]:
+        x, w = ctx.randn(*shape, scale=1.5), ctx.randn(shape[-1])
+        obs[f"output for shape {shape}"] = ctx.call(ctx.target, x, w)
+    return obs
+
+
+@CHECKS.probe("rms_norm", "eps goes inside the square root (tiny inputs, a large eps)", same(), CPU)
+def rms_norm_eps(ctx):
+    tiny = ctx.randn(3, 8, scale=1e-3)  # mean(x²) ~ 1e-6, the size of eps: where eps shows
+    x, w = ctx.randn(4, 6), ctx.randn(6)
+    return {"output for inputs ~1e-3": ctx.call(ctx.target, tiny),
+            "output with eps=0.25": ctx.call(ctx.target, x, w, eps=0.25)}
+
+
+@CHECKS.probe("rms_norm", "float16 inputs above 256 give finite results (compute in float32)",
+              _finite_then_same("output"), HALF_ANYWHERE)
+def rms_norm_large_half(ctx):
+    x = ctx.randn(5, 12, scale=300.0)  # float16: x² > 65504 for most rows
+    w = ctx.randn(12)
+    return {"output": ctx.call(ctx.target, x, w)}
+
+
+@CHECKS.probe("rms_norm", "returns the input's dtype (float16, bfloat16)", same(), CPU_LOW)
+def rms_norm_dtype(ctx):
+    x, w = ctx.randn(3, 16, scale=3.0), ctx.randn(16)
+    return {"output": ctx.call(ctx.target, x, w)}
+
+
+@CHECKS.probe("rms_norm", "gradients match", same(scale=10), CPU, hidden=True)
+def rms_norm_grad(ctx):
+    x = ctx.randn(3, 4, 7, requires_grad=True)
+    w = ctx.randn(7, requires_grad=True)
+    out = ctx.call(ctx.target, x, w)
+    (out * ctx.randn(3, 4, 7)).sum().backward()
+    return {"gradient of x": x.grad, "gradient of weight": w.grad}
+
+
+def _agrees_with_torch(s, r, ctx):
+    for key in ("output", "output with eps=0.1"):
+        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.rms_norm", tol=ctx.tol.scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("rms_norm", "agrees with F.rms_norm", _agrees_with_torch, CPU_AND_GPU)
+def rms_norm_vs_torch(ctx):
+    x, w = ctx.randn(6, 32, scale=2.0), ctx.randn(32)
+    # torch's own answer, computed here too; the judge only ever reads the reference child's copy
+    return {"output": ctx.call(ctx.target, x, w), "output with eps=0.1": ctx.call(ctx.target, x, w, eps=0.1),
+            "torch output": F.rms_norm(x, (32,), w, 1e-6),
+            "torch output with eps=0.1": F.rms_norm(x, (32,), w, 0.1)}
+
+
+# ----------------------------------------------------------------------------------------------
+# class RMSNorm(nn.Module): __init__(dim, eps=1e-6)
+
+
+def _one_weight(s, r, ctx):
+    names = s.get("parameter names")
+    if names != r["parameter names"]:
+        return (f"the module's parameters are {names}; RMSNorm has exactly one, `weight` of shape (dim,) "
+                f"(no bias), so that nn.RMSNorm's state dict loads")
+    return same("weight")(s, r, ctx)
+
+
+@CHECKS.probe("RMSNorm", "has one parameter, `weight`, of ones", _one_weight, CPU)
+def rmsnorm_params(ctx):
+    ctx.manual_seed()
+    m = ctx.target(12)
+    return {"parameter names": [n for n, _ in m.named_parameters()],
+            "weight": getattr(m, "weight", None)}
+
+
+@CHECKS.probe("RMSNorm", "loads nn.RMSNorm's state dict and matches its output", same(), CPU_AND_GPU)
+def rmsnorm_state_dict(ctx):
+    ctx.manual_seed()
+    theirs = nn.RMSNorm(24, eps=1e-6)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.randn(24, generator=ctx.gen))
+    theirs = theirs.to(ctx.device, ctx.dtype)
+    mine = ctx.target(24).to(ctx.device, ctx.dtype)
+    mine.load_state_dict(theirs.state_dict())
+    x = ctx.randn(2, 5, 24)  # (B, T, D)
+    return {"output": ctx.call(mine, x)}
+
+
+@CHECKS.probe("RMSNorm", "uses its eps", same(), CPU, hidden=True)
+def rmsnorm_eps(ctx):
+    m = ctx.target(10, eps=0.5)
+    x = ctx.randn(3, 10, scale=0.5)
+    return {"output with eps=0.5": ctx.call(m, x)}
+
+
+@CHECKS.probe("RMSNorm", "gradients reach the weight", same(scale=10), CPU, hidden=True)
+def rmsnorm_grad(ctx):
+    m = ctx.target(9)
+    x = ctx.randn(4, 9, requires_grad=True)
+    (ctx.call(m, x) * ctx.randn(4, 9)).sum().backward()
+    w = getattr(m, "weight", None)
+    return {"gradient of x": x.grad, "gradient of weight": None if w is None else w.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# rms_norm_triton(x, weight, eps=1e-6): a Triton kernel, one program per row
+
+
+@contextmanager
+def _count_launches():
+    """Count Triton kernel launches (compiled or interpreted) and the storages each one was given."""
+    import triton.runtime.jit as jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - very old triton
+        pass
+    launches: list[set[int]] = []
+    saved = [(cls, cls.__dict__.get("run"), cls.run) for cls in classes]
+
+    def counting(orig):
+        def run(self, *args, **kwargs):
+            if not kwargs.get("warmup", False):
+                launches.append({a.untyped_storage().data_ptr() for a in (*args, *kwargs.values())
+                                 if isinstance(a, torch.Tensor)})
+            return orig(self, *args, **kwargs)
+        return run
+
+    for cls, _, orig in saved:
+        cls.run = counting(orig)
+    try:
+        yield launches
+    finally:
+        for cls, own, _ in saved:
+            if own is None:
+                del cls.run
+            else:
+                cls.run = own
+
+
+def _kernel_ran(s, r, ctx):
+    if s.get("kernel launches") == 0:
+        return ("no Triton kernel ran while rms_norm_triton computed its result: write a @triton.jit kernel "
+                "and launch it with `kernel[(n_rows,)](...)`; torch operations alone do not count here")
+    if not s.get("output written by a kernel"):
+        return ("a Triton kernel ran, but the returned tensor is not one that was passed to it: allocate the "
+                "output (torch.empty_like) in x's dtype, let the kernel tl.store into it, and return it")
+    return same("output")(s, r, ctx)
+
+
+@CHECKS.probe("rms_norm_triton", "a Triton kernel computes the output", _kernel_ran, CPU_AND_GPU)
+def triton_kernel_ran(ctx):
+    x, w = ctx.randn(7, 50), ctx.randn(50)  # (rows, D)
+    with _count_launches() as launches:
+        out = ctx.call(ctx.target, x, w)
+    written = isinstance(out, torch.Tensor) and any(out.untyped_storage().data_ptr() in l for l in launches)
+    return {"output": out, "kernel launches": len(launches), "output written by a kernel": written}
+
+
+@CHECKS.probe("rms_norm_triton", "rows of any length (the tail is masked)", same(), CPU_AND_GPU + CPU_HALF)
+def triton_lengths(ctx):
+    obs = {}
+    for rows, d in [(3, 129), (4, 64), (5, 7)]:
+        x, w = ctx.randn(rows, d, scale=2.0), ctx.randn(d)
+        obs[f"output for shape ({rows}, {d})"] = ctx.call(ctx.target, x, w)
+    return obs
+
+
+@CHECKS.probe("rms_norm_triton", "uses eps inside the square root", same(), CPU)
+def triton_eps(ctx):
+    tiny = ctx.randn(3, 20, scale=1e-3)
+    x, w = ctx.randn(4, 24), ctx.randn(24)
+    return {"output for inputs ~1e-3": ctx.call(ctx.target, tiny, torch.ones(20, device=ctx.device)),
+            "output with eps=0.25": ctx.call(ctx.target, x, w, eps=0.25)}
+
+
+@CHECKS.probe("rms_norm_triton", "float16 inputs above 256 give finite results (accumulate in float32)",
+              _finite_then_same("output"), HALF_ANYWHERE)
+def triton_large_half(ctx):
+    x, w = ctx.randn(5, 40, scale=300.0), ctx.randn(40)
+    return {"output": ctx.call(ctx.target, x, w)}
+
+
+@CHECKS.probe("rms_norm_triton", "any leading dims, and a non-contiguous input", same(), CPU, hidden=True)
+def triton_layouts(ctx):
+    x, w = ctx.randn(2, 3, 40), ctx.randn(40)  # (B, T, D)
+    strided = ctx.randn(6, 80)[:, ::2]  # (6, 40), row stride 80, column stride 2
+    return {"output for shape (2, 3, 40)": ctx.call(ctx.target, x, w),
+            "output for a strided (6, 40) slice": ctx.call(ctx.target, strided, w)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures.
+
+
+def rms_norm__subtract_mean(x, weight=None, eps=1e-6):
+    xf = x.float()
+    xf = xf - xf.mean(dim=-1, keepdim=True)
+    y = xf / torch.sqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.float()
+    return y.to(x.dtype)
+
+
+def rms_norm__eps_outside_sqrt(x, weight=None, eps=1e-6):
+    xf = x.float()
+    y = xf / (torch.sqrt(xf.pow(2).mean(dim=-1, keepdim=True)) + eps)
+    if weight is not None:
+        y = y * weight.float()
+    return y.to(x.dtype)
+
+
+def rms_norm__no_upcast(x, weight=None, eps=1e-6):
+    y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y
+
+
+def rms_norm__mean_abs(x, weight=None, eps=1e-6):
+    xf = x.float()
+    y = xf / (xf.abs().mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.float()
+    return y.to(x.dtype)
+
+
+class RMSNorm__with_bias(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)  # noqa: F821 (the notebook's)
+
+
+def rms_norm_triton__torch_only(x, weight, eps=1e-6):
+    return rms_norm(x, weight, eps)  # noqa: F821 (the notebook's torch version: no kernel at all)
+
+
+def rms_norm_triton__no_upcast(x, weight, eps=1e-6):
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()  # (rows, D)
+    y = torch.empty_like(x2)
+    n_rows, n_cols = x2.shape
+    _rms_norm_fp16_kernel[(n_rows,)](x2, weight, y, n_cols, eps,  # noqa: F821 (defined below, same cell)
+                                     BLOCK=triton.next_power_of_2(n_cols))  # noqa: F821
+    return y.view(x.shape)
+
+
+# The Triton mistake needs its own kernel; it is added to the notebook's namespace next to the mistake.
+_NO_UPCAST_KERNEL = '''
+@triton.jit
+def _rms_norm_fp16_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)  # stays float16
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    ms = tl.sum(x * x, axis=0) / n_cols
+    tl.store(y_ptr + row * n_cols + cols, x * tl.rsqrt(ms + eps) * w, mask=mask)
+'''
+
+
+MISTAKES = (
+    Mistake("rms_norm", "subtract_mean", "RMSNorm does not re-centre: dividing x − mean(x) by its spread is "
+            "LayerNorm; divide x itself by √(mean(x²) + eps).", rms_norm__subtract_mean),
+    Mistake("rms_norm", "eps_outside_sqrt", "eps is added after the square root; it belongs inside: "
+            "x / √(mean(x²) + eps), which matters when mean(x²) is as small as eps.", rms_norm__eps_outside_sqrt),
+    Mistake("rms_norm", "no_upcast", "x² is computed in the input's dtype: in float16 it overflows to inf for "
+            "|x| ≥ 256; compute in float32 (x.float()) and cast the result back to x.dtype.", rms_norm__no_upcast),
+    Mistake("rms_norm", "mean_abs", "the scale is mean(|x|), not the root mean square: use "
+            "√(mean(x²) + eps).", rms_norm__mean_abs),
+    Mistake("RMSNorm", "with_bias", "RMSNorm has no bias, only a `weight` (gain) of ones; drop the bias so the "
+            "module matches nn.RMSNorm and its state dict.", RMSNorm__with_bias),
+    Mistake("rms_norm_triton", "torch_only", "rms_norm_triton must launch a Triton kernel (@triton.jit, "
+            "`kernel[(n_rows,)](...)`); calling torch operations does not count.", rms_norm_triton__torch_only),
+    Mistake("rms_norm_triton", "no_upcast", "the kernel squares x in float16, which overflows to inf for "
+            "|x| ≥ 256: load with `.to(tl.float32)` and accumulate in float32.", rms_norm_triton__no_upcast),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# course bench lesson05
+
+
+def _median_ms(fn, *args, device: str, warmup: int = 3, runs: int = 15) -> float:
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    for _ in range(warmup):
+        fn(*args)
+    sync()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn(*args)
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _time_or_note(name, fn, args, device, notes):
+    try:
+        return _median_ms(fn, *args, device=device)
+    except NotImplementedError:
+        notes.append(f"{name} is not implemented yet: not timed")
+    except Exception as exc:  # the student's code; report, do not crash the bench
+        notes.append(f"{name} raised {type(exc).__name__}: {exc}"[:200])
+    return None
+
+
+def benchmark(ns: dict, device: str) -> dict:
+    """Time the student's rms_norm (CPU) or rms_norm_triton (CUDA) against torch's F.rms_norm."""
+    notes: list[str] = []
+    rows = []
+    if device == "cuda":
+        name, dtype = "rms_norm_triton", torch.float16
+        shapes = [(4096, 1024), (4096, 4096), (16384, 4096), (2048, 8192)]
+        notes.append("float16; GB/s = (bytes of x read + weight read + output written) / median time")
+    else:
+        name, dtype = "rms_norm", torch.float32
+        shapes = [(4096, 256), (1024, 1024), (256, 4096)]
+        notes.append("on CPU the Triton kernel runs in the interpreter: it is checked for correctness, not timed")
+    fn = ns.get(name)
+    if fn is None:
+        notes.append(f"the notebook defines no `{name}`")
+    gen = torch.Generator().manual_seed(0)
+    for n, d in shapes:
+        x = torch.randn(n, d, generator=gen).to(device, dtype)  # (rows, D)
+        w = torch.randn(d, generator=gen).to(device, dtype)  # (D,)
+        theirs = _median_ms(F.rms_norm, x, (d,), w, 1e-6, device=device)
+        mine = _time_or_note(name, fn, (x, w, 1e-6), device, notes) if fn is not None else None
+        nbytes = (2 * x.numel() + w.numel()) * x.element_size()
+        gbs = (lambda ms: round(nbytes / (ms * 1e-3) / 1e9, 1))
+        rows.append([f"({n}, {d})", None if mine is None else round(mine, 3), round(theirs, 3),
+                     None if mine is None else round(mine / theirs, 2),
+                     None if mine is None else gbs(mine), gbs(theirs)])
+        if mine is None:
+            break
+    return {"title": f"{name}: yours against torch's F.rms_norm ({device}, {str(dtype).removeprefix('torch.')})",
+            "columns": ["shape", "yours (ms)", "torch (ms)", "ratio", "yours (GB/s)", "torch (GB/s)"],
+            "rows": rows, "notes": notes}

@@ -1,0 +1,68 @@
+"""Earlier lessons' parts, for later lessons: the one source is each lesson's notebook.
+
+    from graders.parts import import_lesson
+    l03 = import_lesson("lesson03")             # the course's solved lesson03
+    l03 = import_lesson("lesson03", mine=True)  # your own lesson03 notebook instead
+    attn = l03.MultiHeadAttention(64, 4)
+
+The notebook's graded cells (not its demos, not its check cells) run once into a fresh module, cached
+for the process. No copy of an earlier lesson's code is ever kept elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+from .registry import ROOT, find_lesson
+
+
+def _cells(path: Path) -> list[str]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {})
+        if meta.get("course", {}).get("role") == "demo":
+            continue
+        grader = meta.get("nbgrader", {})
+        if grader.get("grade") and not grader.get("solution"):
+            continue
+        src = cell.get("source", "")
+        out.append("".join(src) if isinstance(src, list) else src)
+    return out
+
+
+def _student_notebook(notebook: str) -> Path:
+    roots = [Path(os.environ["COURSE_WORKSPACE"])] if os.environ.get("COURSE_WORKSPACE") else []
+    here = Path.cwd()
+    roots += [here, *here.parents][:4] + [ROOT]
+    for root in roots:
+        for p in (root / "lessons" / notebook, root / notebook):
+            if p.exists():
+                return p
+    raise FileNotFoundError(f"cannot find your {notebook}; looked in {', '.join(str(r) for r in roots)}")
+
+
+def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
+    """Lesson `key`'s exercises as a module: the solved ones, or (mine=True) the student's own."""
+    lesson = find_lesson(key)
+    name = f"course_parts.{lesson.id}{'_mine' if mine else ''}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = _student_notebook(lesson.notebook) if mine else lesson.solution_path
+    module = types.ModuleType(name, f"{lesson.id} ({'your notebook' if mine else 'the course solution'}): {path}")
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    try:
+        for i, src in enumerate(_cells(path)):
+            code = "\n".join(l if not l.lstrip().startswith(("%", "!")) else "" for l in src.splitlines())
+            exec(compile(code, f"<{lesson.id} cell {i + 1}>", "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

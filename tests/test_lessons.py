@@ -1,0 +1,84 @@
+"""What every lesson in the registry must satisfy (rustlings' `dev check`, for this course):
+the solved notebook passes, the untouched student notebook is not_implemented throughout, every known
+mistake is rejected and named, the student notebook is derived from the solution, and the registry
+matches the files on disk."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from conftest import marks
+from course_cli.build import student_notebook
+from course_cli.grading import grade_notebook
+from graders.registry import LESSONS, ROOT
+from harness import explain, grade_one, mistakes_of, with_mistake
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+def test_solution_passes_every_exercise(lesson):
+    result = grade_notebook(lesson, lesson.solution_path)
+    for ex in result.exercises:
+        assert ex.status == "passed", explain(ex)
+        assert ex.points == ex.max_points
+    assert result.score == lesson.max_score
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+def test_student_notebook_is_not_implemented(lesson):
+    result = grade_notebook(lesson, lesson.student_path)
+    assert [e.id for e in result.exercises] == [e.name for e in lesson.exercises]
+    for ex in result.exercises:
+        assert ex.status == "not_implemented", explain(ex)
+        assert ex.points == 0
+    assert not result.notes, result.notes  # the stub notebook runs without errors
+
+
+MISTAKE_CASES = [pytest.param(l, m, marks=marks(l, m.exercise), id=f"{l.id}-{m.id}")
+                 for l in LESSONS for m in mistakes_of(l)]
+
+
+@pytest.mark.parametrize("lesson, mistake", MISTAKE_CASES)
+def test_known_mistake_is_rejected_and_named(lesson, mistake, tmp_path):
+    ex = grade_one(lesson, with_mistake(lesson, mistake, tmp_path), mistake.exercise)
+    assert ex.status in ("failed", "error"), explain(ex)
+    assert ex.points == 0
+    assert ex.diagnosis == mistake.message, explain(ex)
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+def test_student_notebook_is_derived_from_the_solution(lesson):
+    text = lesson.student_path.read_text()
+    assert text == student_notebook(lesson), f"{lesson.student_path} drifted: run `course build`"
+    assert "### BEGIN SOLUTION" not in text and "### BEGIN HIDDEN TESTS" not in text
+    assert '"output_type"' not in text
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+def test_registry_matches_the_files(lesson):
+    assert lesson.solution_path.exists() and lesson.student_path.exists()
+    module = importlib.import_module(lesson.module)
+    names = [e.name for e in lesson.exercises]
+    for ex in lesson.exercises:
+        assert len(ex.hints) >= 2, f"{ex.name} needs at least two hints"
+        assert module.CHECKS.of(ex.name), f"{ex.name} has no checks"
+        assert ex.points > 0
+    assert {c.exercise for c in module.CHECKS} <= set(names)
+    for m in module.MISTAKES:
+        assert m.exercise in names, m
+    assert len({m.id for m in module.MISTAKES}) == len(module.MISTAKES)
+    for name in getattr(module, "FORBIDDEN", {}):
+        assert name in names
+    source = lesson.solution_path.read_text()
+    for name in names:
+        assert f'"grade_id": "{name}"' in source, f"no solution cell with grade_id {name}"
+        assert f'"grade_id": "test_{name}"' in source, f"no test cell with grade_id test_{name}"
+
+
+def test_no_orphan_notebooks_or_graders():
+    known = {l.notebook for l in LESSONS}
+    assert {p.name for p in (ROOT / "solutions").glob("*.ipynb")} == known
+    assert {p.name for p in (ROOT / "lessons").glob("*.ipynb")} == known
+    graders = {p.stem for p in (ROOT / "graders").glob("lesson*.py")}
+    assert graders == {l.module.split(".")[1] for l in LESSONS}
