@@ -23,20 +23,35 @@ from graders.results import CheckResult, ExerciseResult, LessonResult
 from . import sandbox
 from .notebook import NotebookError, defining_cell, graded_cells, read_notebook
 
+
 CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
 
-def _source_files() -> list[Path]:
-    # every solved notebook (later lessons import earlier ones) and every grader file
-    return sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "graders").glob("*.py")) + [
-        ROOT / "course_cli" / "child.py"]
+def _source_files(lesson: Lesson) -> list[Path]:
+    """What the reference observations depend on: the lesson's solved notebook and those it imports
+    (`import_lesson("lessonNN")`, transitively), its grader and the engine."""
+    import re
+
+    from graders.registry import find_lesson
+
+    seen, todo = [], [lesson]
+    while todo:
+        cur = todo.pop()
+        if cur in seen:
+            continue
+        seen.append(cur)
+        text = cur.solution_path.read_text(encoding="utf-8")
+        todo += [find_lesson(k) for k in re.findall(r"import_lesson\(\s*\\?['\"](\w+)", text)]
+    g = ROOT / "graders"
+    return ([l.solution_path for l in seen] + [g / f"{l.id}_{l.slug}.py" for l in seen]
+            + [g / "engine.py", g / "compare.py", g / "parts.py", ROOT / "course_cli" / "child.py"])
 
 
 def reference_key(lesson: Lesson, device: str) -> str:
     h = hashlib.sha256()
     h.update(lesson.id.encode())
-    for p in _source_files():
+    for p in _source_files(lesson):
         h.update(p.name.encode())
-        h.update(p.read_bytes())
+        h.update(p.read_bytes() if p.exists() else b"")
     h.update(importlib.metadata.version("torch").encode())
     h.update(device.encode())
     return h.hexdigest()[:24]
@@ -81,7 +96,7 @@ class Reference:
             for f in child.out.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _load(f)
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
             os.replace(tmp, path)
             shutil.rmtree(child.out, ignore_errors=True)
@@ -128,12 +143,12 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "",
                 reference.mistakes[m]["checks"].update(m_obs["checks"])
         shutil.rmtree(g_student.out, ignore_errors=True)
     try:
-        return _judge(lesson, module, student, obs, gpu, reference, cells, notebook, wanted)
+        return _judge(lesson, module, student, obs, gpu, reference, cells, notebook, wanted, only_public)
     finally:
         shutil.rmtree(student.out, ignore_errors=True)
 
 
-def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted) -> LessonResult:
+def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
     from graders.engine import judge_exercise
 
     cell_reports = student.json("cells.json") or []
@@ -159,7 +174,7 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
             elif cell:
                 missing_reason = f"!`{ex.name}` is not defined after running cell {cell['index']}"
         if obs is not None and obs.get("timeout"):
-            res = judge_exercise(module, ex, obs, reference.exercises[ex.name], {}, gpu)
+            res = judge_exercise(module, ex, obs, reference.exercises[ex.name], {}, gpu, only_public=only_public)
             res.status, res.points = "timeout", 0.0
             if not any(c.status == "timeout" for c in res.checks):
                 res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", "")))
@@ -168,7 +183,7 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
         mistakes = {m.id: reference.mistakes[m.id] for m in getattr(module, "MISTAKES", ())
                     if m.exercise == ex.name and m.id in reference.mistakes}
         result.exercises.append(judge_exercise(module, ex, obs, reference.exercises[ex.name], mistakes, gpu,
-                                               missing_reason))
+                                               missing_reason, only_public))
     return result
 
 

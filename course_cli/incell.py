@@ -27,6 +27,19 @@ def kernel_cells() -> list[dict]:
             if src.strip() and not _GRADING_CELL.search(src)]
 
 
+def check(exercise: str, lesson: str | None = None):
+    """`check("softmax")`: grade one exercise from a notebook cell, every check included (as `course check`)."""
+    from graders.registry import LESSONS
+
+    if lesson is None:
+        owners = [l.id for l in LESSONS if any(e.name == exercise for e in l.exercises)]
+        if len(owners) != 1:
+            raise ValueError(f"no single lesson has an exercise {exercise!r}; say which: check({exercise!r}, 'lessonNN')"
+                             if owners else f"no lesson has an exercise {exercise!r}")
+        lesson = owners[0]
+    return grade(lesson, exercise, hidden=True)
+
+
 def grade(lesson: str, exercise: str, hidden: bool = False):
     """Check one exercise of `lesson` against the reference and show the table inline.
 
@@ -39,7 +52,7 @@ def grade(lesson: str, exercise: str, hidden: bool = False):
     lesson_obj = find_lesson(lesson)
     lesson_obj.exercise(exercise)
     result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", [exercise], only_public=not hidden)
-    console = make_console()
+    console = make_console(jupyter=True)
     ex = result.exercises[0]
     console.print(exercise_table(result, ex))
     _record(result)

@@ -13,8 +13,11 @@ STYLE = {"passed": ("✓", "green"), "failed": ("✗", "red"), "error": ("!", "r
          "not_implemented": ("·", "dim"), "skipped": ("–", "dim")}
 
 
-def make_console(file=None) -> Console:
+def make_console(file=None, jupyter: bool = False) -> Console:
+    """A console that respects NO_COLOR and plain (non-terminal) output; in a notebook, Rich's own HTML."""
     no_color = "NO_COLOR" in os.environ
+    if jupyter:
+        return Console(no_color=no_color, highlight=False)
     return Console(file=file or sys.stdout, no_color=no_color, highlight=False, soft_wrap=False)
 
 

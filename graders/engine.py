@@ -397,10 +397,11 @@ def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:
 
 
 def judge_exercise(module, exercise, student: dict | None, reference: dict,
-                   mistakes: dict[str, dict], gpu: bool, missing_reason: str | None = None) -> ExerciseResult:
+                   mistakes: dict[str, dict], gpu: bool, missing_reason: str | None = None,
+                   only_public: bool = False) -> ExerciseResult:
     """Turn one exercise's observations into its result, checks in order, with a diagnosis."""
     name, points = exercise.name, float(exercise.points)
-    checks = CHECKS_OF(module).of(name)
+    checks = [c for c in CHECKS_OF(module).of(name) if not (only_public and c.hidden)]
     results: list[CheckResult] = []
     if student is None or student.get("missing"):
         status = "not_implemented"

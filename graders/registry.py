@@ -104,11 +104,352 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         aliases=("attention",),
     ),
-    # lesson02 row
-    # lesson03 row
-    # lesson04 row
-    # lesson05 row
-    # lesson06 row
+    Lesson(
+        "lesson02",
+        "masks",
+        "Masks",
+        exercises=(
+            Exercise(
+                "causal_mask",
+                points=2,
+                hints=(
+                    "Start from `torch.ones(t_q, t_k, dtype=torch.bool, device=device)` and keep a triangle. "
+                    "Which one? Query i may see key j when j is not after it: the lower one, diagonal included.",
+                    "With t_k > t_q (a KV cache), the queries are the *last* t_q positions: query i sits at "
+                    "position i + (t_k − t_q). Its last visible key moves right by t_k − t_q.",
+                    "`tril` takes a `diagonal=` offset: a positive offset keeps that many more diagonals above "
+                    "the main one. Which offset makes row i end at column i + (t_k − t_q)?",
+                ),
+            ),
+            Exercise(
+                "padding_mask",
+                points=2,
+                hints=(
+                    "Compare the key positions `torch.arange(t)` with each sequence's length: key j of "
+                    "sequence b is real when j < lengths[b]. Broadcasting (B, 1) against (t,) gives (B, t).",
+                    "True means 'may attend', so real keys are True and padding is False. Make the positions "
+                    "on `lengths.device`, then reshape (B, t) to (B, 1, 1, t) with `.view(-1, 1, 1, t)`.",
+                ),
+            ),
+            Exercise(
+                "sliding_window_mask",
+                points=2,
+                hints=(
+                    "Two conditions, combined with `&`: causal (j ≤ i) and not too far back. Build query "
+                    "positions as a column `arange(t)[:, None]` and key positions as a row `arange(t)[None, :]`.",
+                    "The window counts the query's own key: with window=1 a query sees only itself, with "
+                    "window=3 itself and the 2 before. Count the True entries in a row to check.",
+                    "The lower bound is strict: j > i − window (equivalently i − j < window), not ≥.",
+                ),
+            ),
+            Exercise(
+                "to_additive",
+                points=1,
+                hints=(
+                    "Start from zeros of the mask's shape in `dtype` on `mask.device`, and put -inf where the "
+                    "mask is False.",
+                    "`float('-inf')`, not −1e9; and do not multiply by -inf (0 × −inf is NaN). "
+                    "`zeros.masked_fill(~mask, float('-inf'))` or `torch.where` select instead.",
+                ),
+            ),
+            Exercise(
+                "masked_attention",
+                points=3,
+                hints=(
+                    "Start from lesson 01: scores = q @ kᵀ / √d, fill -inf where the mask is False, softmax over "
+                    "the keys, multiply by v. Then test it with a mask that has an all-False row.",
+                    "A row of all -inf scores makes the softmax compute −inf − (−inf) = NaN. Find such rows "
+                    "with `mask.any(dim=-1, keepdim=True)`.",
+                    "Patching NaN after the softmax (nan_to_num) leaves NaN in the backward pass. Instead give "
+                    "the empty rows finite scores (e.g. 0) before the softmax, and set their weights to 0 after it.",
+                ),
+            ),
+        ),
+        aliases=("masks", "masking"),
+    ),
+    Lesson(
+        "lesson03",
+        "heads",
+        "Heads: split, merge, multi-head, grouped-query",
+        exercises=(
+            Exercise(
+                "split_heads",
+                points=1,
+                hints=(
+                    "Unpack `B, T, D = x.shape`; each head gets Dh = D // num_heads features. Check "
+                    "`D % num_heads` first and raise ValueError naming num_heads when it is not 0.",
+                    "`view` never moves data: `x.view(B, H, T, Dh)` has the right shape but reads memory in order. "
+                    "Cut the last axis first, `(B, T, H, Dh)`, so each position keeps its own features.",
+                    "Then swap the T and H axes with `.transpose(1, 2)` to get (B, H, T, Dh).",
+                ),
+            ),
+            Exercise(
+                "merge_heads",
+                points=1,
+                hints=(
+                    "Undo split_heads in reverse order: first bring T back next to B, then join H and Dh.",
+                    "`x.transpose(1, 2)` gives (B, T, H, Dh), which is not contiguous, so `.view` refuses: use "
+                    "`.reshape(B, T, H * Dh)` (or `.contiguous().view(...)`).",
+                ),
+            ),
+            Exercise(
+                "MultiHeadAttention",
+                points=4,
+                hints=(
+                    "In __init__ store num_heads and head_dim = d_model // num_heads, and create four "
+                    "`nn.Linear(d_model, d_model, bias=bias)` named q_proj, k_proj, v_proj, out_proj.",
+                    "In forward: `key = query if key is None else key`, `value = key if value is None else value`; "
+                    "project each, then split_heads: q is (B, H, Tq, Dh), k and v are (B, H, Tk, Dh).",
+                    "Scores `q @ k.transpose(-2, -1) / math.sqrt(head_dim)` (the head's size, not d_model); "
+                    "masked_fill(~mask, -inf); softmax over the last axis; "
+                    "`F.dropout(weights, self.dropout, self.training)`.",
+                    "Output: `out_proj(merge_heads(weights @ v))`; return it with the (B, H, Tq, Tk) weights when "
+                    "need_weights, else with None. Do not average the weights over heads.",
+                ),
+            ),
+            Exercise(
+                "CausalSelfAttention",
+                points=2,
+                hints=(
+                    "One `nn.Linear(d_model, 3 * d_model)` named qkv_proj: its output is [q | k | v], three "
+                    "blocks of d_model features, in that order; plus out_proj.",
+                    "`q, k, v = self.qkv_proj(x).chunk(3, dim=-1)`, then split_heads each to (B, H, T, Dh).",
+                    "`F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, "
+                    "is_causal=is_causal)` scales by 1/√Dh itself; then merge_heads and out_proj.",
+                ),
+            ),
+            Exercise(
+                "repeat_kv",
+                points=1,
+                hints=(
+                    "With n_rep = 2 and KV heads a, b, c the output heads are a, a, b, b, c, c: each head "
+                    "repeated in place, not the whole list repeated.",
+                    "`x.repeat(1, n_rep, 1, 1)` tiles (a, b, c, a, b, c). Look for the variant of repeat that "
+                    "repeats each element along a dim, or add an axis after the head axis, expand it to n_rep "
+                    "and reshape.",
+                ),
+            ),
+            Exercise(
+                "GroupedQueryAttention",
+                points=3,
+                hints=(
+                    "head_dim = d_model // num_heads. q_proj maps d_model → d_model; k_proj and v_proj map "
+                    "d_model → num_kv_heads * head_dim; out_proj d_model → d_model; all with bias=bias.",
+                    "Split q into num_heads heads and k, v into num_kv_heads heads; then each KV head must serve "
+                    "num_heads // num_kv_heads consecutive query heads.",
+                    "`repeat_kv(k, n_rep)` and `repeat_kv(v, n_rep)` make them (B, H, T, Dh); then "
+                    "`F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)`, merge_heads, out_proj.",
+                ),
+            ),
+        ),
+        aliases=("heads", "multihead"),
+    ),
+    Lesson(
+        "lesson04",
+        "layernorm",
+        "LayerNorm, and what it is not",
+        exercises=(
+            Exercise(
+                "layer_norm",
+                points=3,
+                hints=(
+                    "Everything happens along the last axis: the mean and the variance of each row, with "
+                    "`dim=-1, keepdim=True` so that they broadcast back against x.",
+                    "Two details decide whether you match PyTorch: the variance divides by D, not D - 1 "
+                    "(`x.var()` divides by D - 1 unless you pass `unbiased=False`), and eps is added to the "
+                    "variance, under the square root.",
+                    "Roughly: `mean = x.mean(-1, keepdim=True)`, `var = ((x - mean) ** 2).mean(-1, keepdim=True)`, "
+                    "`out = (x - mean) / torch.sqrt(var + eps)`; then multiply by weight and add bias only when "
+                    "each is not None.",
+                ),
+            ),
+            Exercise(
+                "LayerNorm",
+                points=2,
+                hints=(
+                    "The parameters must be `nn.Parameter`s named `weight` and `bias`, of shape "
+                    "`(normalized_shape,)`, so that nn.LayerNorm's state dict loads into your module.",
+                    "weight starts at ones and bias at zeros. With elementwise_affine=False both are None, and "
+                    "with bias=False only bias is None; forward can simply call your layer_norm.",
+                ),
+            ),
+            Exercise(
+                "batch_norm",
+                points=2,
+                hints=(
+                    "BatchNorm keeps one mean and one variance per channel, and the channels are axis 1. "
+                    "Average over every other axis: the batch and all the positions.",
+                    "`dims = (0, *range(2, x.dim()))` lists those axes for a 2-D, 3-D or 4-D input; take the "
+                    "mean and the population variance over `dims` with keepdim=True, then normalise as in "
+                    "layer_norm.",
+                ),
+            ),
+            Exercise(
+                "group_norm",
+                points=2,
+                hints=(
+                    "Each sample's C channels are split into num_groups runs of C/num_groups neighbouring "
+                    "channels; each run, with all its positions, gets one mean and one variance.",
+                    "Check `C % num_groups` first and raise ValueError naming num_groups. Then "
+                    "`x.reshape(N, num_groups, -1)` puts each group of one sample in one row: normalise the rows "
+                    "and reshape back to x.shape.",
+                ),
+            ),
+            Exercise(
+                "layer_norm_manual",
+                points=3,
+                challenge=True,
+                hints=(
+                    "In forward, compute x_hat and rstd = 1/sqrt(var + eps) as in layer_norm, keep them with "
+                    "`ctx.save_for_backward(x_hat, weight, rstd)`, and return x_hat * weight + bias. backward "
+                    "returns four values: gradients for x, weight and bias, and None for eps.",
+                    "grad_bias sums grad_out over every leading axis and grad_weight sums grad_out * x_hat the "
+                    "same way, both giving shape (D,). For x, work with g = grad_out * weight, the gradient "
+                    "with respect to x_hat.",
+                    "grad_x = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), both means over the last axis "
+                    "with keepdim=True: the second term comes from the mean, the third from the variance.",
+                ),
+            ),
+        ),
+        aliases=("layer_norm",),
+    ),
+    Lesson(
+        "lesson05",
+        "rmsnorm",
+        "RMSNorm",
+        exercises=(
+            Exercise(
+                "rms_norm",
+                points=3,
+                hints=(
+                    "Everything happens along the last axis: the mean of x² over dim=-1 with keepdim=True, "
+                    "so that it broadcasts back against x. There is no mean subtracted: that would be LayerNorm.",
+                    "eps goes inside the square root: x / sqrt(mean(x²) + eps). In float16, x² overflows to "
+                    "inf once |x| ≥ 256, so do the arithmetic on `x.float()` and cast the result with "
+                    "`.to(x.dtype)` at the end.",
+                    "Roughly: `xf = x.float()`, then `y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)`, "
+                    "multiply by `weight.float()` when a weight is given, and return `y.to(x.dtype)`.",
+                ),
+            ),
+            Exercise(
+                "RMSNorm",
+                points=2,
+                hints=(
+                    "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have exactly "
+                    "that: no bias.",
+                    "In __init__, store eps and create `self.weight = nn.Parameter(torch.ones(dim))`; forward "
+                    "calls your rms_norm with the module's weight and eps.",
+                ),
+            ),
+            Exercise(
+                "rms_norm_triton",
+                points=4,
+                hints=(
+                    "View x as (rows, D), allocate the output with torch.empty_like in x's dtype, and launch "
+                    "`kernel[(rows,)](...)`: program `tl.program_id(0)` handles one row. Pass the row stride and "
+                    "D to the kernel, and BLOCK = triton.next_power_of_2(D) as a keyword (a tl.constexpr).",
+                    "Inside the kernel, `cols = tl.arange(0, BLOCK)` and `mask = cols < D`; load with "
+                    "`mask=mask, other=0.0` so the padding adds nothing to the sum of squares, and store with the "
+                    "same mask. Convert the loaded block with `.to(tl.float32)` before squaring.",
+                    "The body is about six lines: load x and w (as float32), `ms = tl.sum(x * x, axis=0) / D`, "
+                    "`y = x * tl.rsqrt(ms + eps) * w`, then tl.store y at the row's pointers with the mask.",
+                ),
+            ),
+        ),
+        triton=True,
+        aliases=("rms_norm",),
+    ),
+    Lesson(
+        "lesson06",
+        "positions",
+        "Positions",
+        exercises=(
+            Exercise(
+                "sinusoidal_table",
+                points=2,
+                hints=(
+                    "Build the angles as an outer product: positions p = 0..max_len−1 as a column (max_len, 1) "
+                    "times one frequency per pair of columns, a row (d_model/2,).",
+                    "The frequency of pair i (columns 2i and 2i+1) is base^(−2i/d_model): the exponent runs "
+                    "over the even column numbers 0, 2, 4, ..., not over 0, 1, 2, ... Use the `base` argument.",
+                    "With `angles` of shape (max_len, d_model/2), write sin(angles) into the even columns "
+                    "`pe[:, 0::2]` and cos(angles) into the odd ones `pe[:, 1::2]`; check d_model % 2 first.",
+                ),
+            ),
+            Exercise(
+                "LearnedPositionalEmbedding",
+                points=1,
+                hints=(
+                    "The table is one trainable (max_len, d_model) tensor: an nn.Parameter (or an nn.Embedding's "
+                    "weight), drawn from N(0, 0.02) — not nn.Embedding's default N(0, 1).",
+                    "forward reads T from x's second-to-last axis and adds rows offset..offset+T−1, which "
+                    "broadcast over the batch. Past max_len there is no row: raise before slicing, since a "
+                    "slice past the end silently comes back shorter.",
+                    "Roughly: `if offset + T > self.max_len: raise ValueError(... max_len ...)`, then "
+                    "`return x + self.weight[offset:offset + T]`.",
+                ),
+            ),
+            Exercise(
+                "apply_rope",
+                points=3,
+                hints=(
+                    "Angles are an outer product: positions[..., None] (as float32) times the D/2 frequencies "
+                    "base^(−2i/D), giving (..., T, D/2): one angle per token and per pair. Never assume the "
+                    "positions are 0..T−1.",
+                    "Interleaved pairs are a = x[..., 0::2] and b = x[..., 1::2]. Rotating (a, b) by θ gives "
+                    "(a cos θ − b sin θ, a sin θ + b cos θ).",
+                    "Put the rotated halves back in interleaved order with torch.stack([a_rot, b_rot], dim=-1)"
+                    ".flatten(-2), and return it in x's dtype.",
+                ),
+            ),
+            Exercise(
+                "apply_rope_half",
+                points=2,
+                hints=(
+                    "Same angles and frequencies as apply_rope; only which features are paired changes: "
+                    "feature i is paired with feature i + D/2.",
+                    "With a = x[..., :D//2] and b = x[..., D//2:], the rotation is again "
+                    "(a cos θ − b sin θ, a sin θ + b cos θ).",
+                    "Join the two rotated halves with torch.cat(..., dim=-1) — no interleaving. (Hugging Face "
+                    "writes it as x·cos + rotate_half(x)·sin with rotate_half(x) = cat(−b, a).)",
+                ),
+            ),
+            Exercise(
+                "rope_inv_freq",
+                points=2,
+                hints=(
+                    "Start from the plain frequencies base^(−2i/dim) for i = 0..dim/2−1; \"linear\" then divides "
+                    "every one of them by scale (positions p/scale), \"ntk\" instead changes the base first.",
+                    "For \"ntk\" the new base b' is chosen so that the lowest frequency, b'^(−(dim−2)/dim), is "
+                    "the old one divided by scale, while i = 0 stays 1. Solve for the power of scale.",
+                    "b' = base·scale^(dim/(dim−2)). Check `method` against the three names and `scale >= 1` "
+                    "first, and raise ValueError naming the argument.",
+                ),
+            ),
+            Exercise(
+                "alibi_slopes",
+                points=1,
+                hints=(
+                    "For H a power of two the slopes are geometric: 2^(−8/H), 2^(−16/H), ..., 2^(−8), the "
+                    "steepest first.",
+                    "Otherwise let n be the largest power of two below H: take the n slopes for n heads, then "
+                    "the slopes for 2n heads, keep every other one of those (indices 0, 2, 4, ...), and append "
+                    "the first H − n of them.",
+                ),
+            ),
+            Exercise(
+                "alibi_bias",
+                points=1,
+                hints=(
+                    "The bias is −m_h·|i − j|: zero on the diagonal, more negative with distance, one slope per "
+                    "head, broadcast as slopes[:, None, None] * distances[None].",
+                    "When t_q < t_k the queries are the last t_q positions of the t_k keys, so query i sits at "
+                    "position i + (t_k − t_q): compute the distance from there.",
+                ),
+            ),
+        ),
+        aliases=("rope", "alibi"),
+    ),
     # lesson07 row
     # lesson08 row
     # lesson09 row
