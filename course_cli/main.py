@@ -148,12 +148,16 @@ def status(as_json: bool) -> None:
         click.echo(json.dumps({"lessons": rows}))
         return
     table = Table(title="Your progress", title_justify="left")
-    for col in ("lesson", "progress", "points", "attempts", "last attempt", "next"):
-        table.add_column(col, no_wrap=True)
+    table.add_column("lesson", no_wrap=True, min_width=8)
+    table.add_column("progress", no_wrap=True, min_width=10)
+    table.add_column("points", no_wrap=True, justify="right", min_width=6)
+    table.add_column("tries", no_wrap=True, justify="right", min_width=5)
+    table.add_column("last", no_wrap=True, min_width=10)
+    table.add_column("next", overflow="ellipsis", no_wrap=True, min_width=12, max_width=24)
     for r in rows:
         ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
-        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=20)
-        table.add_row(f"{r['lesson']} {r['title']}", bar, f"{r['points']:g}/{r['max_points']:g}",
+        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=10)
+        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}",
                       str(r["attempts"]), ago, r["next"] or status_text("passed"))
     make_console().print(table)
     pending = next((r for r in rows if r["next"]), None)
@@ -193,6 +197,73 @@ def hint(lesson: str, exercise: str) -> None:
         click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
     if shown == len(ex.hints):
         click.echo("That was the last hint.")
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+def init(directory: str | None) -> None:
+    """Make a workspace: your own copy of every lesson notebook, and a progress store.
+
+    Run it again after updating the course: new lessons are added, your notebooks are never overwritten.
+
+    Example: course init ~/attention
+    """
+    from pathlib import Path
+
+    from .workspace_ops import init as init_ws
+
+    target = Path(directory or ".").resolve()
+    copied, kept = init_ws(target)
+    for p in copied:
+        click.echo(f"added   {p}")
+    for p in kept:
+        click.echo(f"kept    {p} (yours, untouched)")
+    click.echo(f"Workspace ready in {target}. Next: cd there, `jupyter lab lessons/`, then `course check lesson01`.")
+
+
+@cli.command()
+@click.argument("lesson")
+@click.argument("exercise", required=False)
+@click.option("--notebook", "notebook", type=click.Path(), help="Reset this notebook file instead of yours.")
+def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
+    """Restore an exercise's pristine cell, or the whole notebook; your current notebook is backed up first.
+
+    Example: course reset lesson01 softmax
+    """
+    from pathlib import Path
+
+    from .notebook import NotebookError
+    from .workspace import find_workspace, notebook_path
+    from .workspace_ops import reset as reset_nb
+
+    lesson_obj = _lesson(lesson)
+    workspace = find_workspace()
+    path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
+    try:
+        click.echo(reset_nb(lesson_obj, path, workspace, exercise))
+    except (LookupError, NotebookError) as exc:
+        raise CourseError(str(exc)) from None
+
+
+@cli.command()
+@click.argument("lesson")
+@click.argument("exercise", required=False)
+@click.option("--notebook", "notebook", type=click.Path(), help="Watch this notebook file instead of yours.")
+@click.option("--interval", default=0.5, show_default=True, help="Seconds between looks at the file.")
+def watch(lesson: str, exercise: str | None, notebook: str | None, interval: float) -> None:
+    """Re-check a lesson every time its notebook is saved (Ctrl-C to stop).
+
+    Example: course watch lesson01
+    """
+    from pathlib import Path
+
+    from .watch import watch as watch_nb
+    from .workspace import find_workspace, notebook_path
+
+    lesson_obj = _lesson(lesson)
+    workspace = find_workspace()
+    path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
+    watch_nb(lesson_obj, path, workspace, [exercise] if exercise else None, interval, record=not notebook)
 
 
 @cli.command()

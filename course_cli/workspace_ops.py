@@ -1,0 +1,96 @@
+"""Operations on the student's workspace that write notebooks: init, reset, backups.
+
+Nothing here overwrites a student's notebook without first copying it to `.course/backups/`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+from graders.registry import LESSONS, Lesson
+
+from .workspace import MARKER
+
+
+def backup(notebook: Path, workspace: Path) -> Path:
+    """Copy `notebook` (whatever its state) to `.course/backups/<name>-<timestamp>.ipynb`."""
+    folder = workspace / MARKER / "backups"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder / f"{notebook.stem}-{stamp}.ipynb"
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{notebook.stem}-{stamp}-{n}.ipynb"
+    shutil.copy2(notebook, target)
+    return target
+
+
+def _pristine(lesson: Lesson):
+    import nbformat
+
+    from .build import student_notebook
+
+    return nbformat.reads(student_notebook(lesson), as_version=4)
+
+
+def _find(nb, exercise: str) -> int | None:
+    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(exercise)}\b", re.M)
+    by_meta = [i for i, c in enumerate(nb.cells)
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == exercise]
+    if by_meta:
+        return by_meta[0]
+    by_text = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and pattern.search(c.source)]
+    return by_text[-1] if by_text else None
+
+
+def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None = None) -> str:
+    """Restore the pristine notebook, or one exercise's pristine cell; returns what was done, in words."""
+    import nbformat
+
+    from .notebook import NotebookError, read_notebook
+
+    pristine = _pristine(lesson)
+    saved = backup(notebook, workspace) if notebook.exists() else None
+    kept = f"your notebook is backed up as {saved}" if saved else "there was no notebook to back up"
+    if exercise is None:
+        notebook.parent.mkdir(parents=True, exist_ok=True)
+        notebook.write_text(nbformat.writes(pristine) + "\n")
+        return f"Restored {notebook.name} to its pristine state; {kept}."
+    lesson.exercise(exercise)
+    try:
+        nb = read_notebook(notebook)
+    except NotebookError as exc:
+        raise NotebookError(f"{exc}\nTo restore the whole notebook: course reset {lesson.id}") from None
+    fresh = pristine.cells[_find(pristine, exercise)]
+    i = _find(nb, exercise)
+    if i is not None:
+        nb.cells[i] = fresh
+        where = f"cell {i + 1}"
+    else:  # deleted: put it back just before its check cell, or at its original place
+        tests = [j for j, c in enumerate(nb.cells)
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == f"test_{exercise}"]
+        i = tests[0] if tests else min(_find(pristine, exercise), len(nb.cells))
+        nb.cells.insert(i, fresh)
+        where = f"a new cell {i + 1} (it had been deleted)"
+    notebook.write_text(nbformat.writes(nb) + "\n")
+    return f"Restored `{exercise}` in {where} of {notebook.name}; {kept}."
+
+
+def init(target: Path) -> tuple[list[Path], list[Path]]:
+    """Make `target` a workspace: `.course/` and every lesson's notebook in `lessons/`.
+    Existing notebooks are never touched (a newer course only adds the lessons you lack)."""
+    (target / MARKER).mkdir(parents=True, exist_ok=True)
+    (target / "lessons").mkdir(exist_ok=True)
+    copied, kept = [], []
+    for lesson in LESSONS:
+        dest = target / "lessons" / lesson.notebook
+        if dest.exists():
+            kept.append(dest)
+        else:
+            shutil.copy(lesson.student_path, dest)
+            copied.append(dest)
+    return copied, kept
