@@ -450,9 +450,130 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         aliases=("rope", "alibi"),
     ),
-    # lesson07 row
+    Lesson(
+        "lesson07",
+        "block",
+        "The transformer block",
+        exercises=(
+            Exercise(
+                "MLP",
+                points=3,
+                hints=(
+                    "Two nn.Linear layers named fc1 (d_model → expansion·d_model) and fc2 (back to d_model), "
+                    "both built with bias=bias, and an nn.Dropout(dropout) module.",
+                    "GPT-2's GELU is the tanh approximation: F.gelu(h, approximate=\"tanh\"). Plain F.gelu(h) "
+                    "and nn.GELU() are the exact erf form, up to ~5e-4 away: enough to fail the check.",
+                    "forward is dropout(fc2(gelu(fc1(x)))): dropout after fc2 only, and as an nn.Dropout module "
+                    "it switches itself off after .eval() (F.dropout would need training=self.training).",
+                ),
+            ),
+            Exercise(
+                "TransformerBlock",
+                points=7,
+                hints=(
+                    "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, num_heads, "
+                    "dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, dropout, bias), and "
+                    "an nn.Dropout(dropout) for the attention branch. The attention returns a pair: keep [0].",
+                    "Pre-LN (norm_first=True) leaves the stream un-normalised: x = x + drop(attn(ln1(x))), then "
+                    "x = x + mlp(ln2(x)). Post-LN normalises after each add: x = ln1(x + drop(attn(x))), then "
+                    "x = ln2(x + mlp(x)).",
+                    "For causal=True make torch.ones(T, T, dtype=torch.bool, device=x.device).tril() (True = may "
+                    "attend) and combine it with a given mask by `mask & causal`; it broadcasts against a "
+                    "(B, 1, 1, T) padding mask. Pass the result as attn(..., mask=mask).",
+                ),
+            ),
+        ),
+        aliases=("transformer_block",),
+    ),
     # lesson08 row
-    # lesson09 row
+    Lesson(
+        "lesson09",
+        "flash",
+        "Flash attention",
+        exercises=(
+            Exercise(
+                "online_logsumexp",
+                points=2,
+                hints=(
+                    "Keep two tensors of shape x.shape[:-1]: a running max m (start at -inf) and a running sum "
+                    "s (start at 0). Loop over the last dim in slices `x[..., start:start + block]`.",
+                    "For each block: m_new = max(m, the block's max). The terms already in s were taken "
+                    "relative to the old max, so multiply s by exp(m - m_new) before adding the block's "
+                    "exp(x - m_new).",
+                    "Roughly: `s = s * torch.exp(m - m_new) + torch.exp(xb - m_new[..., None]).sum(-1)`, then "
+                    "`m = m_new`; after the loop return `m + torch.log(s)`.",
+                ),
+            ),
+            Exercise(
+                "flash_attention",
+                points=4,
+                hints=(
+                    "Two loops: over query tiles `q[:, :, qs:qe]` and, inside, over key tiles. Per query tile "
+                    "keep m (running max, -inf), l (running sum, 0) and acc (running output, zeros of "
+                    "(B, H, rows, D)). Each key tile's scores are (q_tile @ k_tileᵀ)·scale: only a tile.",
+                    "When the running max moves to m_new, both l and acc shrink by alpha = exp(m - m_new): "
+                    "l = alpha·l + rowsum(p) and acc = alpha·acc + p @ v_tile with p = exp(s - m_new). "
+                    "Divide acc by l once, after the last key tile; lse = m + log(l), of the *scaled* scores.",
+                    "Causal: a key tile starting after the query tile's last row (ks > qe - 1) is skipped, so "
+                    "stop the key loop at min(Tk, qe); a tile that crosses the diagonal (ke - 1 > qs) needs "
+                    "`s.masked_fill(rows[:, None] < cols[None, :], -inf)`. Slicing with ke = min(ks + "
+                    "block_k, Tk) handles the tails.",
+                ),
+            ),
+            Exercise(
+                "flash_attention_triton",
+                points=4,
+                hints=(
+                    "Launch one program per (query tile, batch·head): grid = (triton.cdiv(T, BLOCK_M), B * H). "
+                    "After `.contiguous()`, head `pid_bh` starts at element pid_bh·T·D and row t of it at "
+                    "t·D, so a tile's pointers are `Q + base + rows[:, None] * D + dims[None, :]`.",
+                    "Load with `mask=rows[:, None] < T, other=0.0`. Inside the key loop: s = tl.dot(q, "
+                    "tl.trans(k)) * scale, then the same m / l / acc update as in flash_attention with "
+                    "tl.max, tl.exp and tl.sum along axis 1; cast p to v's dtype for the second tl.dot.",
+                    "Keys past T load as zeros, and a zero score still gets weight: set "
+                    "`s = tl.where(cols[None, :] < T, s, float('-inf'))` (and `& (cols[None, :] <= "
+                    "rows[:, None])` when CAUSAL). Store `acc / l[:, None]` cast to O.dtype.element_ty.",
+                ),
+            ),
+            Exercise(
+                "attention_flops",
+                points=1,
+                hints=(
+                    "Count the two matrix products per (batch, head): QKᵀ is Tq·Tk dot products of length d, "
+                    "each d multiplies and d adds.",
+                    "QKᵀ and PV cost 2·t_q·t_k·d each, so the total is 4·b·h·t_q·t_k·d; causal is half of it. "
+                    "Use `// 2` so the result stays an exact int.",
+                ),
+            ),
+            Exercise(
+                "kv_cache_bytes",
+                points=1,
+                hints=(
+                    "Every layer caches a key and a value vector of size d_head for every KV head, every "
+                    "position and every sequence in the batch.",
+                    "Multiply 2 (K and V) · n_layer · n_kv_heads · d_head · seq_len · batch by the element size, "
+                    "`torch.empty((), dtype=dtype).element_size()`.",
+                ),
+            ),
+            Exercise(
+                "FlashAttentionFunction",
+                points=3,
+                challenge=True,
+                hints=(
+                    "forward: `out, lse = flash_attention(q, k, v, causal=causal)`, then "
+                    "`ctx.save_for_backward(q, k, v, out, lse)` and keep `ctx.causal = causal`. backward "
+                    "returns four things: dq, dk, dv and None (for causal).",
+                    "In backward, compute delta = (grad_out * out).sum(-1, keepdim=True) once. Loop over key "
+                    "tiles and, inside, query tiles; recompute the tile's scores s (scaled, masked when "
+                    "causal) and p = exp(s - lse[..., None]).",
+                    "Per tile: dv_tile += pᵀ @ dO_tile; ds = p * (dO_tile @ v_tileᵀ - delta_tile); "
+                    "dq_tile += ds @ k_tile * scale; dk_tile += dsᵀ @ q_tile * scale, accumulating into "
+                    "float32 zeros of q's, k's and v's shapes.",
+                ),
+            ),
+        ),
+        triton=True,
+    ),
 )
 
 

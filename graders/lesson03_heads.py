@@ -1,0 +1,762 @@
+"""Lesson 03 — heads: `split_heads`, `merge_heads`, `MultiHeadAttention`, `CausalSelfAttention`,
+`repeat_kv`, `GroupedQueryAttention`.
+
+Reads like the lesson: the layout helpers, then the modules in the order the notebook builds them,
+then the known mistakes. Probes run in the sandboxed child (student code); judges run in the parent.
+
+Modules are probed the same way throughout: build the student's module (after `ctx.manual_seed()`),
+load seeded weights into it *by parameter name*, so the comparison never depends on how it initialises
+itself, then call it on seeded inputs. Where a judge compares with torch (`nn.MultiheadAttention`,
+SDPA's `enable_gqa=True`) or with the course's own `MultiHeadAttention`, it reads what the *reference*
+child observed; the student child computes the same keys, but they are never read.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from .compare import close, first_failure
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, same
+
+CHECKS = Checks("lesson03")
+
+FORBIDDEN = {
+    "MultiHeadAttention": (
+        "torch.nn.MultiheadAttention",  # its forward is seen as the functional call below
+        "torch.nn.functional.multi_head_attention_forward",
+        "torch.nn.functional.scaled_dot_product_attention",
+        "torch._native_multi_head_attention",
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers shared by the module probes
+
+
+def _build(ctx, *args, **kwargs) -> nn.Module:
+    """The student's module, constructed after seeding torch's global generator."""
+    ctx.manual_seed()
+    module = ctx.call(ctx.target, *args, **kwargs)
+    if not isinstance(module, nn.Module):
+        raise WrongResult(f"`{ctx.exercise}(...)` should build an nn.Module, but it gave a {type(module).__name__}")
+    return module
+
+
+def _weights(ctx, shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+    """Seeded values for the named parameters: weights ~ N(0, 1/fan_in), biases ~ N(0, 0.1²)."""
+    return {name: ctx.randn(*shape, scale=1 / math.sqrt(shape[-1]) if len(shape) == 2 else 0.1)
+            for name, shape in shapes.items()}
+
+
+def _load(ctx, module: nn.Module, weights: dict[str, torch.Tensor], who: str | None = None) -> nn.Module:
+    """Copy `weights` into `module` by parameter name, on the config's device and dtype, in eval mode."""
+    who = who or f"`{ctx.exercise}`"
+    params = dict(module.named_parameters())
+    for name, w in weights.items():
+        if name not in params:
+            have = ", ".join(f"{n} {tuple(p.shape)}" for n, p in params.items()) or "none"
+            raise WrongResult(f"{who} has no parameter `{name}` (its parameters: {have}); name the layers "
+                              f"as the exercise asks, so weights load by name")
+        if tuple(params[name].shape) != tuple(w.shape):
+            raise WrongResult(f"{who}'s `{name}` has shape {tuple(params[name].shape)}, expected {tuple(w.shape)}")
+    module.to(device=ctx.device, dtype=ctx.dtype)
+    params = dict(module.named_parameters())
+    with torch.no_grad():
+        for name, w in weights.items():
+            params[name].copy_(w)
+    return module.eval()
+
+
+def _tensor(ctx, result, what: str = "the output tensor (B, T, D)") -> torch.Tensor:
+    if not isinstance(result, torch.Tensor):
+        raise WrongResult(f"`{ctx.exercise}.forward` should return {what}, but it returned a {type(result).__name__}")
+    return result
+
+
+def _proj_shapes(d_model: int, kv_dim: int | None = None, bias: bool = True) -> dict[str, tuple[int, ...]]:
+    kv_dim = d_model if kv_dim is None else kv_dim
+    shapes = {}
+    for name, out in (("q_proj", d_model), ("k_proj", kv_dim), ("v_proj", kv_dim), ("out_proj", d_model)):
+        shapes[f"{name}.weight"] = (out, d_model)
+        if bias:
+            shapes[f"{name}.bias"] = (out,)
+    return shapes
+
+
+def _count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _raises(fn, *args, **kwargs) -> dict:
+    """What calling fn raised (NotImplementedError passes through: the stub is not_implemented)."""
+    try:
+        fn(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any exception is an observation here
+        return {"raised": type(exc).__name__, "message": str(exc)[:200]}
+    return {"raised": None, "message": ""}
+
+
+class _Calls(TorchFunctionMode):
+    """Records whether `fn` is called (this grader needs 'must call', the engine's FORBIDDEN is 'must not')."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn, self.called = fn, False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is self.fn:
+            self.called = True
+        return func(*args, **(kwargs or {}))
+
+
+def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = True):
+    """The namespace's MultiHeadAttention carrying `weights`, or None when it cannot be built.
+
+    Only the reference child's copy (the course's solved class) is ever judged; in the student's child
+    this may fail (an unfinished MultiHeadAttention) without failing the exercise being checked."""
+    try:
+        mha = ctx.get("MultiHeadAttention")(d_model, num_heads, bias=bias)
+        return _load(ctx, mha, weights, "MultiHeadAttention")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _judge_against(pairs: list[tuple[str, str]], scale: float = 1.0):
+    """A judge: each student key matches the reference child's observation under the paired key."""
+    def judge(s, r, ctx):
+        for mine, theirs in pairs:
+            msg = close(s.get(mine), r[theirs], f"{mine} (against {theirs})", tol=ctx.tol.scaled(scale))
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+# ----------------------------------------------------------------------------------------------
+# split_heads(x, num_heads) -> (B, H, T, D/H)
+
+
+@CHECKS.probe("split_heads", "(B, T, D) → (B, H, T, D/H): head h holds features h·Dh … (h+1)·Dh − 1",
+              same(), CPU_AND_GPU)
+def split_values(ctx):
+    x = ctx.randn(2, 5, 24)  # (B, T, D)
+    return {"output with num_heads=4": ctx.call(ctx.target, x, 4),  # (2, 4, 5, 6)
+            "output with num_heads=3": ctx.call(ctx.target, x, num_heads=3)}  # (2, 3, 5, 8)
+
+
+def _value_error(s, r, ctx):
+    if s["raised"] == "ValueError":
+        return None
+    got = "nothing was raised" if s["raised"] is None else f"it raised {s['raised']}: {s['message']}"
+    return (f"split_heads(x, num_heads) with D={r['D']} and num_heads={r['num_heads']} should raise ValueError "
+            f"(D must be divisible by num_heads), but {got}")
+
+
+@CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", _value_error, CPU)
+def split_not_divisible(ctx):
+    x = ctx.randn(2, 5, 10)
+    return {**_raises(ctx.call, ctx.target, x, 4), "D": 10, "num_heads": 4}
+
+
+# ----------------------------------------------------------------------------------------------
+# merge_heads(x) -> (B, T, H·Dh)
+
+
+@CHECKS.probe("merge_heads", "(B, H, T, Dh) → (B, T, H·Dh): the heads side by side per position",
+              same(), CPU_AND_GPU)
+def merge_values(ctx):
+    x = ctx.randn(2, 4, 5, 6)  # (B, H, T, Dh), contiguous like the output of weights @ v
+    y = ctx.randn(2, 5, 3, 8).transpose(1, 2)  # (B, H, T, Dh), a non-contiguous view like split_heads' output
+    return {"output for a contiguous input": ctx.call(ctx.target, x),
+            "output for a transposed (non-contiguous) input": ctx.call(ctx.target, y)}
+
+
+# ----------------------------------------------------------------------------------------------
+# MultiHeadAttention(d_model, num_heads, dropout=0.0, bias=True)
+# forward(query, key=None, value=None, mask=None, need_weights=False) -> (output, weights | None)
+
+D, H = 24, 4  # Dh = 6; with B = 2, Tq = 5, Tk = 7 every axis has its own size
+
+
+def _mha(ctx, bias: bool = True, dropout: float = 0.0):
+    """The student's MultiHeadAttention(D, H) carrying seeded weights, and those weights."""
+    module = _build(ctx, D, H, dropout=dropout, bias=bias)
+    weights = _weights(ctx, _proj_shapes(D, bias=bias))
+    return _load(ctx, module, weights), weights
+
+
+def _call_mha(ctx, module, *args, **kwargs):
+    return ctx.unpack(ctx.call(module, *args, **kwargs), 2, "a pair (output, weights or None)")
+
+
+def _torch_mha(ctx, weights: dict, bias: bool = True) -> nn.MultiheadAttention:
+    """nn.MultiheadAttention(batch_first=True) carrying the same weights: in_proj = cat(q, k, v)."""
+    m = nn.MultiheadAttention(D, H, bias=bias, batch_first=True)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([weights[f"{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")]))
+        m.out_proj.weight.copy_(weights["out_proj.weight"])
+        if bias:
+            m.in_proj_bias.copy_(torch.cat([weights[f"{p}.bias"] for p in ("q_proj", "k_proj", "v_proj")]))
+            m.out_proj.bias.copy_(weights["out_proj.bias"])
+    return m.to(device=ctx.device, dtype=ctx.dtype).eval()
+
+
+def _mha_inputs(ctx):
+    query, key, value = ctx.randn(2, 5, D), ctx.randn(2, 7, D), ctx.randn(2, 7, D)  # (B, Tq, D), (B, Tk, D)
+    allowed = ctx.bernoulli(5, 7, p=0.6)  # (Tq, Tk), True = may attend
+    allowed[:, 0] = True  # every query sees at least one key
+    lengths = torch.tensor([7, 4])
+    padding = (torch.arange(7) < lengths[:, None]).view(2, 1, 1, 7).to(ctx.device)  # (B, 1, 1, Tk)
+    return query, key, value, allowed, padding
+
+
+def _self_attention(s, r, ctx):
+    msg = same("output", scale=2)(s, r, ctx)
+    if msg:
+        return msg
+    if not s["weights is None"]:
+        return "with need_weights=False (the default) the second item of the pair should be None"
+    return None
+
+
+@CHECKS.probe("MultiHeadAttention", "self-attention (key and value None) matches the reference", _self_attention,
+              CPU_AND_GPU)
+def mha_self(ctx):
+    module, _ = _mha(ctx)
+    x = ctx.randn(2, 5, D)  # (B, T, D)
+    out, weights = _call_mha(ctx, module, x)
+    return {"output": out, "weights is None": weights is None}
+
+
+@CHECKS.probe("MultiHeadAttention", "equals nn.MultiheadAttention(batch_first=True) with the same weights",
+              _judge_against([("self-attention output", "torch self-attention output"),
+                              ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
+                              ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
+                              ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask")],
+                             scale=3), CPU_AND_GPU)
+def mha_vs_torch(ctx):
+    module, weights = _mha(ctx)
+    query, key, value, allowed, padding = _mha_inputs(ctx)
+    obs = {
+        "self-attention output": _call_mha(ctx, module, query)[0],
+        "cross-attention output (Tk ≠ Tq)": _call_mha(ctx, module, query, key, value)[0],
+        "output with a (Tq, Tk) mask": _call_mha(ctx, module, query, key, value, mask=allowed)[0],
+        "output with a (B, 1, 1, Tk) padding mask": _call_mha(ctx, module, query, key, value, mask=padding)[0],
+    }
+    # torch's answer; its masks mean the opposite (True = may NOT attend)
+    tm = _torch_mha(ctx, weights)
+    with torch.no_grad():
+        obs["torch self-attention output"] = tm(query, query, query, need_weights=False)[0]
+        obs["torch cross-attention output"] = tm(query, key, value, need_weights=False)[0]
+        obs["torch output with attn_mask"] = tm(query, key, value, attn_mask=~allowed, need_weights=False)[0]
+        obs["torch output with key_padding_mask"] = tm(query, key, value, key_padding_mask=~padding.view(2, 7),
+                                                       need_weights=False)[0]
+    return obs
+
+
+def _per_head_weights(s, r, ctx):
+    w, expected = s["weights"], r["torch per-head weights"]
+    if not isinstance(w, torch.Tensor):
+        return "with need_weights=True the second item should be the attention weights, a Tensor (B, H, Tq, Tk)"
+    if w.shape != expected.shape:
+        return (f"weights have shape {tuple(w.shape)}, expected (B, H, Tq, Tk) = {tuple(expected.shape)}: "
+                f"one (Tq, Tk) map per head")
+    return first_failure(close(w, expected, "weights (against nn.MultiheadAttention's, average_attn_weights=False)",
+                               tol=ctx.tol.scaled(3)),
+                         same("output", scale=2)(s, r, ctx))
+
+
+@CHECKS.probe("MultiHeadAttention", "need_weights=True returns per-head weights (B, H, Tq, Tk)", _per_head_weights,
+              CPU_AND_GPU)
+def mha_weights(ctx):
+    module, weights = _mha(ctx)
+    query, key, value, allowed, _ = _mha_inputs(ctx)
+    out, w = _call_mha(ctx, module, query, key, value, mask=allowed, need_weights=True)
+    with torch.no_grad():
+        _, tw = _torch_mha(ctx, weights)(query, key, value, attn_mask=~allowed, need_weights=True,
+                                         average_attn_weights=False)
+    return {"output": out, "weights": w, "torch per-head weights": tw}
+
+
+def _param_count(s, r, ctx):
+    for key in ("parameters, D=512, H=8, bias=False", "parameters, D=24, H=4, bias=True"):
+        if s[key] != r[key]:
+            return (f"{key}: {s[key]:,}, expected {r[key]:,} (four D×D projections, plus four D-vectors of bias "
+                    f"when bias=True, whatever the number of heads)")
+    return None
+
+
+@CHECKS.probe("MultiHeadAttention", "parameter count: 4·D² (+ 4·D bias), independent of H", _param_count, CPU)
+def mha_params(ctx):
+    big = _build(ctx, 512, 8, bias=False)
+    small = _build(ctx, D, H)
+    return {"parameters, D=512, H=8, bias=False": _count(big), "parameters, D=24, H=4, bias=True": _count(small)}
+
+
+def _dropout(s, r, ctx):
+    msg = close(s["eval output, dropout=0.5"], r["eval output, dropout=0.5"], "eval-mode output with dropout=0.5",
+                tol=ctx.tol)
+    if msg:
+        return msg + " (in eval mode dropout must do nothing)"
+    if not s["eval is repeatable"]:
+        return "two eval-mode calls gave different outputs: dropout must be off in eval mode"
+    if not s["train differs from eval"]:
+        return ("in training mode with dropout=0.5 the output equals the eval-mode output: apply dropout to the "
+                "attention weights when self.training is True (F.dropout(w, p, training=self.training))")
+    return close(s["train output, dropout=0.0"], r["train output, dropout=0.0"],
+                 "training-mode output with dropout=0.0", tol=ctx.tol)
+
+
+@CHECKS.probe("MultiHeadAttention", "dropout on the attention weights in training mode only", _dropout, CPU)
+def mha_dropout(ctx):
+    x = ctx.randn(2, 5, D)
+    module, _ = _mha(ctx, dropout=0.5)
+    out_eval, out_eval2 = _call_mha(ctx, module, x)[0], _call_mha(ctx, module, x)[0]
+    module.train()
+    torch.manual_seed(ctx.seed)
+    out_train = _call_mha(ctx, module, x)[0]
+    plain, _ = _mha(ctx, dropout=0.0)
+    plain.train()
+    return {"eval output, dropout=0.5": out_eval, "eval is repeatable": bool(torch.equal(out_eval, out_eval2)),
+            "train differs from eval": not torch.allclose(out_train, out_eval),
+            "train output, dropout=0.0": _call_mha(ctx, plain, x)[0]}
+
+
+@CHECKS.probe("MultiHeadAttention", "gradients reach every projection and the inputs", same(scale=10), CPU,
+              hidden=True)
+def mha_grads(ctx):
+    module, _ = _mha(ctx)
+    query = ctx.randn(2, 5, D, requires_grad=True)
+    key = ctx.randn(2, 7, D, requires_grad=True)
+    out, _ = _call_mha(ctx, module, query, key, key)
+    (out * ctx.randn(2, 5, D)).sum().backward()
+    obs = {f"gradient of {n}": p.grad for n, p in module.named_parameters() if n.endswith("weight")}
+    return {**obs, "gradient of query": query.grad, "gradient of key": key.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# CausalSelfAttention(d_model, num_heads, dropout=0.0, bias=True): fused qkv_proj, forward(x, is_causal=True)
+
+
+def _csa(ctx, d_model: int, num_heads: int, dropout: float = 0.0):
+    module = _build(ctx, d_model, num_heads, dropout=dropout)
+    weights = _weights(ctx, {"qkv_proj.weight": (3 * d_model, d_model), "qkv_proj.bias": (3 * d_model,),
+                             "out_proj.weight": (d_model, d_model), "out_proj.bias": (d_model,)})
+    return _load(ctx, module, weights), weights
+
+
+def _split_qkv(weights: dict, d_model: int) -> dict:
+    """The fused weights as MultiHeadAttention's four projections (rows ordered q, k, v)."""
+    out = {"out_proj.weight": weights["out_proj.weight"], "out_proj.bias": weights["out_proj.bias"]}
+    for name, w, b in zip(("q_proj", "k_proj", "v_proj"), weights["qkv_proj.weight"].split(d_model),
+                          weights["qkv_proj.bias"].split(d_model)):
+        out[f"{name}.weight"], out[f"{name}.bias"] = w, b
+    return out
+
+
+@CHECKS.probe("CausalSelfAttention", "equals MultiHeadAttention carrying the same weights with a causal mask",
+              _judge_against([("output", "MultiHeadAttention output, causal mask"),
+                              ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
+                              ("output with is_causal=False", "MultiHeadAttention output, no mask")], scale=3),
+              CPU_AND_GPU)
+def csa_vs_mha(ctx):
+    module, weights = _csa(ctx, D, H)
+    x = ctx.randn(2, 5, D)  # (B, T, D)
+    obs = {"output": _tensor(ctx, ctx.call(module, x)),
+           "output with is_causal=True": _tensor(ctx, ctx.call(module, x, is_causal=True)),
+           "output with is_causal=False": _tensor(ctx, ctx.call(module, x, is_causal=False))}
+    mha = _course_mha(ctx, D, H, _split_qkv(weights, D))
+    if mha is not None:
+        causal = torch.ones(5, 5, dtype=torch.bool, device=ctx.device).tril()
+        with torch.no_grad():
+            obs["MultiHeadAttention output, causal mask"] = mha(x, mask=causal)[0]
+            obs["MultiHeadAttention output, no mask"] = mha(x)[0]
+    return obs
+
+
+def _calls_sdpa(s, r, ctx):
+    if not s["calls F.scaled_dot_product_attention"]:
+        return ("forward never calls F.scaled_dot_product_attention: hand the (B, H, T, Dh) q, k, v to it with "
+                "is_causal=True, so a GPU can run its flash kernel instead of a T×T score matrix")
+    return same("output")(s, r, ctx)
+
+
+@CHECKS.probe("CausalSelfAttention", "goes through F.scaled_dot_product_attention", _calls_sdpa, CPU)
+def csa_uses_sdpa(ctx):
+    module, _ = _csa(ctx, D, H)
+    x = ctx.randn(3, 6, D)
+    with _Calls(F.scaled_dot_product_attention) as rec:
+        out = _tensor(ctx, ctx.call(module, x))
+    return {"output": out, "calls F.scaled_dot_product_attention": rec.called}
+
+
+def _future(s, r, ctx):
+    change = s["change in outputs before position 4"]
+    if change > ctx.tol.atol * 10:
+        return (f"changing the inputs at positions 4 and later moved the outputs at positions 0–3 by up to "
+                f"{change:.3g}: a position must not see the future (is_causal=True by default)")
+    return None
+
+
+@CHECKS.probe("CausalSelfAttention", "the future does not change the past", _future, CPU, hidden=True)
+def csa_future(ctx):
+    module, _ = _csa(ctx, D, H)
+    x = ctx.randn(2, 9, D)
+    y = torch.cat([x[:, :4], ctx.randn(2, 5, D, scale=3.0)], dim=1)  # same past, a different future
+    a, b = _tensor(ctx, ctx.call(module, x)), _tensor(ctx, ctx.call(module, y))
+    return {"change in outputs before position 4": float((a[:, :4] - b[:, :4]).abs().max())}
+
+
+def _csa_dropout(s, r, ctx):
+    msg = close(s["eval output, dropout=0.5"], r["eval output, dropout=0.5"], "eval-mode output with dropout=0.5",
+                tol=ctx.tol.scaled(2))
+    if msg:
+        return msg + " (in eval mode dropout must do nothing: dropout_p=self.dropout if self.training else 0.0)"
+    if not s["train differs from eval"]:
+        return ("in training mode with dropout=0.5 the output equals the eval-mode output: pass "
+                "dropout_p=self.dropout when self.training is True")
+    return None
+
+
+@CHECKS.probe("CausalSelfAttention", "dropout in training mode only", _csa_dropout, CPU, hidden=True)
+def csa_dropout(ctx):
+    module, _ = _csa(ctx, D, H, dropout=0.5)
+    x = ctx.randn(2, 5, D)
+    out_eval = _tensor(ctx, ctx.call(module, x))
+    module.train()
+    torch.manual_seed(ctx.seed)
+    out_train = _tensor(ctx, ctx.call(module, x))
+    return {"eval output, dropout=0.5": out_eval, "train differs from eval": not torch.allclose(out_train, out_eval)}
+
+
+def _fast_path_obs(ctx, module, x, backends: dict) -> dict:
+    from torch.nn.attention import sdpa_kernel
+
+    obs = {}
+    for label, chosen in backends.items():
+        try:
+            with sdpa_kernel(chosen):
+                obs[f"output on {label}"] = _tensor(ctx, ctx.call(module, x))
+        except RuntimeError as exc:
+            raise WrongResult(f"on {label} SDPA found no kernel for this call ({str(exc).splitlines()[0][:160]}): "
+                              f"pass is_causal=True rather than a mask tensor, and q, k, v as (B, H, T, Dh) "
+                              f"in the input's dtype") from None
+    return obs
+
+
+@CHECKS.probe("CausalSelfAttention", "runs on SDPA's flash and memory-efficient kernels (float16/bfloat16)",
+              same(scale=2), GPU_ONLY)
+def csa_fast_path(ctx):
+    from torch.nn.attention import SDPBackend
+
+    module, _ = _csa(ctx, 64, 4)  # Dh = 16: the fused kernels want a head size that is a multiple of 8
+    x = ctx.randn(2, 37, 64)  # T = 37: not a multiple of any tile size
+    return _fast_path_obs(ctx, module, x, {"the flash backend": [SDPBackend.FLASH_ATTENTION],
+                                           "the memory-efficient backend": [SDPBackend.EFFICIENT_ATTENTION]})
+
+
+# ----------------------------------------------------------------------------------------------
+# repeat_kv(x, n_rep) -> (B, Hkv·n_rep, T, Dh): output head h uses KV head h // n_rep
+
+
+@CHECKS.probe("repeat_kv", "output head h is KV head h // n_rep", same(), CPU_AND_GPU)
+def repeat_values(ctx):
+    x = ctx.randn(2, 3, 5, 4)  # (B, Hkv, T, Dh)
+    return {"output with n_rep=2": ctx.call(ctx.target, x, 2),
+            "output with n_rep=4": ctx.call(ctx.target, x, n_rep=4),
+            "output with n_rep=1": ctx.call(ctx.target, x, 1)}
+
+
+# ----------------------------------------------------------------------------------------------
+# GroupedQueryAttention(d_model, num_heads, num_kv_heads, bias=False), forward(x, is_causal=True)
+
+GD, GH, GKV = 24, 6, 2  # Dh = 4, n_rep = 3; with B = 5 and T = 7 every axis has its own size
+
+
+def _gqa(ctx, d_model: int = GD, num_heads: int = GH, num_kv_heads: int = GKV):
+    module = _build(ctx, d_model, num_heads, num_kv_heads)
+    weights = _weights(ctx, _proj_shapes(d_model, kv_dim=num_kv_heads * (d_model // num_heads), bias=False))
+    return _load(ctx, module, weights), weights
+
+
+def _sdpa_gqa(x: torch.Tensor, weights: dict, num_heads: int, num_kv_heads: int, is_causal: bool) -> torch.Tensor:
+    """GQA computed by torch: SDPA's enable_gqa=True where this torch has it, repeat_interleave otherwise."""
+    B, T, Dm = x.shape
+    dh = Dm // num_heads
+    q = (x @ weights["q_proj.weight"].T).view(B, T, num_heads, dh).transpose(1, 2)  # (B, H, T, Dh)
+    k = (x @ weights["k_proj.weight"].T).view(B, T, num_kv_heads, dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+    v = (x @ weights["v_proj.weight"].T).view(B, T, num_kv_heads, dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+    try:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)
+    except TypeError:  # a torch without enable_gqa
+        n_rep = num_heads // num_kv_heads
+        out = F.scaled_dot_product_attention(q, k.repeat_interleave(n_rep, 1), v.repeat_interleave(n_rep, 1),
+                                             is_causal=is_causal)
+    return out.transpose(1, 2).reshape(B, T, Dm) @ weights["out_proj.weight"].T  # (B, T, D)
+
+
+@CHECKS.probe("GroupedQueryAttention", "agrees with F.scaled_dot_product_attention(enable_gqa=True)",
+              _judge_against([("output", "torch output, causal"),
+                              ("output with is_causal=True", "torch output, causal"),
+                              ("output with is_causal=False", "torch output, not causal")], scale=3),
+              CPU_AND_GPU)
+def gqa_vs_sdpa(ctx):
+    module, weights = _gqa(ctx)
+    x = ctx.randn(5, 7, GD)  # (B, T, D)
+    obs = {"output": _tensor(ctx, ctx.call(module, x)),
+           "output with is_causal=True": _tensor(ctx, ctx.call(module, x, is_causal=True)),
+           "output with is_causal=False": _tensor(ctx, ctx.call(module, x, is_causal=False))}
+    with torch.no_grad():
+        obs["torch output, causal"] = _sdpa_gqa(x, weights, GH, GKV, True)
+        obs["torch output, not causal"] = _sdpa_gqa(x, weights, GH, GKV, False)
+    return obs
+
+
+@CHECKS.probe("GroupedQueryAttention", "num_kv_heads=1 is MQA; num_kv_heads=num_heads equals MultiHeadAttention",
+              _judge_against([("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
+                              ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask")],
+                             scale=3), CPU)
+def gqa_extremes(ctx):
+    x = ctx.randn(5, 7, GD)
+    mqa, mqa_weights = _gqa(ctx, GD, GH, 1)
+    full, full_weights = _gqa(ctx, GD, GH, GH)
+    obs = {"output, num_kv_heads=1": _tensor(ctx, ctx.call(mqa, x)),
+           "output, num_kv_heads=num_heads": _tensor(ctx, ctx.call(full, x))}
+    with torch.no_grad():
+        obs["torch output, num_kv_heads=1"] = _sdpa_gqa(x, mqa_weights, GH, 1, True)
+        mha = _course_mha(ctx, GD, GH, full_weights, bias=False)
+        if mha is not None:
+            obs["MultiHeadAttention output, causal mask"] = mha(x, mask=torch.ones(7, 7, dtype=torch.bool).tril())[0]
+    return obs
+
+
+def _gqa_count(s, r, ctx):
+    for key in r:
+        if s[key] != r[key]:
+            return (f"{key}: {s[key]:,}, expected {r[key]:,} (q_proj and out_proj are D×D; k_proj and v_proj are "
+                    f"(num_kv_heads·Dh)×D; no biases by default)")
+    return None
+
+
+@CHECKS.probe("GroupedQueryAttention", "parameter count: 2·D² + 2·D·num_kv_heads·Dh", _gqa_count, CPU)
+def gqa_params(ctx):
+    return {f"parameters, D=512, H=8, num_kv_heads={kv}": _count(_build(ctx, 512, 8, kv)) for kv in (8, 2, 1)}
+
+
+@CHECKS.probe("GroupedQueryAttention", "gradients reach every projection", same(scale=10), CPU, hidden=True)
+def gqa_grads(ctx):
+    module, _ = _gqa(ctx)
+    x = ctx.randn(5, 7, GD, requires_grad=True)
+    out = _tensor(ctx, ctx.call(module, x))
+    (out * ctx.randn(5, 7, GD)).sum().backward()
+    obs = {f"gradient of {n}": p.grad for n, p in module.named_parameters()}
+    return {**obs, "gradient of x": x.grad}
+
+
+@CHECKS.probe("GroupedQueryAttention", "runs on SDPA's fused kernels (float16/bfloat16)", same(scale=2), GPU_ONLY)
+def gqa_fast_path(ctx):
+    from torch.nn.attention import SDPBackend
+
+    module, _ = _gqa(ctx, 128, 8, 2)  # Dh = 16
+    x = ctx.randn(2, 37, 128)
+    return _fast_path_obs(ctx, module, x, {"the flash or memory-efficient backend":
+                                           [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]})
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
+
+
+def split_heads__view_no_transpose(x, num_heads):
+    B, T, D = x.shape
+    if D % num_heads != 0:
+        raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")
+    return x.view(B, num_heads, T, D // num_heads)
+
+
+def merge_heads__no_transpose(x):
+    B, H, T, Dh = x.shape
+    return x.reshape(B, T, H * Dh)
+
+
+class MultiHeadAttention__head_dim_is_d_model(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.head_dim, self.dropout = num_heads, d_model, dropout  # every head as wide as the model
+        self.q_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
+        self.out_proj = nn.Linear(num_heads * d_model, d_model, bias=bias)
+
+    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        B, Tq, _ = query.shape
+        Tk = key.shape[1]
+        q = self.q_proj(query).view(B, Tq, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(key).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(value).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        out = (weights @ v).transpose(1, 2).reshape(B, Tq, -1)
+        return self.out_proj(out), (weights if need_weights else None)
+
+
+class MultiHeadAttention__no_out_proj(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821 (the notebook's split_heads)
+        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
+        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        return merge_heads(weights @ v), (weights if need_weights else None)  # noqa: F821
+
+
+class MultiHeadAttention__scale_by_sqrt_d_model(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
+        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
+        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        return self.out_proj(merge_heads(weights @ v)), (weights if need_weights else None)  # noqa: F821
+
+
+class MultiHeadAttention__averaged_weights(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
+        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
+        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        out = self.out_proj(merge_heads(weights @ v))  # noqa: F821
+        return out, (weights.mean(dim=1) if need_weights else None)  # like nn.MultiheadAttention's default
+
+
+class CausalSelfAttention__qkv_interleaved(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.dropout = num_heads, dropout
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, is_causal=True):
+        B, T, D = x.shape
+        qkv = self.qkv_proj(x).view(B, T, self.num_heads, 3 * (D // self.num_heads)).transpose(1, 2)
+        q, k, v = qkv.chunk(3, dim=-1)  # each (B, H, T, Dh)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                             is_causal=is_causal)
+        return self.out_proj(merge_heads(out))  # noqa: F821
+
+
+class CausalSelfAttention__never_causal(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+        super().__init__()
+        self.num_heads, self.dropout = num_heads, dropout
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, is_causal=True):
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # noqa: F821
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        return self.out_proj(merge_heads(out))  # noqa: F821
+
+
+def repeat_kv__tiled(x, n_rep):
+    return x.repeat(1, n_rep, 1, 1)
+
+
+class GroupedQueryAttention__tiled_kv(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        head_dim = d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
+        self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, is_causal=True):
+        n_rep = self.num_heads // self.num_kv_heads
+        q = split_heads(self.q_proj(x), self.num_heads)  # noqa: F821
+        k = split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
+        v = split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return self.out_proj(merge_heads(out))  # noqa: F821
+
+
+MISTAKES = (
+    Mistake("split_heads", "view_no_transpose", "`x.view(B, H, T, Dh)` keeps the memory order, so each 'head' gets "
+            "whole feature vectors of a few positions: view as (B, T, H, Dh), then transpose(1, 2).",
+            split_heads__view_no_transpose),
+    Mistake("merge_heads", "merge_no_transpose", "reshaping (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions "
+            "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.", merge_heads__no_transpose),
+    Mistake("MultiHeadAttention", "head_dim_is_d_model", "each head is as wide as the model (dh = D), which "
+            "multiplies the parameters by H: split d_model into H heads of D/H features each.",
+            MultiHeadAttention__head_dim_is_d_model),
+    Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the "
+            "output projection after merge_heads, it mixes what the heads found.", MultiHeadAttention__no_out_proj),
+    Mistake("MultiHeadAttention", "scale_by_sqrt_d_model", "the scores are divided by √d_model; each head's dot "
+            "product runs over Dh = D/H features, so divide by √Dh.", MultiHeadAttention__scale_by_sqrt_d_model),
+    Mistake("MultiHeadAttention", "averaged_weights", "the weights are averaged over the heads (B, Tq, Tk); return "
+            "one map per head, (B, H, Tq, Tk).", MultiHeadAttention__averaged_weights),
+    Mistake("CausalSelfAttention", "qkv_interleaved", "the fused projection is split per head (q, k, v interleaved "
+            "inside each head's slice); its output is [q | k | v], three blocks of D features: chunk(3, dim=-1) "
+            "first, then split the heads.", CausalSelfAttention__qkv_interleaved),
+    Mistake("CausalSelfAttention", "never_causal", "`is_causal` is not passed to F.scaled_dot_product_attention, so "
+            "every position sees the future: pass is_causal=is_causal.", CausalSelfAttention__never_causal),
+    Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head "
+            "h % Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
+            repeat_kv__tiled),
+    Mistake("GroupedQueryAttention", "tiled_kv", "the KV heads are tiled with `repeat` (h % Hkv) instead of grouped: "
+            "query head h must use KV head h // n_rep, as repeat_kv or enable_gqa=True do.",
+            GroupedQueryAttention__tiled_kv),
+)

@@ -1,0 +1,650 @@
+"""Lesson 04 — LayerNorm, and what it is not: `layer_norm`, `LayerNorm`, `batch_norm`, `group_norm` and
+the challenge `layer_norm_manual` (a torch.autograd.Function with a hand-written backward).
+
+Reads like the lesson: each exercise's probes beside their judges, then the known mistakes.
+Probes run in the sandboxed child (student code); judges run in the parent. Where torch has the same
+operation, the probe also records torch's answer ("torch ..." keys) and the judge compares the student
+against it; only the reference child's copy of those values is ever read.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .compare import close
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, same
+
+CHECKS = Checks("lesson04")
+
+# Every built-in normalisation: any one of them turns any of these exercises into a reshape
+# (group_norm over x.view(N, G, -1) is a layer_norm; layer_norm of a transposed x is a batch_norm; ...).
+_NORMS = (
+    "torch.nn.functional.layer_norm", "torch.nn.LayerNorm", "torch.layer_norm", "torch.native_layer_norm",
+    "torch.nn.functional.batch_norm", "torch.batch_norm", "torch.native_batch_norm",
+    "torch.nn.functional.group_norm", "torch.group_norm", "torch.native_group_norm",
+    "torch.nn.functional.instance_norm", "torch.instance_norm",
+    "torch.nn.functional.rms_norm", "torch.rms_norm",
+)
+FORBIDDEN = {name: _NORMS for name in ("layer_norm", "LayerNorm", "batch_norm", "group_norm", "layer_norm_manual")}
+
+FLOAT64 = (Config("cpu", "float64"),)
+
+
+def _half(ctx) -> bool:
+    return ctx.config.dtype in ("float16", "bfloat16")
+
+
+def against_torch(*keys: str, scale: float = 1.0, note: str = ""):
+    """A judge: each student observation `key` matches torch's answer, recorded as `torch key` by the
+    reference child. Half precision gets twice the tolerance: torch accumulates LayerNorm in float32."""
+    def judge(s, r, ctx):
+        for key in keys or [k for k in r if not k.startswith("torch ") and f"torch {k}" in r]:
+            tol = ctx.tol.scaled(scale * (2 if _half(ctx) else 1))
+            msg = close(s.get(key), r[f"torch {key}"], f"{key} (against torch)", tol=tol)
+            if msg:
+                return msg + note
+        return None
+    return judge
+
+
+def _grads(*tensors):
+    return [t.grad for t in tensors]
+
+
+# ----------------------------------------------------------------------------------------------
+# layer_norm(x, weight=None, bias=None, eps=1e-5): normalise over the last dim
+
+
+@CHECKS.probe("layer_norm", "matches F.layer_norm, with and without weight and bias", against_torch(),
+              CPU_AND_GPU)
+def layer_norm_random(ctx):
+    x = ctx.randn(2, 3, 7, scale=2.0) + 1.5  # (B, T, D): a mean and a scale far from 0 and 1
+    w, b = ctx.randn(7), ctx.randn(7)  # (D,)
+    obs = {}
+    for label, kw in (("with weight and bias", dict(weight=w, bias=b)), ("without weight or bias", {}),
+                      ("with weight only", dict(weight=w)), ("with bias only", dict(bias=b))):
+        obs[f"output {label}"] = ctx.call(ctx.target, x, **kw)
+        obs[f"torch output {label}"] = F.layer_norm(x, (7,), kw.get("weight"), kw.get("bias"))
+    return obs
+
+
+@CHECKS.probe("layer_norm", "2-D and 4-D inputs: any number of leading dims", against_torch(), CPU_AND_GPU,
+              hidden=True)
+def layer_norm_shapes(ctx):
+    obs = {}
+    for shape in ((5, 9), (2, 3, 4, 9)):
+        x = ctx.randn(*shape, scale=1.5)
+        w, b = ctx.randn(9), ctx.randn(9)
+        obs[f"output for shape {shape}"] = ctx.call(ctx.target, x, weight=w, bias=b)
+        obs[f"torch output for shape {shape}"] = F.layer_norm(x, (9,), w, b)
+    return obs
+
+
+def _affine_invariant(s, r, ctx):
+    msg = close(s.get("output of a·x + b"), s.get("output of x"), "LN(a·x + b) against LN(x)", tol=ctx.tol.scaled(2))
+    if msg and isinstance(s.get("output of x"), torch.Tensor):
+        return ("shifting and scaling each row (a > 0 and b constant along the last axis) must not change "
+                "LayerNorm's output, but yours changes: " + msg + ". The mean and variance must be each "
+                "row's own, over the last axis only.")
+    return same("output of x")(s, r, ctx)
+
+
+@CHECKS.probe("layer_norm", "LN(a·x + b) = LN(x) for a > 0", _affine_invariant, CPU)
+def layer_norm_affine(ctx):
+    x = ctx.randn(4, 5, 16, scale=2.0)  # (B, T, D)
+    a = ctx.rand(4, 5, 1) * 2 + 1  # (B, T, 1): one positive scale per row, in [1, 3)
+    b = ctx.randn(4, 5, 1, scale=3.0)  # (B, T, 1): one shift per row
+    return {"output of x": ctx.call(ctx.target, x), "output of a·x + b": ctx.call(ctx.target, a * x + b)}
+
+
+def _sample_alone(s, r, ctx):
+    alone, inside = s.get("sample 2 alone"), s.get("sample 2 in the batch")
+    msg = close(alone, inside, "sample 2 alone against sample 2 in the batch", tol=ctx.tol)
+    if msg and isinstance(inside, torch.Tensor):
+        return ("one sample normalised on its own must give what it gives inside a batch of 5: "
+                + msg + ". LayerNorm's statistics come from each token's own features, never from other samples.")
+    return same("sample 2 in the batch")(s, r, ctx)
+
+
+@CHECKS.probe("layer_norm", "one sample alone = the same sample in a batch", _sample_alone, CPU)
+def layer_norm_alone(ctx):
+    x = ctx.randn(5, 3, 8) + ctx.randn(5, 1, 1, scale=2.0)  # (B, T, D), each sample shifted differently
+    return {"sample 2 alone": ctx.call(ctx.target, x[2:3]),  # (1, T, D)
+            "sample 2 in the batch": ctx.call(ctx.target, x)[2:3]}
+
+
+@CHECKS.probe("layer_norm", "eps = 0.1: where eps sits shows", against_torch(
+    note=" (with a variance this small, eps matters: it goes inside the square root, √(var + eps))"), CPU)
+def layer_norm_eps(ctx):
+    x = ctx.randn(3, 4, 6, scale=0.3)  # variance ≈ 0.09, comparable to eps
+    w, b = ctx.randn(6), ctx.randn(6)
+    return {"output with eps=0.1": ctx.call(ctx.target, x, eps=0.1),
+            "torch output with eps=0.1": F.layer_norm(x, (6,), eps=0.1),
+            "output with eps=0.1, weight and bias": ctx.call(ctx.target, x, weight=w, bias=b, eps=0.1),
+            "torch output with eps=0.1, weight and bias": F.layer_norm(x, (6,), w, b, eps=0.1)}
+
+
+@CHECKS.probe("layer_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+def layer_norm_grads(ctx):
+    x = ctx.randn(3, 4, 7, requires_grad=True)
+    w, b = ctx.randn(7, requires_grad=True), ctx.randn(7, requires_grad=True)
+    g = ctx.randn(3, 4, 7)  # the gradient arriving from above
+    (ctx.call(ctx.target, x, weight=w, bias=b) * g).sum().backward()
+    xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    (F.layer_norm(xt, (7,), wt, bt) * g).sum().backward()
+    names = ("gradient of x", "gradient of weight", "gradient of bias")
+    return {**dict(zip(names, _grads(x, w, b))), **{f"torch {n}": t for n, t in zip(names, _grads(xt, wt, bt))}}
+
+
+# ----------------------------------------------------------------------------------------------
+# class LayerNorm(nn.Module): __init__(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True)
+
+
+def _keys(module) -> list[str]:
+    return sorted(module.state_dict().keys())
+
+
+def _init(s, r, ctx):
+    if s.get("state dict keys") != r["state dict keys"]:
+        return (f"the state dict has keys {s.get('state dict keys')}, nn.LayerNorm(10) has {r['state dict keys']}: "
+                f"make `weight` and `bias` nn.Parameter attributes with exactly those names")
+    for name, value in (("weight", 1.0), ("bias", 0.0)):
+        t = s.get(name)
+        if not isinstance(t, torch.Tensor) or t.shape != r[name].shape:
+            return close(t, r[name], name)
+        if not torch.all(t == value):
+            extra = (" A gain of 0 sets every output to the bias and stops every gradient to the input."
+                     if name == "weight" else "")
+            return (f"`{name}` should start at {value:g} everywhere, but its values range from "
+                    f"{t.min().item():.4g} to {t.max().item():.4g}.{extra}")
+    return against_torch("output at init")(s, r, ctx)
+
+
+@CHECKS.probe("LayerNorm", "weight ones and bias zeros at init, named as in nn.LayerNorm", _init, CPU)
+def LayerNorm_init(ctx):
+    ctx.manual_seed()
+    m = ctx.call(ctx.target, 10)
+    x = ctx.randn(3, 4, 10, scale=2.0)  # (B, T, D)
+    return {"state dict keys": _keys(m), "weight": getattr(m, "weight", None), "bias": getattr(m, "bias", None),
+            "output at init": ctx.call(m, x), "torch output at init": nn.LayerNorm(10)(x)}
+
+
+def _torch_layer_norm(ctx, d, **kw):
+    """nn.LayerNorm(d, **kw) with random (seeded) parameters, on the check's device and dtype."""
+    ref = nn.LayerNorm(d, **kw).to(ctx.device, ctx.dtype)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(ctx.randn(*p.shape))
+    return ref
+
+
+@CHECKS.probe("LayerNorm", "loads nn.LayerNorm's state dict and matches its output", against_torch(), CPU_AND_GPU)
+def LayerNorm_load(ctx):
+    ref = _torch_layer_norm(ctx, 12)
+    ctx.manual_seed()
+    m = ctx.call(ctx.target, 12)
+    m.load_state_dict(ref.state_dict())
+    m = m.to(ctx.device, ctx.dtype)
+    x = ctx.randn(2, 5, 12, scale=2.0)  # (B, T, D)
+    return {"output": ctx.call(m, x), "torch output": ref(x)}
+
+
+def _variants(s, r, ctx):
+    for label in ("bias=False", "elementwise_affine=False"):
+        if s.get(f"state dict keys ({label})") != r[f"state dict keys ({label})"]:
+            return (f"LayerNorm(9, {label}) has state dict keys {s.get(f'state dict keys ({label})')}, "
+                    f"nn.LayerNorm(9, {label}) has {r[f'state dict keys ({label})']}: a part that is switched off "
+                    f"is not a parameter (set the attribute to None)")
+    return against_torch()(s, r, ctx)
+
+
+@CHECKS.probe("LayerNorm", "bias=False and elementwise_affine=False, as in nn.LayerNorm", _variants, CPU)
+def LayerNorm_variants(ctx):
+    x = ctx.randn(2, 5, 9, scale=2.0)  # (B, T, D)
+    obs = {}
+    for label, kw in (("bias=False", dict(bias=False)), ("elementwise_affine=False", dict(elementwise_affine=False))):
+        ref = _torch_layer_norm(ctx, 9, **kw)
+        ctx.manual_seed()
+        m = ctx.call(ctx.target, 9, **kw)
+        obs[f"state dict keys ({label})"] = _keys(m)
+        m.load_state_dict(ref.state_dict())
+        obs[f"output ({label})"] = ctx.call(m, x)
+        obs[f"torch output ({label})"] = ref(x)
+    return obs
+
+
+@CHECKS.probe("LayerNorm", "uses its eps (eps=0.1)", against_torch(), CPU, hidden=True)
+def LayerNorm_eps(ctx):
+    ref = _torch_layer_norm(ctx, 8, eps=0.1)
+    ctx.manual_seed()
+    m = ctx.call(ctx.target, 8, eps=0.1)
+    m.load_state_dict(ref.state_dict())
+    x = ctx.randn(3, 5, 8, scale=0.3)
+    return {"output with eps=0.1": ctx.call(m, x), "torch output with eps=0.1": ref(x)}
+
+
+@CHECKS.probe("LayerNorm", "gradients reach weight, bias and the input", against_torch(scale=10), CPU, hidden=True)
+def LayerNorm_grads(ctx):
+    ref = _torch_layer_norm(ctx, 6)
+    ctx.manual_seed()
+    m = ctx.call(ctx.target, 6)
+    m.load_state_dict(ref.state_dict())
+    x = ctx.randn(2, 3, 6, requires_grad=True)
+    g = ctx.randn(2, 3, 6)
+    (ctx.call(m, x) * g).sum().backward()
+    xt = x.detach().clone().requires_grad_()
+    (ref(xt) * g).sum().backward()
+    return {"gradient of x": x.grad, "torch gradient of x": xt.grad,
+            "gradient of weight": getattr(m.weight, "grad", None) if hasattr(m, "weight") else None,
+            "torch gradient of weight": ref.weight.grad,
+            "gradient of bias": getattr(m.bias, "grad", None) if hasattr(m, "bias") else None,
+            "torch gradient of bias": ref.bias.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# batch_norm(x, eps=1e-5): training-mode statistics over (N, C, *), per channel, no affine
+
+
+def _bn_torch(x, eps=1e-5):
+    return F.batch_norm(x, None, None, training=True, eps=eps)
+
+
+@CHECKS.probe("batch_norm", "matches F.batch_norm(training=True) on (N, C), (N, C, L) and (N, C, H, W)",
+              against_torch(), CPU_AND_GPU)
+def batch_norm_random(ctx):
+    obs = {}
+    for shape in ((6, 5), (4, 5, 7), (3, 5, 4, 6)):  # (N, C), (N, C, L), (N, C, H, W)
+        x = ctx.randn(*shape, scale=2.0) + 1.0
+        obs[f"output for shape {shape}"] = ctx.call(ctx.target, x)
+        obs[f"torch output for shape {shape}"] = _bn_torch(x)
+    return obs
+
+
+def _batch_dependent(s, r, ctx):
+    alone, inside = s.get("sample 0 alone"), s.get("sample 0 in the batch")
+    if (isinstance(alone, torch.Tensor) and isinstance(inside, torch.Tensor) and alone.shape == inside.shape
+            and close(alone, inside, "", tol=ctx.tol) is None):
+        return ("sample 0 normalised alone gives the same output as inside the batch of 4: your statistics come "
+                "from each sample on its own. BatchNorm's mean and variance for channel c are taken over every "
+                "sample and every position, dims (0, 2, 3, ...).")
+    return same("sample 0 alone", "sample 0 in the batch")(s, r, ctx)
+
+
+@CHECKS.probe("batch_norm", "a sample's output depends on the rest of the batch (unlike LayerNorm)",
+              _batch_dependent, CPU)
+def batch_norm_alone(ctx):
+    x = ctx.randn(4, 3, 5, 6) + ctx.randn(4, 1, 1, 1, scale=2.0)  # (N, C, H, W), samples shifted differently
+    return {"sample 0 alone": ctx.call(ctx.target, x[:1]), "sample 0 in the batch": ctx.call(ctx.target, x)[:1]}
+
+
+@CHECKS.probe("batch_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU)
+def batch_norm_eps(ctx):
+    x = ctx.randn(5, 3, 4, scale=0.3)  # (N, C, L), variance comparable to eps
+    return {"output with eps=0.1": ctx.call(ctx.target, x, eps=0.1),
+            "torch output with eps=0.1": _bn_torch(x, eps=0.1)}
+
+
+@CHECKS.probe("batch_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+def batch_norm_grads(ctx):
+    x = ctx.randn(4, 3, 5, requires_grad=True)
+    g = ctx.randn(4, 3, 5)
+    (ctx.call(ctx.target, x) * g).sum().backward()
+    xt = x.detach().clone().requires_grad_()
+    (_bn_torch(xt) * g).sum().backward()
+    return {"gradient of x": x.grad, "torch gradient of x": xt.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# group_norm(x, num_groups, eps=1e-5): (N, C, *), statistics per sample and group of channels, no affine
+
+
+@CHECKS.probe("group_norm", "matches F.group_norm for several num_groups", against_torch(), CPU_AND_GPU)
+def group_norm_random(ctx):
+    obs = {}
+    x = ctx.randn(2, 6, 4, 5, scale=2.0) + 1.0  # (N, C, H, W)
+    for g in (1, 2, 3, 6):
+        obs[f"output for shape (2, 6, 4, 5), num_groups={g}"] = ctx.call(ctx.target, x, num_groups=g)
+        obs[f"torch output for shape (2, 6, 4, 5), num_groups={g}"] = F.group_norm(x, g)
+    x3 = ctx.randn(3, 8, 7)  # (N, C, L)
+    obs["output for shape (3, 8, 7), num_groups=4"] = ctx.call(ctx.target, x3, num_groups=4)
+    obs["torch output for shape (3, 8, 7), num_groups=4"] = F.group_norm(x3, 4)
+    return obs
+
+
+@CHECKS.probe("group_norm", "a group is a run of neighbouring channels", against_torch(
+    note=". Group g holds channels g·C/G to (g+1)·C/G − 1: view x as (N, G, C/G, ...), not (N, C/G, G, ...)."), CPU)
+def group_norm_contiguous(ctx):
+    # channel c is centred near 2c, so putting channels 0, 2, 4 together instead of 0, 1, 2 shows at once
+    x = ctx.randn(2, 6, 10) + 2.0 * torch.arange(6.0).view(1, 6, 1)  # (N, C, L)
+    return {"output with num_groups=2": ctx.call(ctx.target, x, num_groups=2),
+            "torch output with num_groups=2": F.group_norm(x, 2)}
+
+
+def _bad_groups(s, r, ctx):
+    if s.get("raised") != "ValueError":
+        got = s.get("raised")
+        return (f"num_groups=4 does not divide C=6: raise ValueError, not "
+                f"{'nothing' if got == 'nothing' else got}")
+    if not s.get("message names num_groups"):
+        return f"the ValueError should name `num_groups`; its message was: {s.get('message')!r}"
+    return None
+
+
+@CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", _bad_groups, CPU)
+def group_norm_bad(ctx):
+    x = ctx.randn(2, 6, 5)
+    try:
+        ctx.call(ctx.target, x, num_groups=4)
+    except ValueError as exc:
+        return {"raised": "ValueError", "message": str(exc)[:200], "message names num_groups": "num_groups" in str(exc)}
+    except Exception as exc:  # the wrong kind of error is a failure to explain, not a crash
+        return {"raised": type(exc).__name__, "message": str(exc)[:200], "message names num_groups": False}
+    return {"raised": "nothing", "message": "", "message names num_groups": False}
+
+
+@CHECKS.probe("group_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU, hidden=True)
+def group_norm_eps(ctx):
+    x = ctx.randn(2, 6, 3, scale=0.3)
+    return {"output with eps=0.1": ctx.call(ctx.target, x, num_groups=3, eps=0.1),
+            "torch output with eps=0.1": F.group_norm(x, 3, eps=0.1)}
+
+
+@CHECKS.probe("group_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+def group_norm_grads(ctx):
+    x = ctx.randn(2, 6, 5, requires_grad=True)
+    g = ctx.randn(2, 6, 5)
+    (ctx.call(ctx.target, x, num_groups=3) * g).sum().backward()
+    xt = x.detach().clone().requires_grad_()
+    (F.group_norm(xt, 3) * g).sum().backward()
+    return {"gradient of x": x.grad, "torch gradient of x": xt.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# Challenge: layer_norm_manual(x, weight, bias, eps=1e-5) through a torch.autograd.Function
+
+
+@CHECKS.probe("layer_norm_manual", "forward matches F.layer_norm (2-D, 3-D and 4-D inputs)", against_torch(),
+              CPU_AND_GPU)
+def manual_forward(ctx):
+    obs = {}
+    for shape in ((5, 9), (2, 4, 9), (2, 3, 4, 9)):
+        x = ctx.randn(*shape, scale=2.0) + 1.0
+        w, b = ctx.randn(9), ctx.randn(9)
+        obs[f"output for shape {shape}"] = ctx.call(ctx.target, x, w, b)
+        obs[f"torch output for shape {shape}"] = F.layer_norm(x, (9,), w, b)
+    return obs
+
+
+def _is_function(s, r, ctx):
+    if not s.get("custom Function"):
+        return (f"the output's grad_fn is {s.get('grad_fn')}, which autograd built from your forward's operations: "
+                f"write a class that subclasses torch.autograd.Function with static forward and backward "
+                f"methods, and return YourFunction.apply(x, weight, bias, eps)")
+    return None
+
+
+@CHECKS.probe("layer_norm_manual", "is a torch.autograd.Function with its own backward", _is_function, CPU)
+def manual_is_function(ctx):
+    x = ctx.randn(3, 4, requires_grad=True)
+    w, b = ctx.randn(4, requires_grad=True), ctx.randn(4, requires_grad=True)
+    out = ctx.call(ctx.target, x, w, b)
+    fn = getattr(out, "grad_fn", None)
+    return {"custom Function": isinstance(fn, torch.autograd.function.BackwardCFunction),
+            "grad_fn": type(fn).__name__ if fn is not None else "None (no gradient at all)"}
+
+
+def _gradcheck(s, r, ctx):
+    if s.get("gradcheck") != "passed":
+        return (f"torch.autograd.gradcheck failed in float64 (input 0 is x, 1 is weight, 2 is bias): "
+                f"{s.get('gradcheck')}. Your backward disagrees with finite differences of your forward.")
+    return None
+
+
+@CHECKS.probe("layer_norm_manual", "passes torch.autograd.gradcheck in float64", _gradcheck, FLOAT64)
+def manual_gradcheck(ctx):
+    from torch.autograd.gradcheck import GradcheckError
+
+    x = ctx.randn(2, 3, 5, requires_grad=True)  # float64 in this config
+    w, b = ctx.randn(5, requires_grad=True), ctx.randn(5, requires_grad=True)
+    target = ctx.target
+    try:
+        ctx.call(torch.autograd.gradcheck, lambda x, w, b: target(x, w, b, eps=1e-5), (x, w, b))
+    except GradcheckError as exc:
+        return {"gradcheck": str(exc).strip().splitlines()[0].rstrip(",")}
+    return {"gradcheck": "passed"}
+
+
+@CHECKS.probe("layer_norm_manual", "gradients match autograd's", against_torch(scale=10), CPU)
+def manual_grads(ctx):
+    x = ctx.randn(3, 4, 7, scale=2.0, requires_grad=True)
+    w, b = ctx.randn(7, requires_grad=True), ctx.randn(7, requires_grad=True)
+    g = ctx.randn(3, 4, 7)
+    ctx.call(lambda: (ctx.target(x, w, b) * g).sum().backward())
+    xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    (F.layer_norm(xt, (7,), wt, bt) * g).sum().backward()
+    names = ("gradient of x", "gradient of weight", "gradient of bias")
+    return {**dict(zip(names, _grads(x, w, b))), **{f"torch {n}": t for n, t in zip(names, _grads(xt, wt, bt))}}
+
+
+@CHECKS.probe("layer_norm_manual", "eps = 0.1 in forward and backward", against_torch(scale=10), CPU, hidden=True)
+def manual_eps(ctx):
+    x = ctx.randn(4, 6, scale=0.3, requires_grad=True)
+    w, b = ctx.randn(6, requires_grad=True), ctx.randn(6, requires_grad=True)
+    g = ctx.randn(4, 6)
+    out = ctx.call(ctx.target, x, w, b, eps=0.1)
+    ctx.call(lambda: (out * g).sum().backward())
+    xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    out_t = F.layer_norm(xt, (6,), wt, bt, eps=0.1)
+    (out_t * g).sum().backward()
+    return {"output with eps=0.1": out, "torch output with eps=0.1": out_t,
+            "gradient of x with eps=0.1": x.grad, "torch gradient of x with eps=0.1": xt.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
+
+
+def layer_norm__unbiased(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)  # torch's default: divides by D - 1
+    out = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def layer_norm__eps_outside(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, keepdim=True, unbiased=False)
+    out = (x - mean) / (std + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def layer_norm__batch_dim(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean(dim=0, keepdim=True)
+    var = x.var(dim=0, keepdim=True, unbiased=False)
+    out = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def layer_norm__all_dims(x, weight=None, bias=None, eps=1e-5):
+    mean = x.mean()
+    var = x.var(unbiased=False)
+    out = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+class LayerNorm__zero_weight(nn.Module):
+    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        self.eps = eps
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.zeros(normalized_shape))
+            self.bias = nn.Parameter(torch.zeros(normalized_shape)) if bias else None
+        else:
+            self.weight, self.bias = None, None
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821 (the notebook's layer_norm)
+
+
+class LayerNorm__plain_tensors(nn.Module):
+    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.ones(normalized_shape) if elementwise_affine else None
+        self.bias = torch.zeros(normalized_shape) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821
+
+
+def batch_norm__per_sample(x, eps=1e-5):
+    dims = tuple(range(1, x.dim()))  # every axis of one sample
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def batch_norm__unbiased(x, eps=1e-5):
+    dims = (0, *range(2, x.dim()))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def group_norm__strided(x, num_groups, eps=1e-5):
+    N, C = x.shape[:2]
+    if C % num_groups != 0:
+        raise ValueError(f"num_groups ({num_groups}) must divide the number of channels ({C})")
+    xg = x.reshape(N, C // num_groups, num_groups, -1)  # (N, C/G, G, rest): channel c lands in group c % G
+    mean = xg.mean(dim=(1, 3), keepdim=True)
+    var = xg.var(dim=(1, 3), keepdim=True, unbiased=False)
+    return ((xg - mean) / torch.sqrt(var + eps)).reshape(x.shape)
+
+
+def layer_norm_manual__constant_stats(x, weight, bias, eps=1e-5):
+    class LayerNormFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, eps):
+            mean = x.mean(dim=-1, keepdim=True)
+            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+            x_hat = (x - mean) * rstd
+            ctx.save_for_backward(x_hat, weight, rstd)
+            return x_hat * weight + bias
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            x_hat, weight, rstd = ctx.saved_tensors
+            lead = tuple(range(grad_out.dim() - 1))
+            grad_x = grad_out * weight * rstd  # treats the mean and rstd as constants
+            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
+
+    return LayerNormFunction.apply(x, weight, bias, eps)
+
+
+def layer_norm_manual__mean_term_only(x, weight, bias, eps=1e-5):
+    class LayerNormFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, eps):
+            mean = x.mean(dim=-1, keepdim=True)
+            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+            x_hat = (x - mean) * rstd
+            ctx.save_for_backward(x_hat, weight, rstd)
+            return x_hat * weight + bias
+
+        @staticmethod
+        def backward(ctx, grad_out):
+            x_hat, weight, rstd = ctx.saved_tensors
+            lead = tuple(range(grad_out.dim() - 1))
+            g = grad_out * weight
+            grad_x = rstd * (g - g.mean(dim=-1, keepdim=True))  # the mean's term, but not the variance's
+            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
+
+    return LayerNormFunction.apply(x, weight, bias, eps)
+
+
+MISTAKES = (
+    Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); "
+            "LayerNorm uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
+            layer_norm__unbiased),
+    Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the "
+            "square root: (x − mean) / √(var + eps).", layer_norm__eps_outside),
+    Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); "
+            "LayerNorm normalises each token over its own features, the last axis (dim=-1).", layer_norm__batch_dim),
+    Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes "
+            "one mean and variance per row, over the last axis only (dim=-1, keepdim=True).", layer_norm__all_dims),
+    Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient "
+            "reaches the input: initialise the gain with torch.ones (and the bias with zeros).",
+            LayerNorm__zero_weight),
+    Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: "
+            "they are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
+            LayerNorm__plain_tensors),
+    Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial "
+            "dims); BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
+            batch_norm__per_sample),
+    Mistake("batch_norm", "bn_unbiased_variance", "the variance divides by n − 1; BatchNorm normalises with the "
+            "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.", batch_norm__unbiased),
+    Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); "
+            "a group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
+            group_norm__strided),
+    Mistake("layer_norm_manual", "constant_stats", "the backward treats the mean and the standard deviation as "
+            "constants (grad_x = g·weight/σ); both depend on x, which adds −mean(ĝ) − x̂·mean(ĝ·x̂) inside the "
+            "bracket.", layer_norm_manual__constant_stats),
+    Mistake("layer_norm_manual", "mean_term_only", "the backward subtracts mean(ĝ) for the mean but forgets the "
+            "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.", layer_norm_manual__mean_term_only),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# `course bench lesson04`: your layer_norm against F.layer_norm
+
+
+def benchmark(ns: dict, device: str) -> dict:
+    fn = ns["layer_norm"]
+    rows = []
+    for shape in ((4096, 768), (8192, 4096)):
+        x = torch.randn(*shape, device=device)
+        w, b = torch.randn(shape[-1], device=device), torch.randn(shape[-1], device=device)
+
+        def timed(f) -> float:
+            for _ in range(3):
+                f()
+            times = []
+            for _ in range(10):
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                f()
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            return sorted(times)[len(times) // 2] * 1e3
+
+        mine = timed(lambda: fn(x, w, b))
+        theirs = timed(lambda: F.layer_norm(x, (shape[-1],), w, b))
+        gbs = 2 * x.numel() * x.element_size() / (mine * 1e-3) / 1e9  # read x once, write y once
+        rows.append([str(shape), round(mine, 3), round(theirs, 3), round(mine / theirs, 2), round(gbs, 1)])
+    return {"title": "layer_norm: yours against F.layer_norm", "columns": ["shape", "yours (ms)", "torch (ms)",
+            "ratio", "GB/s (yours)"], "rows": rows,
+            "notes": ["a layer_norm written with separate torch ops reads and writes x several times; "
+                      "torch's fused kernel does it once"]}

@@ -1,0 +1,618 @@
+"""Lesson 06 — positions: sinusoidal tables, learned positions, RoPE in both layouts, stretched RoPE
+frequencies, and ALiBi.
+
+Reads like the lesson: each exercise's probes beside their judges, in lesson order, then the known
+mistakes. Probes run in the sandboxed child (student code); judges run in the parent.
+
+Two rules run through every RoPE probe: positions are arbitrary and non-contiguous (an implementation
+that uses `arange(T)` instead of `positions` must fail), and the base is varied (a hard-coded 10000 must
+fail). On a GPU the RoPE probes also run in float16 and bfloat16, judged against the float32 answer on
+the same inputs with the tolerance `HALF_TOL` states.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from .compare import Tolerance, close
+from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, same
+
+CHECKS = Checks("lesson06")
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {}  # no built-in makes these trivial
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers shared by the probes
+
+
+def _positions(ctx, values) -> torch.Tensor:
+    """Integer positions on the check's device."""
+    return ctx.put(torch.tensor(values, dtype=torch.long))
+
+
+def _raised(ctx, fn, *args, **kwargs) -> dict:
+    """Call student code that should raise; observe what it raised (NotImplementedError still propagates)."""
+    try:
+        ctx.call(fn, *args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the judge reads the type and the message
+        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
+    return {"raised": "nothing", "message": ""}
+
+
+def _expect_value_error(obs: dict, what: str, must_name: str) -> str | None:
+    if obs["raised"] != "ValueError":
+        got = "no exception" if obs["raised"] == "nothing" else f"{obs['raised']}: {obs['message']}"
+        return f"{what} should raise ValueError, but it gave {got}"
+    if must_name not in obs["message"]:
+        return f"{what} raised ValueError({obs['message']!r}); its message should name `{must_name}`"
+    return None
+
+
+def _values(s, r, ctx, *keys, tol: Tolerance) -> str | None:
+    """Compare values but not dtype (tables, slopes and frequencies may come back in float32 or float64)."""
+    for k in keys:
+        msg = close(s.get(k), r[k], what=k, tol=tol, check_dtype=False)
+        if msg:
+            return msg
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# sinusoidal_table(max_len, d_model, base=10000.0) -> (max_len, d_model)
+
+
+def _table_values(s, r, ctx):
+    return _values(s, r, ctx, *[k for k in r if k.startswith("table")], tol=ctx.tol.scaled(5))
+
+
+@CHECKS.probe("sinusoidal_table", "matches the reference (max_len=37, d_model=12)", _table_values)
+def table_random(ctx):
+    return {"table (37, 12)": ctx.call(ctx.target, 37, 12)}
+
+
+def _row_zero(s, r, ctx):
+    t = s["table (5, 8)"]
+    if isinstance(t, torch.Tensor) and t.shape == r["table (5, 8)"].shape:
+        row = t[0].double()
+        if not torch.allclose(row, r["table (5, 8)"][0].double(), atol=1e-6):
+            shown = ", ".join(f"{v:.3g}" for v in row.tolist())
+            return (f"position 0 should be (0, 1, 0, 1, ...): sin 0 = 0 in the even columns and cos 0 = 1 in "
+                    f"the odd ones; yours is ({shown})")
+    return _values(s, r, ctx, "table (5, 8)", tol=ctx.tol.scaled(5))
+
+
+@CHECKS.probe("sinusoidal_table", "sin in even columns, cos in odd: position 0 is (0, 1, 0, 1, ...)", _row_zero)
+def table_row_zero(ctx):
+    return {"table (5, 8)": ctx.call(ctx.target, 5, 8)}
+
+
+@CHECKS.probe("sinusoidal_table", "a base other than the default (base=100, d_model=10)", _table_values,
+              hidden=True)
+def table_base(ctx):
+    return {"table (23, 10) with base=100": ctx.call(ctx.target, 23, 10, base=100.0)}
+
+
+def _odd_d_model(s, r, ctx):
+    return _expect_value_error(s["d_model=7"], "sinusoidal_table(4, 7)", "d_model")
+
+
+@CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model", _odd_d_model)
+def table_odd(ctx):
+    return {"d_model=7": _raised(ctx, ctx.target, 4, 7)}
+
+
+# ----------------------------------------------------------------------------------------------
+# LearnedPositionalEmbedding(max_len, d_model); forward(x, offset=0)
+
+
+def _table_param(module, max_len: int, d_model: int) -> list:
+    return [p for p in module.parameters() if tuple(p.shape) == (max_len, d_model)]
+
+
+def _init(s, r, ctx):
+    n = s["parameters of shape (256, 48)"]
+    if n != 1:
+        return (f"expected one trainable parameter of shape (max_len, d_model) = (256, 48), found {n} "
+                f"(an nn.Parameter or an nn.Embedding's weight; a buffer does not train)")
+    if s["std (1 significant digit)"] != 0.02:
+        return (f"the table's entries have std ≈ {s['std (1 significant digit)']:g}; initialise them "
+                f"N(0, 0.02) (as GPT-2 does), e.g. nn.init.normal_(weight, mean=0.0, std=0.02)")
+    if not s["mean within ±0.002"]:
+        return "the table's entries should have mean 0 (N(0, 0.02))"
+    return None
+
+
+@CHECKS.probe("LearnedPositionalEmbedding", "one (max_len, d_model) parameter, initialised N(0, 0.02)", _init)
+def learned_init(ctx):
+    ctx.manual_seed()
+    module = ctx.call(ctx.target, 256, 48)
+    found = _table_param(module, 256, 48)
+    obs = {"parameters of shape (256, 48)": len(found)}
+    if len(found) == 1:
+        w = found[0].detach().double()
+        # coarse on purpose: a loose statistical bound (12,288 draws put a correct std at 0.0200 ± 0.0002),
+        # and the same observation for every implementation with the same mistake
+        obs["std (1 significant digit)"] = float(f"{w.std().item():.1g}")
+        obs["mean within ±0.002"] = abs(w.mean().item()) < 0.002
+    return obs
+
+
+def _module_with_known_table(ctx, max_len: int, d_model: int):
+    """The student's module with its table overwritten by seeded values, so outputs are comparable."""
+    ctx.manual_seed()
+    module = ctx.call(ctx.target, max_len, d_model)
+    found = _table_param(module, max_len, d_model)
+    if len(found) != 1:
+        raise WrongResult(f"expected one parameter of shape (max_len, d_model) = ({max_len}, {d_model}), "
+                          f"found {len(found)}")
+    with torch.no_grad():
+        found[0].copy_(ctx.randn(max_len, d_model))
+    return module, found[0]
+
+
+@CHECKS.probe("LearnedPositionalEmbedding", "adds rows offset..offset+T−1 (offset 0, 9 and 11 of max_len 16)",
+              same())
+def learned_forward(ctx):
+    module, _ = _module_with_known_table(ctx, 16, 12)
+    x = ctx.randn(2, 5, 12)  # (B, T, D)
+    return {f"output with offset={o}": ctx.call(module, x) if o == 0 else ctx.call(module, x, offset=o)
+            for o in (0, 9, 11)}
+
+
+def _past_max_len(s, r, ctx):
+    return (_expect_value_error(s["offset=13, T=5"], "positions 13..17 with max_len=16", "max_len")
+            or _expect_value_error(s["offset=0, T=17"], "17 positions with max_len=16", "max_len"))
+
+
+@CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table", _past_max_len)
+def learned_too_long(ctx):
+    module, _ = _module_with_known_table(ctx, 16, 12)
+    return {"offset=13, T=5": _raised(ctx, module, ctx.randn(2, 5, 12), offset=13),
+            "offset=0, T=17": _raised(ctx, module, ctx.randn(2, 17, 12))}
+
+
+@CHECKS.probe("LearnedPositionalEmbedding", "gradients reach the table's rows", same(), hidden=True)
+def learned_grad(ctx):
+    module, table = _module_with_known_table(ctx, 16, 12)
+    x = ctx.randn(3, 4, 12, requires_grad=True)
+    (ctx.call(module, x, offset=6) * ctx.randn(3, 4, 12)).sum().backward()
+    return {"gradient of the table": table.grad, "gradient of x": x.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# apply_rope(x, positions, base) and apply_rope_half(x, positions, base): the same checks for both
+# layouts. Positions are never arange(T).
+
+# Half precision: the float32 answer on the same (rounded) inputs, within these. A correct kernel that
+# takes cos/sin in float32 and multiplies in x's dtype errs by ~1e-3 (float16) and ~1e-2 (bfloat16).
+HALF_TOL = {
+    "float16": Tolerance(5e-3, 5e-3, "float16 RoPE against the float32 answer on the same inputs"),
+    "bfloat16": Tolerance(4e-2, 2e-2, "bfloat16 RoPE against the float32 answer on the same inputs"),
+}
+
+# float32: angles p·θ of up to ~120 rad computed in different (correct) orders differ by ~1e-5
+ROPE_SCALE = 10
+
+
+def _rope_values(s, r, ctx):
+    keys = [k for k in r if k.startswith("output")]
+    if ctx.config.dtype == "float32":
+        return same(*keys, scale=ROPE_SCALE)(s, r, ctx)
+    for k in keys:
+        out, ref = s.get(k), r[k]
+        if isinstance(out, torch.Tensor) and out.shape == ref.shape and out.dtype != ref.dtype:
+            return f"{k} has dtype {str(out.dtype).removeprefix('torch.')}, expected {ctx.config.dtype} (x's dtype)"
+        msg = close(out, r["float32 " + k], what=k, tol=HALF_TOL[ctx.config.dtype], check_dtype=False)
+        if msg and (not isinstance(out, torch.Tensor) or out.shape != ref.shape):
+            return msg
+        if msg:
+            return (msg + ". Compute the angles p·θ in float32 (a float16 position is inexact past 2048, a "
+                    "bfloat16 one past 256), then cast cos and sin, or the result, to x's dtype")
+    return None
+
+
+def _rope_obs(ctx, key: str, x: torch.Tensor, positions: torch.Tensor, **kwargs) -> dict:
+    obs = {key: ctx.call(ctx.target, x, positions, **kwargs)}
+    if ctx.config.dtype != "float32":  # the float32 answer on the same inputs, for the half-precision judge
+        obs["float32 " + key] = ctx.call(ctx.target, x.float(), positions, **kwargs)
+    return obs
+
+
+@CHECKS.probe("apply_rope", "matches the reference at arbitrary, non-contiguous positions", _rope_values,
+              CPU_AND_GPU)
+@CHECKS.probe("apply_rope_half", "matches the reference at arbitrary, non-contiguous positions", _rope_values,
+              CPU_AND_GPU)
+def rope_values(ctx):
+    x = ctx.randn(2, 3, 5, 16)  # (B, H, T, D)
+    positions = _positions(ctx, [7, 2, 19, 40, 3] if ctx.config.dtype == "float32" else [7, 300, 19, 2900, 3])
+    return _rope_obs(ctx, "output", x, positions)
+
+
+def _keeps_norms(s, r, ctx):
+    out, x = s["output"], r["x"]
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return close(out, r["output"], "output")
+    n_out, n_x = out.double().norm(dim=-1), x.double().norm(dim=-1)
+    err = (n_out - n_x).abs().max().item()
+    if err > 1e-4 * n_x.max().item():
+        return (f"a rotation keeps each vector's length, but the norms along the last dim changed by up to "
+                f"{err:.3g} (‖x‖ up to {n_x.max().item():.3g}): each pair must be rotated, "
+                f"(a, b) → (a cos θ − b sin θ, a sin θ + b cos θ)")
+    return None
+
+
+@CHECKS.probe("apply_rope", "keeps every vector's norm", _keeps_norms)
+@CHECKS.probe("apply_rope_half", "keeps every vector's norm", _keeps_norms)
+def rope_norms(ctx):
+    x = ctx.randn(3, 7, 12, scale=2.0)  # (B, T, D)
+    positions = _positions(ctx, [0, 5, 11, 2, 64, 30, 9])
+    return {"output": ctx.call(ctx.target, x, positions), "x": x}
+
+
+def _relative(s, r, ctx):
+    a, b = s["scores"], s["scores with every position shifted by 37"]
+    if not isinstance(a, torch.Tensor):
+        return close(a, r["scores"], "scores")
+    scale = max(a.abs().max().item(), 1.0)
+    msg = close(b, a, "scores with every position shifted by 37", check_dtype=False,
+                tol=Tolerance(1e-4 * scale, 1e-4, "float32 rounding of angles up to ~120 rad"))
+    if msg:
+        return ("q·k after RoPE must depend only on the offset m − n, so shifting every position by 37 must "
+                "leave the scores unchanged; " + msg.replace("differs from the reference", "differs from the unshifted scores"))
+    return None
+
+
+@CHECKS.probe("apply_rope", "scores depend only on m − n (shift every position: same scores)", _relative)
+@CHECKS.probe("apply_rope_half", "scores depend only on m − n (shift every position: same scores)", _relative)
+def rope_relative(ctx):
+    q, k = ctx.randn(3, 6, 16), ctx.randn(3, 8, 16)  # (H, Tq, D), (H, Tk, D)
+    pq, pk = _positions(ctx, [4, 9, 1, 25, 13, 40]), _positions(ctx, [0, 3, 17, 8, 30, 12, 41, 22])
+    obs = {}
+    for name, shift in (("scores", 0), ("scores with every position shifted by 37", 37)):
+        q_rot = ctx.call(ctx.target, q, pq + shift)
+        k_rot = ctx.call(ctx.target, k, pk + shift)
+        obs[name] = q_rot @ k_rot.transpose(-2, -1) if isinstance(q_rot, torch.Tensor) else q_rot  # (H, Tq, Tk)
+    return obs
+
+
+@CHECKS.probe("apply_rope", "positions (T,) or (..., T): one row of positions per sequence", same(scale=ROPE_SCALE))
+@CHECKS.probe("apply_rope_half", "positions (T,) or (..., T): one row of positions per sequence",
+              same(scale=ROPE_SCALE))
+def rope_batched_positions(ctx):
+    x3 = ctx.randn(3, 6, 10)  # (B, T, D)
+    p3 = _positions(ctx, [[0, 1, 2, 3, 4, 5], [9, 10, 11, 12, 13, 14], [5, 0, 33, 2, 17, 8]])  # (B, T)
+    x4 = ctx.randn(2, 4, 6, 10)  # (B, H, T, D)
+    p4 = _positions(ctx, [[[3, 8, 1, 0, 21, 6]], [[50, 51, 52, 53, 54, 55]]])  # (B, 1, T)
+    x2 = ctx.randn(6, 10)  # (T, D)
+    p2 = _positions(ctx, [12, 4, 4, 0, 7, 60])
+    return {"output for x (3, 6, 10), positions (3, 6)": ctx.call(ctx.target, x3, p3),
+            "output for x (2, 4, 6, 10), positions (2, 1, 6)": ctx.call(ctx.target, x4, p4),
+            "output for x (6, 10), positions (6,)": ctx.call(ctx.target, x2, p2)}
+
+
+@CHECKS.probe("apply_rope", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True)
+@CHECKS.probe("apply_rope_half", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True)
+def rope_base(ctx):
+    x = ctx.randn(2, 5, 12)  # (B, T, D)
+    positions = _positions(ctx, [6, 1, 28, 3, 15])
+    return {"output with base=500": ctx.call(ctx.target, x, positions, base=500.0)}
+
+
+@CHECKS.probe("apply_rope", "positions continuing from an offset (a KV cache at 100..104)", same(scale=ROPE_SCALE),
+              hidden=True)
+@CHECKS.probe("apply_rope_half", "positions continuing from an offset (a KV cache at 100..104)",
+              same(scale=ROPE_SCALE), hidden=True)
+def rope_offset(ctx):
+    x = ctx.randn(2, 2, 5, 8)  # (B, H, T, D)
+    return {"output at positions 100..104": ctx.call(ctx.target, x, _positions(ctx, list(range(100, 105))))}
+
+
+@CHECKS.probe("apply_rope", "gradients flow to x", same(scale=ROPE_SCALE), hidden=True)
+def rope_grad(ctx):
+    x = ctx.randn(2, 5, 8, requires_grad=True)
+    out = ctx.call(ctx.target, x, _positions(ctx, [3, 0, 12, 7, 1]))
+    (out * ctx.randn(2, 5, 8)).sum().backward()
+    return {"gradient of x": x.grad}
+
+
+# ----------------------------------------------------------------------------------------------
+# rope_inv_freq(dim, base=10000.0, scale=1.0, method="none") -> (dim/2,)
+
+
+def _freq_values(s, r, ctx):
+    return _values(s, r, ctx, *r, tol=ctx.tol.scaled(5))
+
+
+@CHECKS.probe("rope_inv_freq", "the plain frequencies base^(−2i/dim)", _freq_values)
+def freq_none(ctx):
+    return {"dim=16": ctx.call(ctx.target, 16),
+            "dim=12, base=500": ctx.call(ctx.target, 12, base=500.0)}
+
+
+@CHECKS.probe("rope_inv_freq", "\"linear\" (position interpolation): every frequency divided by scale",
+              _freq_values)
+def freq_linear(ctx):
+    return {"dim=16, scale=4, method='linear'": ctx.call(ctx.target, 16, scale=4.0, method="linear"),
+            "dim=10, base=500, scale=2.5, method='linear'": ctx.call(ctx.target, 10, base=500.0, scale=2.5,
+                                                                      method="linear")}
+
+
+@CHECKS.probe("rope_inv_freq", "\"ntk\": the base becomes base·scale^(dim/(dim−2))", _freq_values)
+def freq_ntk(ctx):
+    return {"dim=16, scale=8, method='ntk'": ctx.call(ctx.target, 16, scale=8.0, method="ntk"),
+            "dim=24, base=500000, scale=3, method='ntk'": ctx.call(ctx.target, 24, base=5e5, scale=3.0,
+                                                                    method="ntk")}
+
+
+def _ntk_ends(s, r, ctx):
+    f, plain = s["ntk"], r["plain"]
+    if not isinstance(f, torch.Tensor) or f.shape != plain.shape:
+        return close(f, r["ntk"], "rope_inv_freq(32, scale=4, method='ntk')")
+    f, plain = f.double(), plain.double()
+    if not math.isclose(f[0].item(), plain[0].item(), rel_tol=1e-5):
+        return (f"\"ntk\" must keep the highest frequency (i = 0) unchanged at {plain[0].item():.6g}; yours is "
+                f"{f[0].item():.6g}. Change the base, not the frequencies")
+    factor = plain[-1].item() / f[-1].item()
+    if not math.isclose(factor, 4.0, rel_tol=1e-5):
+        return (f"\"ntk\" must divide the lowest frequency by exactly scale = 4; yours divides it by "
+                f"{factor:.6g}. Which exponent of scale makes base'^(−(dim−2)/dim) = base^(−(dim−2)/dim) / scale?")
+    return None
+
+
+@CHECKS.probe("rope_inv_freq", "\"ntk\" keeps the highest frequency and divides the lowest by exactly scale",
+              _ntk_ends)
+def freq_ntk_ends(ctx):
+    return {"ntk": ctx.call(ctx.target, 32, base=10000.0, scale=4.0, method="ntk"),
+            "plain": ctx.call(ctx.target, 32, base=10000.0)}
+
+
+def _bad_args(s, r, ctx):
+    return (_expect_value_error(s["method='yarn'"], "rope_inv_freq(16, method='yarn')", "method")
+            or _expect_value_error(s["scale=0.5"], "rope_inv_freq(16, scale=0.5, method='linear')", "scale"))
+
+
+@CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", _bad_args)
+def freq_bad_args(ctx):
+    return {"method='yarn'": _raised(ctx, ctx.target, 16, method="yarn"),
+            "scale=0.5": _raised(ctx, ctx.target, 16, scale=0.5, method="linear")}
+
+
+# ----------------------------------------------------------------------------------------------
+# alibi_slopes(num_heads) -> (H,)
+
+
+def _slopes(s, r, ctx):
+    return _values(s, r, ctx, *r, tol=ctx.tol)
+
+
+@CHECKS.probe("alibi_slopes", "H = 8 and H = 2: 2^(−8(h+1)/H) for a power of two", _slopes)
+def slopes_power_of_two(ctx):
+    return {f"slopes for H={h}": ctx.call(ctx.target, h) for h in (8, 2)}
+
+
+@CHECKS.probe("alibi_slopes", "H = 12 and H = 6: the ALiBi paper's rule for other head counts", _slopes)
+def slopes_other(ctx):
+    return {f"slopes for H={h}": ctx.call(ctx.target, h) for h in (12, 6)}
+
+
+# ----------------------------------------------------------------------------------------------
+# alibi_bias(num_heads, t_q, t_k) -> (H, t_q, t_k)
+
+
+def _bias(s, r, ctx):
+    for k in r:
+        b = s.get(k)
+        if isinstance(b, torch.Tensor) and b.shape == r[k].shape and (b > 0).any():
+            return (f"{k} has positive entries (up to {b.max().item():.3g}): ALiBi is a penalty, −m_h·|i − j|, "
+                    f"so every bias is ≤ 0 and farther keys get lower scores")
+    return _values(s, r, ctx, *r, tol=ctx.tol)
+
+
+@CHECKS.probe("alibi_bias", "square: bias[h, i, j] = −m_h·|i − j| (H=4, T=5)", _bias)
+def bias_square(ctx):
+    return {"alibi_bias(4, 5, 5)": ctx.call(ctx.target, 4, 5, 5)}
+
+
+@CHECKS.probe("alibi_bias", "t_q ≠ t_k: queries bottom-right aligned (H=6, t_q=3, t_k=7)", _bias)
+def bias_rect(ctx):
+    return {"alibi_bias(6, 3, 7)": ctx.call(ctx.target, 6, 3, 7)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
+
+
+def sinusoidal_table__sin_cos_swapped(max_len, d_model, base=10000.0):
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.cos(pos * inv_freq)
+    pe[:, 1::2] = torch.sin(pos * inv_freq)
+    return pe
+
+
+def sinusoidal_table__exponent_i(max_len, d_model, base=10000.0):
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float32)
+    inv_freq = base ** (-i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(pos * inv_freq)
+    pe[:, 1::2] = torch.cos(pos * inv_freq)
+    return pe
+
+
+class LearnedPositionalEmbedding__offset_ignored(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, x, offset=0):
+        T = x.shape[-2]
+        if offset + T > self.max_len:
+            raise ValueError(f"positions up to {offset + T - 1} run past max_len={self.max_len}")
+        return x + self.weight[:T]
+
+
+class LearnedPositionalEmbedding__default_init(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.emb = nn.Embedding(max_len, d_model)
+
+    def forward(self, x, offset=0):
+        T = x.shape[-2]
+        if offset + T > self.max_len:
+            raise ValueError(f"positions up to {offset + T - 1} run past max_len={self.max_len}")
+        return x + self.emb(torch.arange(offset, offset + T, device=x.device))
+
+
+def apply_rope__half_split(x, positions, base=10000.0):
+    D = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
+    angles = positions[..., None].float() * inv_freq
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., : D // 2], x[..., D // 2 :]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
+
+
+def apply_rope__positions_ignored(x, positions, base=10000.0):
+    T, D = x.shape[-2], x.shape[-1]
+    pos = torch.arange(T, device=x.device, dtype=torch.float32)
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
+    angles = pos[:, None] * inv_freq
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
+
+
+def apply_rope__base_ignored(x, positions, base=10000.0):
+    D = x.shape[-1]
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D))
+    angles = positions[..., None].float() * inv_freq
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
+
+
+def apply_rope_half__interleaved(x, positions, base=10000.0):
+    D = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
+    angles = positions[..., None].float() * inv_freq
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
+
+
+def apply_rope_half__positions_ignored(x, positions, base=10000.0):
+    T, D = x.shape[-2], x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
+    angles = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv_freq
+    cos, sin = torch.cat([angles.cos()] * 2, dim=-1), torch.cat([angles.sin()] * 2, dim=-1)
+    rotated = torch.cat([-x[..., D // 2 :], x[..., : D // 2]], dim=-1)
+    return (x * cos + rotated * sin).to(x.dtype)
+
+
+def rope_inv_freq__ntk_exponent_inverted(dim, base=10000.0, scale=1.0, method="none"):
+    if method not in ("none", "linear", "ntk"):
+        raise ValueError(f"unknown method {method!r}")
+    if scale < 1:
+        raise ValueError(f"scale must be at least 1, got {scale}")
+    if method == "ntk":
+        base = base * scale ** ((dim - 2) / dim)
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    if method == "linear":
+        inv_freq = inv_freq / scale
+    return inv_freq
+
+
+def rope_inv_freq__linear_multiplies(dim, base=10000.0, scale=1.0, method="none"):
+    if method not in ("none", "linear", "ntk"):
+        raise ValueError(f"unknown method {method!r}")
+    if scale < 1:
+        raise ValueError(f"scale must be at least 1, got {scale}")
+    if method == "ntk":
+        base = base * scale ** (dim / (dim - 2))
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    if method == "linear":
+        inv_freq = inv_freq * scale
+    return inv_freq
+
+
+def alibi_slopes__reversed(num_heads):
+    def powers(n):
+        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = powers(closest) + powers(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes).flip(0)
+
+
+def alibi_slopes__one_rule_for_all(num_heads):
+    return torch.tensor([2 ** (-8 * (h + 1) / num_heads) for h in range(num_heads)])
+
+
+def alibi_bias__positive(num_heads, t_q, t_k):
+    slopes = alibi_slopes(num_heads)  # noqa: F821 (the notebook's alibi_slopes)
+    i = torch.arange(t_q)[:, None] + (t_k - t_q)
+    j = torch.arange(t_k)[None, :]
+    return slopes[:, None, None] * (i - j).abs()
+
+
+def alibi_bias__top_left(num_heads, t_q, t_k):
+    slopes = alibi_slopes(num_heads)  # noqa: F821
+    i = torch.arange(t_q)[:, None]
+    j = torch.arange(t_k)[None, :]
+    return -slopes[:, None, None] * (i - j).abs()
+
+
+MISTAKES = (
+    Mistake("sinusoidal_table", "sin_cos_swapped", "sin and cos are swapped: the even columns 2i take "
+            "sin(p·ω_i) and the odd columns 2i+1 take cos(p·ω_i), so position 0 reads (0, 1, 0, 1, ...).",
+            sinusoidal_table__sin_cos_swapped),
+    Mistake("sinusoidal_table", "table_exponent_i", "the exponent uses the pair index i instead of the column 2i: "
+            "ω_i = base^(−2i/d_model), i.e. torch.arange(0, d_model, 2) / d_model.", sinusoidal_table__exponent_i),
+    Mistake("LearnedPositionalEmbedding", "offset_ignored", "`offset` is ignored: rows 0..T−1 are added whatever "
+            "the offset; add rows offset..offset+T−1 (a decoder with a cache is at position offset, not 0).",
+            LearnedPositionalEmbedding__offset_ignored),
+    Mistake("LearnedPositionalEmbedding", "default_init", "nn.Embedding initialises N(0, 1); positions here are "
+            "initialised N(0, 0.02): call nn.init.normal_(weight, std=0.02).", LearnedPositionalEmbedding__default_init),
+    Mistake("apply_rope", "half_split", "this rotates the half-split pairs (x[i], x[i + D/2]) (GPT-NeoX's "
+            "\"rotate half\" layout); apply_rope uses interleaved pairs (x[2i], x[2i+1]). Mixing the two layouts "
+            "is a silent mismatch between implementations.", apply_rope__half_split),
+    Mistake("apply_rope", "rope_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
+            "token t by positions[..., t], which need not be 0, 1, 2, ... (a KV cache, packed sequences).",
+            apply_rope__positions_ignored),
+    Mistake("apply_rope", "rope_base_ignored", "the base is hard-coded to 10000, so `base=` is ignored: the frequencies "
+            "are base^(−2i/D) for the base given.", apply_rope__base_ignored),
+    Mistake("apply_rope_half", "interleaved", "this rotates interleaved pairs (x[2i], x[2i+1]); apply_rope_half "
+            "uses the half-split layout, pairs (x[i], x[i + D/2]) (\"rotate half\"). Mixing the two layouts is a "
+            "silent mismatch between implementations.", apply_rope_half__interleaved),
+    Mistake("apply_rope_half", "half_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
+            "token t by positions[..., t], which need not be 0, 1, 2, ...", apply_rope_half__positions_ignored),
+    Mistake("rope_inv_freq", "ntk_exponent_inverted", "the NTK base uses scale^((dim−2)/dim), the exponent "
+            "upside down: base·scale^(dim/(dim−2)) is the base that divides the lowest frequency by exactly `scale`.",
+            rope_inv_freq__ntk_exponent_inverted),
+    Mistake("rope_inv_freq", "linear_multiplies", "\"linear\" multiplies the frequencies by `scale`; position "
+            "interpolation divides them (positions p/scale), so a longer context maps onto the trained angles.",
+            rope_inv_freq__linear_multiplies),
+    Mistake("alibi_slopes", "slopes_reversed", "the slopes are in reverse order: head 0 gets the steepest slope, "
+            "2^(−8/H), and they fall geometrically to 2^(−8) for the last head.", alibi_slopes__reversed),
+    Mistake("alibi_slopes", "one_rule_for_all", "2^(−8(h+1)/H) is the rule for a power-of-two H only; otherwise "
+            "take the slopes of the closest power of two below H, then every other slope of twice that many.",
+            alibi_slopes__one_rule_for_all),
+    Mistake("alibi_bias", "bias_positive", "the bias is positive: ALiBi subtracts m_h·|i − j|, a penalty that grows "
+            "with distance.", alibi_bias__positive),
+    Mistake("alibi_bias", "top_left", "with t_q < t_k the queries are the last t_q positions: query i sits at "
+            "position i + (t_k − t_q) (bottom-right aligned), not at i.", alibi_bias__top_left),
+)

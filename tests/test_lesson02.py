@@ -1,0 +1,104 @@
+"""Lesson 02 beyond the generic tests: correct alternatives are accepted, wrong kinds of answer get a
+clear message, and the grader stays cheap to import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from course_cli.grading import grade_notebook
+from graders.registry import ROOT, find_lesson
+from harness import explain, grade_one, with_code
+
+LESSON = find_lesson("lesson02")
+pytestmark = pytest.mark.lesson02
+
+# Correct answers written differently from the reference, one per exercise, all in one notebook.
+ALTERNATIVES = {
+    "causal_mask": '''
+def causal_mask(t_q, t_k=None, device=None):
+    if t_k is None:
+        t_k = t_q
+    rows = torch.arange(t_q, device=device).unsqueeze(1)   # (t_q, 1)
+    cols = torch.arange(t_k, device=device).unsqueeze(0)   # (1, t_k)
+    return cols - rows <= t_k - t_q
+''',
+    "padding_mask": '''
+def padding_mask(lengths, t):
+    B = lengths.shape[0]
+    keys = torch.arange(t, device=lengths.device).expand(B, t)
+    return (keys < lengths.unsqueeze(-1)).reshape(B, 1, 1, t)
+''',
+    "sliding_window_mask": '''
+def sliding_window_mask(t, window):
+    full = torch.ones(t, t, dtype=torch.bool)
+    return full.tril() & ~full.tril(diagonal=-window)
+''',
+    "to_additive": '''
+def to_additive(mask, dtype=torch.float32):
+    return torch.log(mask.to(dtype))  # log 1 = 0, log 0 = -inf
+''',
+    "masked_attention": '''
+def masked_attention(q, k, v, mask):
+    scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+    scores = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    m = scores.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))   # an empty row's max is -inf
+    e = torch.exp(scores - m)                                     # exactly 0 at masked keys
+    denom = e.sum(dim=-1, keepdim=True)
+    weights = e / torch.where(denom > 0, denom, torch.ones_like(denom))
+    return torch.einsum("...qk,...kd->...qd", weights, v)
+''',
+}
+
+
+def test_correct_alternatives_are_accepted(tmp_path):
+    path = None
+    for name, code in ALTERNATIVES.items():
+        path = with_code(LESSON, name, code, tmp_path, "alternatives.ipynb", base=path)
+    result = grade_notebook(LESSON, path)
+    for ex in result.exercises:
+        assert ex.status == "passed", explain(ex)
+
+
+def test_mask_of_the_wrong_shape_or_dtype_is_explained(tmp_path):
+    path = with_code(LESSON, "padding_mask", '''
+def padding_mask(lengths, t):
+    return torch.arange(t, device=lengths.device)[None, :] < lengths[:, None]   # (B, t): forgot the view
+''', tmp_path, "pad-shape.ipynb")
+    ex = grade_one(LESSON, path, "padding_mask")
+    assert ex.status == "failed", explain(ex)
+    assert any("shape (3, 1, 1, 7)" in c.message for c in ex.checks), explain(ex)
+
+    path = with_code(LESSON, "causal_mask", '''
+def causal_mask(t_q, t_k=None, device=None):
+    t_k = t_q if t_k is None else t_k
+    return torch.ones(t_q, t_k, device=device).tril(diagonal=t_k - t_q)   # float, not bool
+''', tmp_path, "causal-float.ipynb")
+    ex = grade_one(LESSON, path, "causal_mask")
+    assert ex.status == "failed", explain(ex)
+    assert any("a mask is a bool tensor" in c.message for c in ex.checks), explain(ex)
+
+
+def test_sdpa_is_forbidden_in_masked_attention(tmp_path):
+    # torch's SDPA already returns zeros for empty rows on the CPU: correct values, but not the exercise
+    path = with_code(LESSON, "masked_attention", '''
+def masked_attention(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+''', tmp_path, "sdpa.ipynb")
+    ex = grade_one(LESSON, path, "masked_attention")
+    assert ex.status == "failed", explain(ex)
+    (forbidden,) = [c for c in ex.checks if c.name == "uses no forbidden API"]
+    assert forbidden.status == "failed" and "scaled_dot_product_attention" in forbidden.message
+
+
+def test_grader_imports_without_dynamo():
+    # causal_lower_right pulls in torch._dynamo (slow): only the hidden probes that need it import it
+    code = "import sys, graders.lesson02_masks; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import graders.lesson02_masks as g
+    lower_right = [c for c in g.CHECKS if "causal_lower_right" in c.name]
+    assert lower_right and all(c.hidden for c in lower_right)
