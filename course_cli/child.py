@@ -125,7 +125,9 @@ def run(job: dict) -> None:
                 continue
             _write(progress, f"probing mistake {mistake.id}")
             m_ns = dict(ns)
-            exec(compile(engine.mistake_source(mistake), f"<mistake {mistake.id}>", "exec"), m_ns)
+            src = engine.mistake_source(mistake)
+            engine.register_source(f"<mistake {mistake.id}>", src)  # triton reads a kernel's source
+            exec(compile(src, f"<mistake {mistake.id}>", "exec"), m_ns)
             try:
                 with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
                     obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public)
