@@ -112,23 +112,39 @@ def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "er
     return result
 
 
-def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "",
-                exercises: list[str] | None = None, only_public: bool = False, cwd: str | None = None) -> LessonResult:
-    """Grade code cells (as `graded_cells` returns them) against the lesson's reference."""
-    wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
-    names = [e.name for e in wanted]
-    # Start the student's child first, then the reference's if the cache misses; import torch meanwhile.
-    student = sandbox.start(lesson.module, cells, names, "cpu", only_public=only_public, cwd=cwd)
-    ref_path, ref_child = Reference.start(lesson, "cpu")
-    module = __import__(lesson.module, fromlist=["CHECKS"])  # imports torch while the children work
-    reference = Reference.finish(lesson, ref_path, ref_child)
-    student.wait()
-    obs = {n: _load(student.out / f"obs-{n}.pt") if (student.out / f"obs-{n}.pt").exists() else None for n in names}
-    env = student.json("env.json") or {}
-    gpu = bool(env.get("cuda"))
-    if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
-        # GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit.
-        g_student = sandbox.start(lesson.module, cells, names, "cuda", only_public=only_public, cwd=cwd)
+class Grading:
+    """One grading in flight: `start` launches the children and returns at once; `finish` judges.
+    (nbgrader's autograde starts one before its kernel runs the notebook, and finishes it after.)"""
+
+    def __init__(self, lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
+                 only_public: bool = False, cwd: str | None = None):
+        self.lesson, self.cells, self.notebook, self.only_public, self.cwd = lesson, cells, notebook, only_public, cwd
+        self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
+        self.names = [e.name for e in self.wanted]
+        # the student's child first, then the reference's if the cache misses
+        self.student = sandbox.start(lesson.module, cells, self.names, "cpu", only_public=only_public, cwd=cwd)
+        self.ref_path, self.ref_child = Reference.start(lesson, "cpu")
+
+    def finish(self) -> LessonResult:
+        lesson, cells, names, student = self.lesson, self.cells, self.names, self.student
+        module = __import__(lesson.module, fromlist=["CHECKS"])  # imports torch while the children work
+        reference = Reference.finish(lesson, self.ref_path, self.ref_child)
+        student.wait()
+        obs = {n: _load(student.out / f"obs-{n}.pt") if (student.out / f"obs-{n}.pt").exists() else None
+               for n in names}
+        gpu = bool((student.json("env.json") or {}).get("cuda"))
+        if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
+            self._add_gpu(obs, reference)
+        try:
+            return _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
+                          self.only_public)
+        finally:
+            shutil.rmtree(student.out, ignore_errors=True)
+
+    def _add_gpu(self, obs: dict, reference: "Reference") -> None:
+        """GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit."""
+        lesson, names = self.lesson, self.names
+        g_student = sandbox.start(lesson.module, self.cells, names, "cuda", only_public=self.only_public, cwd=self.cwd)
         g_path, g_child = Reference.start(lesson, "cuda")
         g_reference = Reference.finish(lesson, g_path, g_child)
         g_student.wait()
@@ -142,10 +158,12 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "",
             if m in reference.mistakes:
                 reference.mistakes[m]["checks"].update(m_obs["checks"])
         shutil.rmtree(g_student.out, ignore_errors=True)
-    try:
-        return _judge(lesson, module, student, obs, gpu, reference, cells, notebook, wanted, only_public)
-    finally:
-        shutil.rmtree(student.out, ignore_errors=True)
+
+
+def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "",
+                exercises: list[str] | None = None, only_public: bool = False, cwd: str | None = None) -> LessonResult:
+    """Grade code cells (as `graded_cells` returns them) against the lesson's reference."""
+    return Grading(lesson, cells, notebook, exercises, only_public, cwd).finish()
 
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:

@@ -290,6 +290,88 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
         render_bench(console, report)
 
 
+@cli.command()
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False))
+@click.option("--lesson", "lesson", required=True, help="The lesson the submissions are for.")
+@click.option("--jobs", "-j", default=2, show_default=True, help="Submissions graded at once.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
+@click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
+              "the file's other students are kept.")
+def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...]) -> None:
+    """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
+    notebooks), in parallel, with pass rates and the most frequent mistakes.
+
+    Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
+    """
+    from pathlib import Path
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from .batch import find_submissions, grade_all, summary, write
+    from .render import make_console
+
+    lesson_obj = _lesson(lesson)
+    subs = find_submissions(Path(submissions), lesson_obj)
+    if students:
+        subs = [s for s in subs if s[0] in students]
+        missing = set(students) - {s[0] for s in subs}
+        if missing:
+            raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
+    if not subs:
+        raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
+                          f"folders nor .ipynb files)")
+    console = make_console(file=sys.stderr)
+    with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=console, transient=False) as progress:
+        task = progress.add_task(lesson_obj.id, total=len(subs))
+        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task))
+    info = summary(results)
+    out_console = make_console()
+    table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"
+                        f"{lesson_obj.max_score:g}", title_justify="left")
+    for col in ("exercise", "passed", "pass rate", "other statuses"):
+        table.add_column(col)
+    for e in info["exercises"]:
+        others = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in e["statuses"].items() if k != "passed")
+        table.add_row(e["exercise"], str(e["passed"]), f"{e['pass_rate']:.0%}", others)
+    out_console.print(table)
+    if info["diagnoses"]:
+        d = Table(title="Most frequent mistakes (what to re-teach)", title_justify="left")
+        d.add_column("students", justify="right")
+        d.add_column("exercise")
+        d.add_column("mistake", overflow="fold")
+        for row in info["diagnoses"]:
+            d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
+        out_console.print(d)
+    if out:
+        write(results, Path(out), update=bool(students))
+        click.echo(f"wrote {out}")
+
+
+@cli.command("nbgrader")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--course-id", default="attention-course", show_default=True, help="nbgrader's course id.")
+def nbgrader_cmd(directory: str, course_id: str) -> None:
+    """Create (or update) a ready nbgrader course for instructors in DIRECTORY.
+
+    Then use nbgrader's own commands: generate_assignment, autograde, generate_feedback, export.
+
+    Example: course nbgrader ~/teaching/attention
+    """
+    from pathlib import Path
+
+    from .nbgrader_course import make_course
+
+    target = Path(directory).resolve()
+    done = make_course(target, course_id)
+    for p in done["written"]:
+        click.echo(f"wrote  {p.relative_to(target)}")
+    for p in done["kept"]:
+        click.echo(f"kept   {p.relative_to(target)} (already there)")
+    click.echo(f"Ready: cd {target} && nbgrader generate_assignment lesson01")
+
+
 @cli.command(hidden=True)
 @click.option("--check", "check_only", is_flag=True, help="Only report notebooks that are out of date.")
 def build(check_only: bool) -> None:
