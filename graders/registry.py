@@ -485,7 +485,89 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         aliases=("transformer_block",),
     ),
-    # lesson08 row
+    Lesson(
+        "lesson08",
+        "gpt",
+        "Assembling GPT",
+        exercises=(
+            Exercise(
+                "GPTConfig",
+                points=1,
+                hints=(
+                    "A dataclass calls `__post_init__` right after its generated `__init__`, with every field "
+                    "set: read them as `self.n_embd` and so on, and `raise ValueError(...)` with the field's name "
+                    "in the message.",
+                    "Check each size field for `< 1` (a loop over the names with `getattr(self, name)` keeps it "
+                    "short), then `self.n_embd % self.n_head != 0`, then that `0 <= self.dropout < 1`.",
+                ),
+            ),
+            Exercise(
+                "GPT",
+                points=5,
+                hints=(
+                    "`__init__`: `nn.Embedding(vocab_size, n_embd)` for `wte`, `nn.Embedding(block_size, n_embd)` "
+                    "for `wpe`, an `nn.ModuleList` of `L07.TransformerBlock(..., causal=True, bias=config.bias)`, "
+                    "`L04.LayerNorm(n_embd, bias=config.bias)` and `nn.Linear(n_embd, vocab_size, bias=False)`; "
+                    "then tie with `self.lm_head.weight = self.wte.weight`.",
+                    "Initialise by looping over `self.modules()`: `nn.init.normal_(m.weight, 0.0, 0.02)` for Linear "
+                    "and Embedding, zeros for Linear biases; then draw every `block.attn.out_proj.weight` and "
+                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`.",
+                    "`forward`: `start = len(cache)` with a cache, else 0; positions `torch.arange(start, start + T)`. "
+                    "Without a cache `x = block(x)`. With one, per block: q, k, v from `ln1(x)` through the "
+                    "attention's projections and `L03.split_heads`; `k, v = cache.update(i, k, v)`; SDPA with "
+                    "`attn_mask=torch.ones(T, T_all, dtype=torch.bool).tril(T_all - T)`; `out_proj` of the merged "
+                    "heads added to x; then the MLP half.",
+                ),
+            ),
+            Exercise(
+                "KVCache",
+                points=2,
+                hints=(
+                    "Keep two lists, keys and values, one entry per layer: a layer's first update appends, later "
+                    "ones concatenate onto what is there.",
+                    "Concatenate along the time axis, `torch.cat([old, new], dim=-2)`, and return the layer's whole "
+                    "tensors; `len` is the time length (`shape[-2]`) of layer 0's keys, or 0 before any update.",
+                ),
+            ),
+            Exercise(
+                "count_parameters",
+                points=1,
+                hints=(
+                    "`model.parameters()` yields each Parameter object once, even when two modules hold it.",
+                    "Sum `p.numel()` over `model.parameters()`: not over `model.state_dict()`, and not module by "
+                    "module, which both see a tied weight twice.",
+                ),
+            ),
+            Exercise(
+                "generate",
+                points=3,
+                hints=(
+                    "Loop `max_new_tokens` times: run the model, keep `logits[:, -1, :]`, pick a token and "
+                    "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with one, feed "
+                    "the prompt once and then only the newest token.",
+                    "Greedy is `logits.argmax(-1, keepdim=True)`. Otherwise divide the logits by the temperature "
+                    "*before* `torch.softmax`, then draw with `torch.multinomial(probs, 1, generator=generator)`.",
+                    "For top-k, `torch.topk(logits, k).values[:, -1:]` is each row's k-th largest logit; fill every "
+                    "logit below it with -inf before the softmax, which leaves exactly k candidates.",
+                ),
+            ),
+            Exercise(
+                "load_gpt2_state_dict",
+                points=3,
+                hints=(
+                    "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, and map "
+                    "names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, `mlp.c_fc` → "
+                    "`mlp.fc1`, `mlp.c_proj` → `mlp.fc2`.",
+                    "Conv1D weights are (in, out): transpose every one with `.t()`, the square ones too. "
+                    "`c_attn.weight` is (D, 3D): `.split(D, dim=1)` gives q, k, v, each then transposed; its bias "
+                    "splits with `.split(D)`.",
+                    "Copy into the existing parameters: for each `name, param in model.named_parameters()`, check "
+                    "the shape (ValueError if it differs), then `param.copy_(new)` under `torch.no_grad()`. The tied "
+                    "head is filled through `wte`.",
+                ),
+            ),
+        ),
+    ),
     Lesson(
         "lesson09",
         "flash",
