@@ -1,0 +1,898 @@
+"""Lesson 09 — flash attention: `online_logsumexp`, `flash_attention`, `flash_attention_triton`,
+`attention_flops`, `kv_cache_bytes` and the challenge `FlashAttentionFunction`.
+
+Reads like the lesson. First the two recorders the probes use while the student's code runs (what it
+allocates and multiplies, at the level of aten ops; how many Triton kernels it launches), then each
+exercise's probes beside their judges, then the known mistakes, then `benchmark` for `course bench`.
+Probes run in the sandboxed child (student code); judges run in the parent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .compare import close, describe
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Config, Checks, Mistake, same
+
+CHECKS = Checks("lesson09")
+
+FORBIDDEN = {
+    "online_logsumexp": ("torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp"),
+    "flash_attention": ("torch.nn.functional.scaled_dot_product_attention",),
+    "flash_attention_triton": ("torch.nn.functional.scaled_dot_product_attention",),
+    "FlashAttentionFunction": ("torch.nn.functional.scaled_dot_product_attention",),
+}
+
+# float16 through the Triton interpreter on CPU; bfloat16 is left out there because the interpreter's
+# bfloat16 tl.dot gives wrong results. Compiled kernels on GPU cover float16 and bfloat16.
+INTERPRETER = (Config("cpu", "float32"), Config("cpu", "float16"))
+
+
+# ----------------------------------------------------------------------------------------------
+# What the student's code does, seen from below: every aten op it runs passes through this mode.
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the largest tensor any op creates (views and in-place results do not count: they
+    allocate nothing), the output sizes of matrix products, and the names of the ops that ran."""
+
+    MATMULS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "_addmm_activation", "dot", "vdot", "mv", "matmul"}
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.largest_shape = 0, []
+        self.matmul_shapes: list[list[int]] = []
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        self.ops.add(name)
+        inputs = {_storage(t) for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if not isinstance(t, torch.Tensor):
+                continue
+            if name in self.MATMULS:
+                self.matmul_shapes.append(list(t.shape))
+            if _storage(t) in inputs - {None}:
+                continue  # a view or an in-place result: no new memory
+            if t.numel() > self.largest:
+                self.largest, self.largest_shape = t.numel(), list(t.shape)
+        return out
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # tensors without a plain storage
+        return None
+
+
+def recorded(fn, recorder: OpRecorder):
+    """`fn` with the recorder on while it runs (pass the result to ctx.call)."""
+    def run(*args, **kwargs):
+        with recorder:
+            return fn(*args, **kwargs)
+    return run
+
+
+def score_area(recorder: OpRecorder, d_value: int) -> int:
+    """Query-key pairs scored: the entries of every matrix product except those that make the
+    output rows (P·V, whose last dim is the value size)."""
+    return sum(math.prod(s) for s in recorder.matmul_shapes if s and s[-1] != d_value)
+
+
+@contextmanager
+def count_triton_launches(counter: list):
+    """Counts Triton kernel launches (compiled, or through the interpreter) while the block runs.
+    Autotuned and heuristic kernels end in the same `run`, so they are counted too."""
+    import triton.runtime.jit as jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - older Triton
+        pass
+    saved = [(cls, cls.__dict__.get("run")) for cls in classes]
+    for cls, original in saved:
+        def run(self, *args, _original=original, **kwargs):
+            if not kwargs.get("warmup", False):
+                counter[0] += 1
+            return _original(self, *args, **kwargs)
+        cls.run = run
+    try:
+        yield
+    finally:
+        for cls, original in saved:
+            cls.run = original
+
+
+def _no_tq_by_tk(s, r, ctx, when="while it ran"):
+    """The largest new tensor is smaller than one Tq×Tk score matrix."""
+    largest, limit = s.get("largest"), r["limit"]
+    if not isinstance(largest, int):
+        return f"could not read the sizes of the tensors your code created (got {describe(largest)})"
+    if largest >= limit:
+        shape = tuple(s.get("largest shape") or ())
+        return (f"{when}, your code created a tensor of shape {shape} ({largest:,} elements): at least a full "
+                f"Tq×Tk = {r['Tq']}×{r['Tk']} = {limit:,} score matrix. Flash attention holds one tile of scores "
+                f"(block_q×block_k) at a time and never the whole matrix")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# online_logsumexp(x, block) -> Tensor
+
+
+def _lse_against_torch(s, r, ctx):
+    for key in [k for k in r if k.startswith("logsumexp")]:
+        msg = close(s.get(key), r[key.replace("logsumexp", "torch.logsumexp")], key, tol=ctx.tol.scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("online_logsumexp", "equals torch.logsumexp (block dividing the length or not)", _lse_against_torch,
+              CPU_AND_GPU)
+def lse_random(ctx):
+    x = ctx.randn(3, 5, 40, scale=3.0)  # (A, B, N)
+    obs = {}
+    for block in (8, 7, 1, 64):
+        obs[f"logsumexp with block={block}"] = ctx.call(ctx.target, x, block)
+        obs[f"torch.logsumexp with block={block}"] = torch.logsumexp(x.float(), dim=-1).to(x.dtype)
+    return obs
+
+
+def _lse_finite(s, r, ctx):
+    out = s.get("logsumexp")
+    if isinstance(out, torch.Tensor) and not torch.isfinite(out).all():
+        return (f"inputs of magnitude ~1e4 gave {int((~torch.isfinite(out)).sum())} inf/NaN values: exp overflows. "
+                f"Keep a running max m and exponentiate x − m; when m grows, rescale the sum by exp(m_old − m_new)")
+    return _lse_against_torch(s, r, ctx)
+
+
+@CHECKS.probe("online_logsumexp", "huge magnitudes (±1e4) stay finite", _lse_finite, CPU)
+def lse_huge(ctx):
+    x = ctx.randn(4, 30, scale=1e4)
+    return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
+
+
+def _lse_streamed(s, r, ctx):
+    largest, limit = s.get("largest"), r["limit"]
+    if isinstance(largest, int) and largest > limit:
+        return (f"your code created a tensor of shape {tuple(s.get('largest shape') or ())} ({largest:,} elements) "
+                f"for an input of shape {tuple(r['shape'])} with block={r['block']}: stream the last dim block by "
+                f"block, so no intermediate holds more than one block ({limit:,} elements) of each row")
+    return _lse_against_torch(s, r, ctx)
+
+
+@CHECKS.probe("online_logsumexp", "streams block by block (no intermediate wider than a block)", _lse_streamed,
+              CPU, hidden=True)
+def lse_streamed(ctx):
+    x = ctx.randn(6, 100)  # (rows, N)
+    rec = OpRecorder()
+    out = ctx.call(recorded(ctx.target, rec), x, 10)
+    return {"logsumexp": out, "torch.logsumexp": torch.logsumexp(x, dim=-1), "largest": rec.largest,
+            "largest shape": rec.largest_shape, "limit": 6 * 10, "shape": list(x.shape), "block": 10}
+
+
+# ----------------------------------------------------------------------------------------------
+# flash_attention(q, k, v, causal=False, block_q=64, block_k=64) -> (output, lse)
+
+
+def _flash(ctx, q, k, v, fn=None, **kwargs):
+    result = ctx.call(fn or ctx.target, q, k, v, **kwargs)
+    return ctx.unpack(result, 2, "a pair (output, lse)")
+
+
+def _flash_same(*keys):
+    """Outputs within the dtype's tolerance; lse in any float dtype (float32 is usual for half inputs)."""
+    def judge(s, r, ctx):
+        scale = 1.0 if ctx.config.device == "cpu" else 2.0
+        for key in keys or [k for k, v in r.items() if isinstance(v, torch.Tensor) and not k.startswith("torch")]:
+            msg = close(s.get(key), r[key], key, tol=ctx.tol.scaled(scale), check_dtype=not key.startswith("lse"))
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+@CHECKS.probe("flash_attention", "matches the reference (Tq ≠ Tk, ragged tiles, float32 ~1e-5)", _flash_same(),
+              CPU_AND_GPU)
+def flash_random(ctx):
+    q = ctx.randn(2, 3, 70, 16)  # (B, H, Tq, D)
+    k = ctx.randn(2, 3, 90, 16)  # (B, H, Tk, D)
+    v = ctx.randn(2, 3, 90, 16)
+    out, lse = _flash(ctx, q, k, v, block_q=32, block_k=24)
+    out_d, lse_d = _flash(ctx, q, k, v)  # default blocks
+    return {"output": out, "lse": lse, "output (default blocks)": out_d, "lse (default blocks)": lse_d}
+
+
+def _flash_vs_torch(s, r, ctx):
+    scale = 2.0 if ctx.config.device == "cpu" else 4.0
+    for key in ("output", "output (causal)"):
+        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
+                    tol=ctx.tol.scaled(scale))
+        if msg:
+            return msg
+    for key in ("lse", "lse (causal)"):
+        msg = close(s.get(key), r[f"torch {key}"], f"{key} against torch.logsumexp of the scaled scores",
+                    tol=ctx.tol.scaled(scale), check_dtype=False)
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("flash_attention", "agrees with F.scaled_dot_product_attention; lse with torch.logsumexp",
+              _flash_vs_torch, CPU_AND_GPU)
+def flash_vs_torch(ctx):
+    q, k, v = ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32)
+    out, lse = _flash(ctx, q, k, v, block_q=16, block_k=16)
+    out_c, lse_c = _flash(ctx, q, k, v, causal=True, block_q=16, block_k=16)
+    # torch's answers, computed here too; the judge only ever reads the reference child's copy
+    scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(32)  # (B, H, T, T)
+    causal = torch.ones(50, 50, dtype=torch.bool, device=q.device).tril()
+    return {"output": out, "lse": lse, "output (causal)": out_c, "lse (causal)": lse_c,
+            "torch output": F.scaled_dot_product_attention(q, k, v),
+            "torch output (causal)": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "torch lse": torch.logsumexp(scores, dim=-1),
+            "torch lse (causal)": torch.logsumexp(scores.masked_fill(~causal, float("-inf")), dim=-1)}
+
+
+@CHECKS.probe("flash_attention", "causal mode matches the reference", _flash_same(), CPU_AND_GPU)
+def flash_causal(ctx):
+    q, k, v = ctx.randn(2, 3, 96, 16), ctx.randn(2, 3, 96, 16), ctx.randn(2, 3, 96, 16)
+    out, lse = _flash(ctx, q, k, v, causal=True, block_q=32, block_k=32)
+    out_r, lse_r = _flash(ctx, q, k, v, causal=True, block_q=32, block_k=24)  # tiles not square
+    return {"output": out, "lse": lse, "output (block_q=32, block_k=24)": out_r, "lse (block_q=32, block_k=24)": lse_r}
+
+
+def _no_full_scores(s, r, ctx):
+    return _no_tq_by_tk(s, r, ctx) or _flash_same("output", "lse")(s, r, ctx)
+
+
+@CHECKS.probe("flash_attention", "never builds a Tq×Tk tensor (the largest intermediate is a tile)",
+              _no_full_scores, CPU)
+def flash_memory(ctx):
+    B, H, Tq, Tk, D = 1, 3, 100, 130, 16
+    q, k, v = ctx.randn(B, H, Tq, D), ctx.randn(B, H, Tk, D), ctx.randn(B, H, Tk, D)
+    rec = OpRecorder()
+    out, lse = _flash(ctx, q, k, v, fn=recorded(ctx.target, rec), block_q=32, block_k=32)
+    return {"output": out, "lse": lse, "largest": rec.largest, "largest shape": rec.largest_shape,
+            "limit": Tq * Tk, "Tq": Tq, "Tk": Tk}
+
+
+def _tiles_skipped(s, r, ctx):
+    msg = _no_tq_by_tk(s, r, ctx)
+    if msg:
+        return msg
+    area, ref_area, per_head = s.get("scored pairs"), r["scored pairs"], r["B*H"]
+    if not isinstance(area, int):
+        return f"could not count the scores your code computed (got {describe(area)})"
+    if area > ref_area:
+        T, b = r["T"], r["block"]
+        return (f"in causal mode your code scored {area // per_head:,} query-key pairs per head, but the tiles "
+                f"on or below the diagonal hold only {ref_area // per_head:,} (T={T}, {b}×{b} tiles: "
+                f"{r['tiles computed']} of {r['tiles']} tiles). Skip key tiles that start after the query tile's "
+                f"last row: they are wholly masked, so computing them is wasted work")
+    return _flash_same("output", "lse")(s, r, ctx)
+
+
+@CHECKS.probe("flash_attention", "causal mode skips tiles wholly above the diagonal", _tiles_skipped, CPU)
+def flash_tile_count(ctx):
+    B, H, T, D, block = 1, 2, 128, 16, 32
+    q, k, v = ctx.randn(B, H, T, D), ctx.randn(B, H, T, D), ctx.randn(B, H, T, D)
+    rec = OpRecorder()
+    out, lse = _flash(ctx, q, k, v, fn=recorded(ctx.target, rec), causal=True, block_q=block, block_k=block)
+    n = T // block
+    return {"output": out, "lse": lse, "scored pairs": score_area(rec, D), "B*H": B * H, "T": T, "block": block,
+            "tiles": n * n, "tiles computed": n * (n + 1) // 2, "largest": rec.largest,
+            "largest shape": rec.largest_shape, "limit": T * T, "Tq": T, "Tk": T}
+
+
+@CHECKS.probe("flash_attention", "tails: T not a multiple of the block", _flash_same(), CPU, hidden=True)
+def flash_tails(ctx):
+    obs = {}
+    for tq, tk, bq, bk in ((37, 45, 16, 16), (45, 37, 16, 32), (5, 7, 16, 16), (33, 33, 8, 16)):
+        q, k, v = ctx.randn(1, 2, tq, 8), ctx.randn(1, 2, tk, 8), ctx.randn(1, 2, tk, 8)
+        out, lse = _flash(ctx, q, k, v, block_q=bq, block_k=bk)
+        obs[f"output (Tq={tq}, Tk={tk}, blocks {bq}×{bk})"], obs[f"lse (Tq={tq}, Tk={tk}, blocks {bq}×{bk})"] = out, lse
+        if tq == tk:
+            out, lse = _flash(ctx, q, k, v, causal=True, block_q=bq, block_k=bk)
+            obs[f"output (causal, T={tq}, blocks {bq}×{bk})"], obs[f"lse (causal, T={tq}, blocks {bq}×{bk})"] = out, lse
+    return obs
+
+
+@CHECKS.probe("flash_attention", "large scores (scale 30) stay finite and exact", _flash_same(), CPU, hidden=True)
+def flash_large(ctx):
+    q, k, v = ctx.randn(1, 2, 40, 8, scale=30.0), ctx.randn(1, 2, 60, 8, scale=30.0), ctx.randn(1, 2, 60, 8)
+    out, lse = _flash(ctx, q, k, v, block_q=16, block_k=16)
+    return {"output": out, "lse": lse}
+
+
+# ----------------------------------------------------------------------------------------------
+# flash_attention_triton(q, k, v, causal=False) -> Tensor
+
+
+SUSPECT_OPS = OpRecorder.MATMULS | {
+    "_softmax", "softmax", "_log_softmax", "exp", "exp_", "exp2", "logsumexp", "einsum",
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward", "_efficient_attention_forward",
+}
+
+
+def _triton(ctx, q, k, v, causal=False):
+    """Call the launcher with launches counted and torch's ops recorded."""
+    rec, launches = OpRecorder(), [0]
+    with count_triton_launches(launches):
+        out = ctx.call(recorded(ctx.target, rec), q, k, v, causal=causal)
+    return out, launches[0], sorted(rec.ops & SUSPECT_OPS)
+
+
+def _kernel_ran(s, r, ctx):
+    launches, ops = s.get("launches"), s.get("torch ops") or []
+    if ops:
+        return (f"the launcher computes with torch ({', '.join(ops)}) instead of leaving the work to the kernel: "
+                f"the scores, the softmax and the products with V all belong inside the Triton kernel")
+    if not launches:
+        return ("no Triton kernel ran: launch your @triton.jit kernel with `kernel[grid](...)` and return what it "
+                "wrote (a launcher that falls back to F.scaled_dot_product_attention or matmuls does not count)")
+    return _triton_vs_sdpa(s, r, ctx)
+
+
+def _triton_vs_sdpa(s, r, ctx):
+    for key in [k for k in r if k.startswith("output")]:
+        msg = close(s.get(key), r["torch " + key], f"{key} against F.scaled_dot_product_attention",
+                    tol=ctx.tol.scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("flash_attention_triton", "a Triton kernel really runs (no fallback to SDPA or matmuls)", _kernel_ran,
+              (Config("cpu", "float32"), Config("cuda", "float16")))
+def triton_ran(ctx):
+    q, k, v = ctx.randn(1, 2, 40, 16), ctx.randn(1, 2, 40, 16), ctx.randn(1, 2, 40, 16)
+    out, launches, ops = _triton(ctx, q, k, v)
+    return {"output": out, "torch output": F.scaled_dot_product_attention(q, k, v), "launches": launches,
+            "torch ops": ops}
+
+
+@CHECKS.probe("flash_attention_triton", "matches SDPA through the interpreter (ragged T=37, causal and not)",
+              _triton_vs_sdpa, INTERPRETER)
+def triton_interpreted(ctx):
+    q, k, v = ctx.randn(1, 2, 37, 16), ctx.randn(1, 2, 37, 16), ctx.randn(1, 2, 37, 16)  # (B, H, T, D)
+    obs = {}
+    for causal in (False, True):
+        tag = " (causal)" if causal else ""
+        obs["output" + tag], _, _ = _triton(ctx, q, k, v, causal)
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        obs["torch output" + tag] = ref.to(q.dtype)
+    return obs
+
+
+@CHECKS.probe("flash_attention_triton", "several tiles and head sizes (T=100 and 70, D=32 and 64)", _triton_vs_sdpa,
+              CPU, hidden=True)
+def triton_sizes(ctx):
+    obs = {}
+    for B, H, T, D, causal in ((2, 1, 100, 32, False), (1, 3, 70, 64, True)):
+        q, k, v = ctx.randn(B, H, T, D), ctx.randn(B, H, T, D), ctx.randn(B, H, T, D)
+        key = f"output (B={B}, H={H}, T={T}, D={D}, causal={causal})"
+        obs[key], _, _ = _triton(ctx, q, k, v, causal)
+        obs["torch " + key] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return obs
+
+
+@CHECKS.probe("flash_attention_triton", "compiled on GPU: T up to 1000, D=64 and 128, against SDPA", _triton_vs_sdpa,
+              GPU_ONLY)
+def triton_gpu(ctx):
+    obs = {}
+    for B, H, T, D, causal in ((2, 3, 1000, 64, False), (2, 3, 1000, 64, True), (1, 4, 777, 128, True),
+                               (1, 2, 256, 16, False)):
+        q, k, v = ctx.randn(B, H, T, D), ctx.randn(B, H, T, D), ctx.randn(B, H, T, D)
+        key = f"output (B={B}, H={H}, T={T}, D={D}, causal={causal})"
+        obs[key], _, _ = _triton(ctx, q, k, v, causal)
+        obs["torch " + key] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return obs
+
+
+def _raises_value_error(s, r, ctx):
+    got = s.get("raised")
+    if got != "ValueError":
+        return (f"a head size D=24 (not 16, 32, 64 or 128) should raise ValueError naming D, but "
+                + ("nothing was raised" if got is None else f"{got} was raised"))
+    if "D" not in (s.get("message") or ""):
+        return f"the ValueError should name the argument D; its message was {s.get('message')!r}"
+    return None
+
+
+@CHECKS.probe("flash_attention_triton", "an unsupported head size D raises ValueError", _raises_value_error, CPU,
+              hidden=True)
+def triton_bad_d(ctx):
+    q = ctx.randn(1, 2, 20, 24)
+    try:
+        ctx.call(ctx.target, q, q.clone(), q.clone())
+    except ValueError as exc:
+        return {"raised": "ValueError", "message": str(exc)}
+    except Exception as exc:  # any other error: say which
+        return {"raised": type(exc).__name__, "message": str(exc)}
+    return {"raised": None, "message": ""}
+
+
+# ----------------------------------------------------------------------------------------------
+# attention_flops(b, h, t_q, t_k, d, causal=False) -> int and
+# kv_cache_bytes(n_layer, n_kv_heads, d_head, seq_len, batch=1, dtype=torch.float16) -> int
+
+
+def _same_ints(s, r, ctx):
+    for key, want in r.items():
+        got = s.get(key)
+        if isinstance(got, bool) or not isinstance(got, int):
+            shown = f" ({got:.6g})" if isinstance(got, float) else ""
+            return (f"{key} should be a Python int, got {describe(got)}{shown}: keep integer arithmetic "
+                    f"(// not /, no float factors)")
+        if got != want:
+            return f"{key}: expected {want:,}, got {got:,} (off by a factor {got / want:.4g})" if want else \
+                f"{key}: expected {want}, got {got:,}"
+    return None
+
+
+@CHECKS.probe("attention_flops", "counts 4·B·H·Tq·Tk·D for a forward pass", _same_ints)
+def flops_plain(ctx):
+    f = ctx.target
+    return {"attention_flops(1, 1, 1, 1, 1)": ctx.call(f, 1, 1, 1, 1, 1),
+            "attention_flops(2, 3, 5, 7, 11)": ctx.call(f, 2, 3, 5, 7, 11),
+            "attention_flops(4, 16, 2048, 2048, 64)": ctx.call(f, 4, 16, 2048, 2048, 64)}
+
+
+@CHECKS.probe("attention_flops", "causal counts half", _same_ints)
+def flops_causal(ctx):
+    f = ctx.target
+    return {"attention_flops(4, 16, 2048, 2048, 64, causal=True)": ctx.call(f, 4, 16, 2048, 2048, 64, causal=True),
+            "attention_flops(2, 3, 6, 6, 10, causal=True)": ctx.call(f, 2, 3, 6, 6, 10, causal=True)}
+
+
+@CHECKS.probe("attention_flops", "exact for huge sizes (a Python int, no float rounding)", _same_ints, hidden=True)
+def flops_huge(ctx):
+    return {"attention_flops(7, 33, 1000003, 999983, 127)": ctx.call(ctx.target, 7, 33, 1000003, 999983, 127)}
+
+
+@CHECKS.probe("kv_cache_bytes", "K and V for every layer, head and position (float16 by default)", _same_ints)
+def kv_plain(ctx):
+    f = ctx.target
+    return {"kv_cache_bytes(32, 32, 128, 4096)": ctx.call(f, 32, 32, 128, 4096),
+            "kv_cache_bytes(2, 3, 5, 7, batch=11)": ctx.call(f, 2, 3, 5, 7, batch=11),
+            "kv_cache_bytes(80, 8, 128, 8192, batch=4)": ctx.call(f, 80, 8, 128, 8192, batch=4)}
+
+
+@CHECKS.probe("kv_cache_bytes", "element size follows dtype (float32, bfloat16, float8)", _same_ints)
+def kv_dtypes(ctx):
+    f = ctx.target
+    obs = {"kv_cache_bytes(2, 3, 5, 7, batch=11, dtype=torch.float32)": ctx.call(f, 2, 3, 5, 7, batch=11,
+                                                                                 dtype=torch.float32),
+           "kv_cache_bytes(32, 8, 128, 4096, dtype=torch.bfloat16)": ctx.call(f, 32, 8, 128, 4096,
+                                                                              dtype=torch.bfloat16)}
+    if hasattr(torch, "float8_e4m3fn"):
+        obs["kv_cache_bytes(32, 8, 128, 4096, dtype=torch.float8_e4m3fn)"] = ctx.call(
+            f, 32, 8, 128, 4096, dtype=torch.float8_e4m3fn)
+    return obs
+
+
+# ----------------------------------------------------------------------------------------------
+# Challenge: FlashAttentionFunction, forward via flash_attention, backward tile by tile from lse
+
+
+def _faf_grads(ctx, q, k, v, causal, rec=None):
+    """(output, grads of q, k, v) through the student's Function, and SDPA's for the same inputs."""
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    w = ctx.randn(*q.shape[:-1], v.shape[-1])  # (B, H, Tq, D): a random upstream gradient
+
+    def forward_backward(q, k, v):
+        out = ctx.target.apply(q, k, v, causal)
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            (out * w).sum().backward()
+        return out
+
+    out = ctx.call(recorded(forward_backward, rec) if rec else forward_backward, q, k, v)
+    grads = [t.grad for t in (q, k, v)]
+    tq, tk, tv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    (ref * w).sum().backward()
+    return out, grads, ref, [t.grad for t in (tq, tk, tv)]
+
+
+def _faf_vs_sdpa(s, r, ctx):
+    for key in [k for k in r if k.startswith(("output", "gradient"))]:
+        msg = close(s.get(key), r["SDPA " + key], f"{key} against F.scaled_dot_product_attention's",
+                    tol=ctx.tol.scaled(10))
+        if msg:
+            if key.startswith("gradient") and not isinstance(s.get(key), torch.Tensor):
+                return f"{key} is {describe(s.get(key))}: backward must return a gradient for q, k and v " \
+                       f"(and None for causal)"
+            return msg
+    return None
+
+
+def _faf_probe(ctx, causal, Tq, Tk):
+    q, k, v = ctx.randn(1, 2, Tq, 16), ctx.randn(1, 2, Tk, 16), ctx.randn(1, 2, Tk, 16)
+    out, grads, ref, ref_grads = _faf_grads(ctx, q, k, v, causal)
+    obs = {"output": out, "SDPA output": ref}
+    for name, g, rg in zip("qkv", grads, ref_grads):
+        obs[f"gradient of {name}"], obs[f"SDPA gradient of {name}"] = g, rg
+    return obs
+
+
+@CHECKS.probe("FlashAttentionFunction", "output and gradients match SDPA's (Tq ≠ Tk, ragged)", _faf_vs_sdpa,
+              CPU_AND_GPU)
+def faf_plain(ctx):
+    return _faf_probe(ctx, False, 75, 140)
+
+
+@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's", _faf_vs_sdpa, CPU_AND_GPU)
+def faf_causal(ctx):
+    return _faf_probe(ctx, True, 150, 150)
+
+
+@CHECKS.probe("FlashAttentionFunction", "neither forward nor backward builds a Tq×Tk tensor",
+              lambda s, r, ctx: _no_tq_by_tk(s, r, ctx, "in the forward or backward pass") or _faf_vs_sdpa(s, r, ctx),
+              CPU, hidden=True)
+def faf_memory(ctx):
+    Tq, Tk = 300, 330
+    q, k, v = ctx.randn(1, 2, Tq, 16), ctx.randn(1, 2, Tk, 16), ctx.randn(1, 2, Tk, 16)
+    rec = OpRecorder()
+    out, grads, ref, ref_grads = _faf_grads(ctx, q, k, v, False, rec)
+    return {"output": out, "SDPA output": ref, "gradient of k": grads[1], "SDPA gradient of k": ref_grads[1],
+            "largest": rec.largest, "largest shape": rec.largest_shape, "limit": Tq * Tk, "Tq": Tq, "Tk": Tk}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations
+# match one is told which. Their source doubles as test fixtures (tests/test_lesson09.py).
+
+
+def online_logsumexp__sum_not_rescaled(x, block):
+    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)
+    s = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+    for start in range(0, x.shape[-1], block):
+        xb = x[..., start:start + block]
+        m_new = torch.maximum(m, xb.amax(dim=-1))
+        s = s + torch.exp(xb - m_new.unsqueeze(-1)).sum(dim=-1)
+        m = m_new
+    return m + torch.log(s)
+
+
+def flash__acc_not_rescaled(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        qt = q[:, :, qs:qe] * scale
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))
+        l = torch.zeros(B, H, qe - qs, 1)
+        acc = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
+            ke = min(ks + block_k, Tk)
+            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            l = l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True)
+            acc = acc + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__sum_not_rescaled(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        qt = q[:, :, qs:qe] * scale
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))
+        l = torch.zeros(B, H, qe - qs, 1)
+        acc = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
+            ke = min(ks + block_k, Tk)
+            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            alpha = torch.exp(m - m_new)
+            l = l + p.sum(dim=-1, keepdim=True)
+            acc = acc * alpha + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__divide_inside_loop(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        qt = q[:, :, qs:qe] * scale
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))
+        l = torch.zeros(B, H, qe - qs, 1)
+        out = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
+            ke = min(ks + block_k, Tk)
+            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            alpha = torch.exp(m - m_new)
+            l = l * alpha + p.sum(dim=-1, keepdim=True)
+            out = (out * alpha + p @ v[:, :, ks:ke]) / l  # normalised every step
+            m = m_new
+        outs.append(out)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__full_scores(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, Tq, Tk), computed once and sliced below
+    if causal:
+        scores = scores.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))
+        l = torch.zeros(B, H, qe - qs, 1)
+        acc = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, Tk, block_k):
+            ke = min(ks + block_k, Tk)
+            s = scores[:, :, qs:qe, ks:ke]
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            alpha = torch.exp(m - m_new)
+            l = l * alpha + p.sum(dim=-1, keepdim=True)
+            acc = acc * alpha + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__diagonal_skipped(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        qt = q[:, :, qs:qe] * scale
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))
+        l = torch.zeros(B, H, qe - qs, 1)
+        acc = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, qs if causal else Tk, block_k):  # causal: "only the keys before this tile"
+            ke = min(ks + block_k, Tk)
+            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            alpha = torch.exp(m - m_new)
+            l = l * alpha + p.sum(dim=-1, keepdim=True)
+            acc = acc * alpha + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__lse_without_scale(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    outs, lses = [], []
+    for qs in range(0, Tq, block_q):
+        qe = min(qs + block_q, Tq)
+        m = torch.full((B, H, qe - qs, 1), float("-inf"))  # max of the raw scores q·k
+        l = torch.zeros(B, H, qe - qs, 1)
+        acc = torch.zeros(B, H, qe - qs, D)
+        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
+            ke = min(ks + block_k, Tk)
+            s = q[:, :, qs:qe] @ k[:, :, ks:ke].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp((s - m_new) * scale)  # the scale applied inside the exponent
+            alpha = torch.exp((m - m_new) * scale)
+            l = l * alpha + p.sum(dim=-1, keepdim=True)
+            acc = acc * alpha + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def flash__no_tail_masking(q, k, v, causal=False, block_q=64, block_k=64):
+    B, H, Tq, D = q.shape
+    Tk = k.shape[2]
+    scale = 1.0 / math.sqrt(D)
+    pad_q, pad_k = -Tq % block_q, -Tk % block_k  # pad to whole tiles, as a kernel would see them
+    q = F.pad(q, (0, 0, 0, pad_q))
+    k, v = F.pad(k, (0, 0, 0, pad_k)), F.pad(v, (0, 0, 0, pad_k))
+    outs, lses = [], []
+    for qs in range(0, Tq + pad_q, block_q):
+        qe = qs + block_q
+        qt = q[:, :, qs:qe] * scale
+        m = torch.full((B, H, block_q, 1), float("-inf"))
+        l = torch.zeros(B, H, block_q, 1)
+        acc = torch.zeros(B, H, block_q, D)
+        for ks in range(0, min(Tk + pad_k, qe) if causal else Tk + pad_k, block_k):
+            ke = ks + block_k
+            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            alpha = torch.exp(m - m_new)
+            l = l * alpha + p.sum(dim=-1, keepdim=True)
+            acc = acc * alpha + p @ v[:, :, ks:ke]
+            m = m_new
+        outs.append(acc / l)
+        lses.append((m + torch.log(l)).squeeze(-1))
+    return torch.cat(outs, dim=2)[:, :, :Tq], torch.cat(lses, dim=2)[:, :, :Tq]
+
+
+def flash_attention_triton__sdpa_fallback(q, k, v, causal=False):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def attention_flops__one_matmul(b, h, t_q, t_k, d, causal=False):
+    flops = 2 * b * h * t_q * t_k * d
+    return flops // 2 if causal else flops
+
+
+def kv_cache_bytes__keys_only(n_layer, n_kv_heads, d_head, seq_len, batch=1, dtype=torch.float16):
+    return n_layer * n_kv_heads * d_head * seq_len * batch * torch.empty((), dtype=dtype).element_size()
+
+
+MISTAKES = (
+    Mistake("online_logsumexp", "lse_sum_not_rescaled", "the running sum is not rescaled when the max grows: "
+            "terms added under the old max are too big by exp(m_old − m_new), so multiply the sum by that factor "
+            "before adding the new block.", online_logsumexp__sum_not_rescaled),
+    Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
+            "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
+            flash__acc_not_rescaled),
+    Mistake("flash_attention", "sum_not_rescaled", "the running sum of exponentials is not rescaled when the max "
+            "moves: l must become l·exp(m_old − m_new) + rowsum(P), like the accumulator.", flash__sum_not_rescaled),
+    Mistake("flash_attention", "divide_inside_loop", "the output is divided by the running sum inside the loop: "
+            "keep the accumulator unnormalised across key tiles and divide by l once, after the last tile.",
+            flash__divide_inside_loop),
+    Mistake("flash_attention", "full_scores", "the whole Tq×Tk score matrix is built (then sliced): compute each "
+            "tile's scores from a tile of q and a tile of k, so memory stays at one tile.", flash__full_scores),
+    Mistake("flash_attention", "diagonal_skipped", "in causal mode the diagonal tile is skipped along with the tiles "
+            "above it: the diagonal tile holds each query's own key and keys before it, so compute it, masking "
+            "only its upper triangle.", flash__diagonal_skipped),
+    Mistake("flash_attention", "lse_without_scale", "lse is computed from the unscaled scores q·k: the row "
+            "log-sum-exp is of the scaled scores q·k/√D, so use m·scale (or scale the scores first).",
+            flash__lse_without_scale),
+    Mistake("flash_attention", "no_tail_masking", "the last, partial tile is padded but its padded keys are not "
+            "masked: padding rows score 0 and take a share of the softmax, so mask keys at positions ≥ Tk with "
+            "-inf (or slice the tile to its real length).", flash__no_tail_masking),
+    Mistake("flash_attention_triton", "sdpa_fallback", "the launcher returns F.scaled_dot_product_attention's "
+            "answer instead of launching a Triton kernel: write the kernel and launch it with kernel[grid](...).",
+            flash_attention_triton__sdpa_fallback),
+    Mistake("attention_flops", "one_matmul", "only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a "
+            "forward pass is 4·B·H·Tq·Tk·D.", attention_flops__one_matmul),
+    Mistake("kv_cache_bytes", "keys_only", "only the keys are counted: the cache holds a K and a V per layer, "
+            "head and position, so multiply by 2.", kv_cache_bytes__keys_only),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# `course bench lesson09`
+
+
+def _median_time(fn, device: str, repeats: int = 5) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _rss_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _release_free_memory() -> None:
+    """Hand the C allocator's freed pages back to the OS (glibc), so that a peak measured next counts
+    pages the call really touches rather than ones a previous call left cached."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def peak_extra_memory(fn) -> tuple[float | None, object]:
+    """(peak resident memory above the starting point while `fn` runs, in MB; fn's result), on Linux
+    by resetting the process's high-water mark; (None, result) where that is not possible."""
+    _release_free_memory()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current VmRSS
+        before = _rss_kib("VmRSS")
+    except OSError:
+        before = None
+    result = fn()
+    peak = _rss_kib("VmHWM")
+    if before is None or peak is None:
+        return None, result
+    return max(0, peak - before) * 1024 / 1e6, result
+
+
+def benchmark(ns: dict, device: str) -> dict:
+    """CPU: the tiled `flash_attention` against SDPA (time, extra memory). CUDA: the Triton kernel in TFLOP/s."""
+    gen = torch.Generator().manual_seed(0)
+    if device == "cpu":
+        rows, fn = [], ns["flash_attention"]
+        for T in (512, 1024, 2048):
+            q, k, v = (torch.randn(1, 8, T, 64, generator=gen) for _ in range(3))  # (B, H, T, D)
+            mine = _median_time(lambda: fn(q, k, v, causal=True), device, 3)
+            ref = _median_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), device, 3)
+            mem_mine, _ = peak_extra_memory(lambda: fn(q, k, v, causal=True))
+            mem_ref, _ = peak_extra_memory(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            rows.append([f"(1, 8, {T}, 64)", round(mine * 1e3, 2), round(ref * 1e3, 2), round(mine / ref, 2),
+                         None if mem_mine is None else round(mem_mine, 1),
+                         None if mem_ref is None else round(mem_ref, 1)])
+        return {"title": "flash_attention (causal, float32): yours against F.scaled_dot_product_attention",
+                "columns": ["shape (B, H, T, D)", "yours (ms)", "SDPA (ms)", "ratio", "your extra MB", "SDPA extra MB"],
+                "rows": rows,
+                "notes": ["your flash_attention runs with its default block sizes; larger blocks (e.g. block_q=256, "
+                          "block_k=256) cut Python's per-tile overhead",
+                          "on CPU the Triton kernel runs through the interpreter, for correctness only: not timed",
+                          "extra MB: peak resident memory above the inputs while the call runs"]}
+    rows, fn = [], ns["flash_attention_triton"]
+    for dtype in (torch.float16, torch.bfloat16):
+        for D in (64, 128):
+            for causal in (False, True):
+                B, H, T = 4, 16, 4096
+                q, k, v = (torch.randn(B, H, T, D, generator=gen).to(device, dtype) for _ in range(3))
+                mine = _median_time(lambda: fn(q, k, v, causal=causal), device, 10)
+                ref = _median_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), device, 10)
+                flops = 4 * B * H * T * T * D // (2 if causal else 1)
+                rows.append([str(dtype).removeprefix("torch."), f"({B}, {H}, {T}, {D})", causal,
+                             round(flops / mine / 1e12, 1), round(flops / ref / 1e12, 1), round(mine / ref, 2)])
+    return {"title": "flash_attention_triton: yours against F.scaled_dot_product_attention on the same GPU",
+            "columns": ["dtype", "shape (B, H, T, D)", "causal", "yours TFLOP/s", "SDPA TFLOP/s", "time ratio"],
+            "rows": rows, "notes": ["FLOPs counted as 4·B·H·T²·D per forward, half when causal"]}
