@@ -8,11 +8,21 @@ memory limit, with TRITON_INTERPRET=1 for CPU runs (set before anything imports 
   obs-<exercise>.pt, mistake-<id>.pt   observations, read back with torch.load(weights_only=True)
   env.json      torch version and whether CUDA is present, written last
 
-The parent never unpickles anything from here and judges in its own process.
+The parent never unpickles anything from here and judges in its own process. Prints go to files through
+a cap (`_Capped`: past `output_limit` bytes the rest is dropped and reported as "output limit exceeded");
+RLIMIT_FSIZE, set by the parent, bounds every file written here, prints through raw file descriptors included.
+
+Student code runs in this process, so it can change anything here. Before each exercise is probed, the
+graders' modules, their classes, `torch`'s namespace and `builtins` are put back as they were before the
+first cell ran (`_Guard`): replacing `graders.engine.probe_exercise`, a lesson's `CHECKS` or a probe has no
+effect. That is a convenience, not the guarantee: the verdict is made in the parent, which compares
+these observations with the reference's, computed in a separate process from the solved notebook.
 """
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import os
 import re
@@ -52,6 +62,71 @@ class _Alarm:
         return False
 
 
+class _Capped(io.RawIOBase):
+    """A write-only stream on a file descriptor that keeps the first `limit` bytes and drops the rest."""
+
+    def __init__(self, fd: int, limit: int):
+        super().__init__()
+        self.fd, self.limit, self.kept, self.dropped = fd, limit, 0, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def write(self, b) -> int:
+        n = len(b)
+        room = self.limit - self.kept
+        if room > 0:
+            try:
+                os.write(self.fd, bytes(b[:room]))
+            except OSError:  # past RLIMIT_FSIZE (raw writes to the same fd filled it)
+                pass
+            self.kept += min(n, room)
+        if n > room:
+            self.dropped += n - max(room, 0)
+        return n
+
+
+class _Guard:
+    """A snapshot of what grading relies on in this process, put back before each exercise is probed."""
+
+    def __init__(self, torch, modules: list, classes: list):
+        import torch.nn.functional as F
+
+        self.modules = [(m, dict(vars(m))) for m in [*modules, torch, F, builtins, os, json, signal]]
+        self.classes = [(c, dict(vars(c))) for c in [*classes, torch.Tensor]]
+        self.lists = [(m.CHECKS, list(m.CHECKS), [(c, dict(vars(c))) for c in m.CHECKS])
+                      for m in modules if isinstance(getattr(m, "CHECKS", None), list)]
+
+    def restore(self) -> None:
+        for m, saved in self.modules:
+            d = vars(m)
+            for k, v in saved.items():
+                if d.get(k, _MISSING) is not v:
+                    d[k] = v
+        for cls, saved in self.classes:
+            for k in [k for k in vars(cls) if k not in saved]:
+                try:
+                    delattr(cls, k)
+                except (AttributeError, TypeError):
+                    pass
+            for k, v in saved.items():
+                if vars(cls).get(k, _MISSING) is not v and k not in ("__dict__", "__weakref__", "__doc__"):
+                    try:
+                        setattr(cls, k, v)
+                    except (AttributeError, TypeError):
+                        pass
+        for lst, items, fields in self.lists:
+            list.__setitem__(lst, slice(None), items)
+            for obj, saved in fields:
+                vars(obj).update(saved)
+
+
+_MISSING = object()
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -71,8 +146,15 @@ def run(job: dict) -> None:
     module = __import__(job["module"], fromlist=["CHECKS"])
     configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
                            key=lambda c: c.key))
+    from graders import compare
+
+    engine_classes = [v for v in vars(engine).values() if isinstance(v, type) and v.__module__ == engine.__name__]
+    guard = _Guard(torch, [engine, compare, module], engine_classes)
+    probe_exercise = engine.probe_exercise
+    output_limit = job.get("output_limit", 2**20)
+    dropped = _dropped()
     cells_report = []
-    ns: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
     for cell in job["cells"]:
         index, source = cell["index"], strip_magics(cell["source"])
         filename = f"<cell {index}>"
@@ -84,7 +166,7 @@ def run(job: dict) -> None:
             continue
         engine.register_source(filename, source)
         try:
-            code = compile(source, filename, "exec")
+            code = compile(source, filename, "exec", dont_inherit=True)  # not our __future__ flags
         except SyntaxError as exc:
             report.update(status="error", error=f"{type(exc).__name__}: {exc.msg} (cell {index}, line {exc.lineno})")
             cells_report.append(report)
@@ -97,8 +179,20 @@ def run(job: dict) -> None:
         except SystemExit as exc:
             report.update(status="error", error=f"cell {index} called sys.exit({exc.code!r}); grading went on without the rest of that cell")
         except BaseException as exc:  # anything the student's cell raises is reported, never fatal
+            guard.restore()
             report.update(status="error", error=engine.student_traceback(exc))
+        now = _dropped()
+        if now > dropped:
+            msg = (f"cell {index}: output limit exceeded: the notebook printed more than {_size(output_limit)}; "
+                   f"the rest ({_size(now - dropped)} from this cell) was discarded")
+            if report["status"] == "ok":
+                report.update(status="output_limit", error=msg)
+            else:
+                report["error"] += f" ({msg})"
+            dropped = now
         cells_report.append(report)
+    guard.restore()
+    _stop_leftovers()
     _write(out / "cells.json", json.dumps(cells_report))
 
     if job.get("bench"):
@@ -112,12 +206,19 @@ def run(job: dict) -> None:
     only_public = job.get("only_public", False)
     for name in job["exercises"]:
         _write(progress, f"checking {name}")
+        guard.restore()
         try:
             with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
-                obs = engine.probe_exercise(module, ns, name, configs, only_public)
+                obs = probe_exercise(module, ns, name, configs, only_public)
         except engine.ExerciseTimeout as exc:  # the alarm fired between checks
             obs = {"checks": {}, "timeout": True, "forbidden": [], "mutated": [], "message": str(exc)}
-        _save(torch, obs, out / f"obs-{name}.pt")
+        guard.restore()
+        _save(torch, obs, out / f"obs-{name}.pt", job.get("file_limit"))
+    if _dropped() > dropped:
+        cells_report.append({"index": "checks", "status": "output_limit", "error": (
+            f"output limit exceeded while checking: your functions printed more than {_size(output_limit)} "
+            f"in all; the rest was discarded")})
+        _write(out / "cells.json", json.dumps(cells_report))
 
     if job.get("mistakes"):
         for mistake in getattr(module, "MISTAKES", ()):
@@ -127,7 +228,7 @@ def run(job: dict) -> None:
             m_ns = dict(ns)
             src = engine.mistake_source(mistake)
             engine.register_source(f"<mistake {mistake.id}>", src)  # triton reads a kernel's source
-            exec(compile(src, f"<mistake {mistake.id}>", "exec"), m_ns)
+            exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
             try:
                 with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
                     obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public)
@@ -139,25 +240,96 @@ def run(job: dict) -> None:
     _write(progress, "done")
 
 
-def _save(torch, obs, path: Path) -> None:
+def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obs, tmp)
+    try:
+        torch.save(obs, tmp)
+    except OSError as exc:  # observations past RLIMIT_FSIZE: the student's outputs are absurdly large
+        if exc.errno != 27:
+            raise
+        limit = f"{file_limit / 2**20:g} MiB" if file_limit else "the file size limit"
+        err = {"__error__": {"kind": "error", "type": "OutputLimit", "message": (
+            f"output limit exceeded: the outputs returned by this exercise do not fit in {limit}")}}
+        obs = {**obs, "checks": {k: err for k in obs.get("checks", {})}}
+        torch.save(obs, tmp)
     os.replace(tmp, path)
+
+
+def _stop_leftovers() -> None:
+    """Kill the processes the notebook's cells left running, before the checks: they would hold the
+    process limit (and the checks' threads could not start). Only inside a course cgroup of our own."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            name = path.rsplit("/", 1)[-1]
+            if not name.startswith("course-"):
+                continue
+            root = "/sys/fs/cgroup/pids" if "pids" in controllers.split(",") else "/sys/fs/cgroup"
+            procs = Path(root + path) / "cgroup.procs"
+            for _ in range(50):
+                pids = [int(p) for p in procs.read_text().split() if int(p) != os.getpid()]
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                import time
+
+                time.sleep(0.005)
+    except (OSError, ValueError):
+        pass
+    try:  # reap our own children among them: a zombie still counts against the process limit
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _dropped() -> int:
+    """Bytes of output dropped so far (after flushing what the student's prints buffered)."""
+    for w in _WRAPPERS:
+        try:
+            w.flush()
+        except BaseException:
+            pass
+    return sum(s.dropped for s in _STREAMS)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+_STREAMS: list[_Capped] = []
+_WRAPPERS: list[io.TextIOWrapper] = []
 
 
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     out = Path(job["out"])
-    # The student's prints go to files the parent reads a bounded tail of, never to our terminal.
+    # The student's prints go to files the parent reads a bounded tail of, never to our terminal; the
+    # first `output_limit` bytes are kept, the rest dropped (RLIMIT_FSIZE bounds raw writes to fds 1 and 2).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    limit = int(job.get("output_limit", 2**20))
     for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
         f = os.open(out / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(f, fd)
         os.close(f)
+        raw = _Capped(fd, limit)
+        _STREAMS.append(raw)
+        stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=fd == 2)
+        _WRAPPERS.append(stream)
+        setattr(sys, "stdout" if fd == 1 else "stderr", stream)
     sys.stdin = open(os.devnull)
     os.environ.setdefault("MPLBACKEND", "Agg")
     run(job)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in _WRAPPERS:
+        try:
+            stream.flush()
+        except BaseException:
+            pass
     os._exit(0)  # skip interpreter teardown: it can be slow, and the student's atexit hooks are not ours
 
 

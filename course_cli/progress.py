@@ -42,7 +42,7 @@ class ProgressStore:
         except FileNotFoundError:
             return {"version": VERSION, "lessons": {}}
         except (ValueError, OSError):
-            aside = self.path.with_name(f"progress.corrupt-{int(time.time())}.json")
+            aside = self.path.with_name(f"progress.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**9:09d}.json")
             try:
                 os.replace(self.path, aside)
             except OSError:

@@ -203,46 +203,95 @@ class ProbeContext:
 
 def clean(obs: Any, depth: int = 0) -> Any:
     """Observations as plain data that `torch.load(weights_only=True)` reads back: tensors are
-    detached, moved to the CPU and stripped of subclasses; anything else becomes a type tag."""
+    detached, moved to the CPU and stripped of subclasses (without calling the subclass's own methods
+    or its `__torch_function__`); numbers and strings lose subclasses; anything else becomes a type tag."""
     if depth > 6:
         return {"__type__": "deeply nested object"}
     if isinstance(obs, torch.Tensor):
-        t = obs.detach()
-        t = torch.Tensor._make_subclass(torch.Tensor, t) if type(t) is not torch.Tensor else t
-        return t.to("cpu").clone().contiguous()
-    if isinstance(obs, (bool, int, float, str)) or obs is None:
+        with torch._C.DisableTorchFunctionSubclass():
+            t = torch.Tensor.detach(obs)
+            if t.is_meta:
+                raise WrongResult("it returned a tensor on the meta device, which holds no values; "
+                                  "return a tensor on the input's device")
+            if type(t) is not torch.Tensor:
+                t = t.as_subclass(torch.Tensor)
+            if t.layout != torch.strided:
+                t = t.to_dense()
+            return torch.Tensor.contiguous(torch.Tensor.clone(torch.Tensor.to(t, "cpu")))
+    if obs is None or type(obs) in (bool, int, float, str):
         return obs
+    if isinstance(obs, bool):
+        return bool(obs)
+    if isinstance(obs, int):
+        return int.__index__(obs)
+    if isinstance(obs, float):
+        return float.__float__(obs)
+    if isinstance(obs, str):
+        return str.__str__(obs)
     if isinstance(obs, (list, tuple)):
-        return [clean(o, depth + 1) for o in obs]
+        return [clean(o, depth + 1) for o in list.__iter__(obs)] if isinstance(obs, list) else \
+            [clean(o, depth + 1) for o in tuple.__iter__(obs)]
     if isinstance(obs, dict):
-        return {str(k): clean(v, depth + 1) for k, v in obs.items()}
-    if isinstance(obs, torch.Size):
-        return list(obs)
-    return {"__type__": type(obs).__name__}
+        return {str(k): clean(v, depth + 1) for k, v in dict.items(obs)}
+    return {"__type__": type(obs).__name__[:100]}
+
+
+# Errors that mean a sandbox limit was hit, said in words (errno 27: EFBIG; 11: EAGAIN from fork)
+_LIMIT_HINTS = {
+    27: "output limit exceeded: a file (or printed output) grew past the grader's file size limit",
+    11: "process limit exceeded: the notebook started too many processes or threads",
+}
+
+
+def _limit_message(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in _LIMIT_HINTS:
+        return _LIMIT_HINTS[exc.errno]
+    if isinstance(exc, RuntimeError) and "can't start new thread" in _safe_str(exc):
+        return _LIMIT_HINTS[11]
+    return None
+
+
+def _safe_str(exc: BaseException) -> str:
+    """str(exc), even when the student's exception class makes __str__ raise or return a non-string."""
+    for show in (str, BaseException.__str__):
+        try:
+            text = show(exc)
+            if type(text) is str:
+                return text
+        except BaseException:
+            pass
+    return "<an exception whose message cannot be shown>"
 
 
 def student_traceback(exc: BaseException, limit_chars: int = 1500) -> str:
     """The exception with only the student's own frames (files named `<cell N>`)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell")]
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("<cell")]
+    except BaseException:
+        frames = []
     lines = [f"{f.filename.strip('<>')}, line {f.lineno}" + (f": {f.line.strip()}" if f.line else "")
              for f in frames[-4:]]
-    head = f"{type(exc).__name__}: {exc}".strip()
+    name = type(exc).__name__ if isinstance(type(exc).__name__, str) else "Exception"
+    head = f"{name}: {_safe_str(exc)}".strip()
+    hint = _limit_message(exc)
+    if hint:
+        head = f"{hint} ({head})"
     text = head + ("".join(f"\n  at {l}" for l in lines) if lines else "")
     return text[:limit_chars]
 
 
 def error_obs(exc: BaseException) -> dict:
-    msg = str(exc)
+    msg = _safe_str(exc)
     kind = "error"
     if isinstance(exc, WrongResult):
-        return {"__error__": {"kind": "wrong", "type": "WrongResult", "message": msg}}
+        return {"__error__": {"kind": "wrong", "type": "WrongResult", "message": msg[:1500]}}
     if isinstance(exc, NotImplementedError):
         kind = "not_implemented"
     elif isinstance(exc, ExerciseTimeout):
         kind = "timeout"
     elif isinstance(exc, MemoryError) or "can't allocate memory" in msg or "out of memory" in msg.lower():
         kind = "memory"
-    return {"__error__": {"kind": kind, "type": type(exc).__name__, "message": student_traceback(exc)}}
+    return {"__error__": {"kind": kind, "type": type(exc).__name__[:100], "message": student_traceback(exc)}}
 
 
 def seed_for(lesson: str, check: Check, config: Config) -> int:

@@ -61,7 +61,7 @@ def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
     try:
         for i, src in enumerate(_cells(path)):
             code = "\n".join(l if not l.lstrip().startswith(("%", "!")) else "" for l in src.splitlines())
-            exec(compile(code, f"<{lesson.id} cell {i + 1}>", "exec"), module.__dict__)
+            exec(compile(code, f"<{lesson.id} cell {i + 1}>", "exec", dont_inherit=True), module.__dict__)
     except BaseException:
         del sys.modules[name]
         raise

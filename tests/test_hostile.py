@@ -1,0 +1,181 @@
+"""A corpus of broken and hostile notebooks (tests/fixtures/hostile/, made by make_fixtures.py), each graded
+end to end: the status of every exercise is the one in expected.json, the reason or note says what happened,
+and no case shows an internal traceback. The notebooks are graded a few at a time (each in its own child)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from course_cli import sandbox
+from course_cli.grading import Reference, grade_notebook
+from course_cli.main import cli
+from graders.registry import find_lesson
+
+HERE = Path(__file__).parent / "fixtures" / "hostile"
+EXPECTED = json.loads((HERE / "expected.json").read_text())
+L01 = find_lesson("lesson01")
+EXERCISES = [e.name for e in L01.exercises]
+ROOT_USER = os.geteuid() == 0
+
+
+def _short_limits(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(sandbox, "CELL_TIMEOUT", 3.0)
+    mp.setattr(sandbox, "EXERCISE_TIMEOUT", 8.0)  # several children share two cores here
+    mp.setattr(sandbox, "MEMORY_LIMIT", 2 * 2**30)
+    mp.setattr(sandbox, "FILE_LIMIT", 8 * 2**20)
+
+
+def _leftovers(marker: str) -> list[int]:
+    """Processes whose command line is `marker` (e.g. "sleep 307")."""
+    want = marker.replace(" ", "\0").encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0") == want:
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def _grade_case(name: str, case: dict, tmp: Path):
+    kind = case.get("kind", "notebook")
+    if kind == "unknown_lesson":
+        r = CliRunner().invoke(cli, ["check", "lesson99", "--json"])
+        return {"exit_code": r.exit_code, "output": r.output, "exception": r.exception}
+    if kind == "missing":
+        path = tmp / "nowhere" / "missing.ipynb"
+    elif kind == "directory":
+        path = tmp / "a-folder.ipynb"
+        path.mkdir()
+    elif kind == "unreadable":
+        path = tmp / "unreadable.ipynb"
+        shutil.copy(L01.solution_path, path)
+        path.chmod(0)
+    else:
+        path = tmp / name
+        shutil.copy(HERE / name, path)  # graded in a folder of its own: the child's cwd
+    return grade_notebook(L01, path)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        _short_limits(mp)
+        path, child = Reference.start(L01)  # the reference once, before grading in parallel
+        Reference.finish(L01, path, child)
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            futures = {name: pool.submit(_grade_case, name, case, tmp_path_factory.mktemp("hostile"))
+                       for name, case in EXPECTED.items()}
+            out = {name: f.result() for name, f in futures.items()}
+        out["__elapsed__"] = time.monotonic() - t0
+        return out
+
+
+def test_corpus_is_big_enough_and_generated():
+    files = [n for n, c in EXPECTED.items() if "kind" not in c]
+    assert len(EXPECTED) >= 30
+    for n in files:
+        assert (HERE / n).exists(), f"{n} is missing: run tests/fixtures/hostile/make_fixtures.py"
+
+
+def _describe(result) -> str:
+    lines = [f"notes: {result.notes}"]
+    for e in result.exercises:
+        lines.append(f"{e.id}: {e.status}: {e.reason} | diagnosis={e.diagnosis}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", [n for n, c in EXPECTED.items() if c.get("kind") != "unknown_lesson"])
+def test_hostile_notebook(results, name):
+    case, result = EXPECTED[name], results[name]
+    want = {ex: case[ex] for ex in EXERCISES if ex in case}
+    if ROOT_USER and "as_root" in case:
+        # root reads a chmod 000 file anyway: the notebook is simply graded (honest, not a bug)
+        want = case["as_root"]
+        case = {k: v for k, v in case.items() if k != "reason"}
+    got = {e.id: e.status for e in result.exercises}
+    assert {ex: got[ex] for ex in want} == want, _describe(result)
+    for ex in result.exercises:  # a score only ever for a pass
+        assert (ex.points > 0) == (ex.status == "passed")
+    text = json.dumps(result.to_dict()) + "\n".join(result.notes)
+    if "reason" in case:
+        assert case["reason"] in text, _describe(result)
+    if "note" in case:
+        assert any(case["note"] in n for n in result.notes), _describe(result)
+    assert "Traceback (most recent call last)" not in text, text
+    assert 'File "/' not in text and "course_cli/" not in text and "graders/" not in text, text
+    if "leftovers" in case:
+        assert not _leftovers(case["leftovers"]), "processes the notebook started outlived its grading"
+
+
+def test_unknown_lesson_is_a_clean_error(results):
+    r = results["<unknown lesson>"]
+    assert r["exit_code"] == 2
+    assert EXPECTED["<unknown lesson>"]["reason"] in r["output"]
+    assert "Traceback" not in r["output"]
+
+
+def test_output_never_floods_the_disk_or_the_result(results):
+    """50 MB printed: the JSON and notes stay small (the child kept at most OUTPUT_LIMIT of it)."""
+    result = results["huge_print.ipynb"]
+    assert len(json.dumps(result.to_dict())) + sum(map(len, result.notes)) < 50_000
+
+
+def test_corpus_runs_in_reasonable_time(results):
+    assert results["__elapsed__"] < 170, results["__elapsed__"]
+
+
+def _cgroup_available() -> bool:
+    return sandbox._cgroup_base() is not None
+
+
+@pytest.mark.skipif(not _cgroup_available(), reason="no writable pids cgroup here: no process limit to test")
+def test_process_limit_stops_a_fork_loop_and_everything_is_killed(tmp_path, monkeypatch):
+    _short_limits(monkeypatch)
+    monkeypatch.setattr(sandbox, "PROCESS_LIMIT", 48)
+    code = ("import os, time\nkids = 0\ntry:\n    while kids < 10_000:\n        if os.fork() == 0:\n"
+            "            os.setsid()\n            os.execvp('sleep', ['sleep', '311'])\n        kids += 1\n"
+            "finally:\n    print('forked', kids)\n")
+    import nbformat
+
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(code))
+    path = tmp_path / "forks.ipynb"
+    nbformat.write(nb, path)
+    result = grade_notebook(L01, path)
+    assert any("process limit exceeded" in n for n in result.notes), _describe(result)
+    assert {e.status for e in result.exercises} == {"passed"}, _describe(result)
+    assert not _leftovers("sleep 311")
+    leftover_groups = [p for p in sandbox._cgroup_base().iterdir() if p.name.startswith(f"course-{os.getpid()}-")]
+    assert not leftover_groups
+
+
+def test_notebook_time_limit_kills_the_child_and_says_so(tmp_path, monkeypatch):
+    """A cell that outlives the per-notebook limit (its own, per-cell, limit being longer)."""
+    import nbformat
+
+    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 120.0)
+    monkeypatch.setattr(sandbox, "NOTEBOOK_TIMEOUT", 2.0)
+    monkeypatch.setattr(sandbox, "STARTUP_ALLOWANCE", 20.0)
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "import signal, subprocess\nsignal.setitimer(signal.ITIMER_REAL, 0)\n"
+        "subprocess.Popen(['sleep', '313'])\nwhile True:\n    signal.setitimer(signal.ITIMER_REAL, 0)"))
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(nb, path)
+    result = grade_notebook(L01, path)
+    assert {e.status for e in result.exercises} == {"timeout"}, _describe(result)
+    assert "the notebook ran past its time limit of 2 s" in result.exercises[0].reason
+    assert "COURSE_NOTEBOOK_TIMEOUT" in result.exercises[0].reason
+    assert not _leftovers("sleep 313")
