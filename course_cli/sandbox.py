@@ -256,6 +256,10 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["MPLBACKEND"] = "Agg"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if not bench:
+        # Probes are small: one thread each avoids OpenMP threads spinning against the parent and the
+        # reference child on a two-core machine. (Benchmarks keep torch's default.)
+        env.setdefault("OMP_NUM_THREADS", "1")
     if cuda:
         env.pop("TRITON_INTERPRET", None)
     else:

@@ -1,0 +1,1226 @@
+"""Lesson 08 — assembling GPT: `GPTConfig`, `GPT`, `KVCache`, `count_parameters`, `generate`,
+`load_gpt2_state_dict`.
+
+Reads like the lesson: a few helpers the probes share (a config, a cache and a tiny language model of the
+grader's own, so that each exercise is checked on its own), then each exercise's probes and judges, then
+the known mistakes. Probes run in the sandboxed child (student code); judges run in the parent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from .compare import close
+from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
+
+CHECKS = Checks("lesson08")
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {}  # nothing here is a one-call built-in
+
+GPT2_SMALL_PARAMETERS = 124_439_808  # stated in the lesson; the probe counts it, the judge only quotes it
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers the probes share. They stand in for the student's other exercises, so that GPT is checked
+# with a cache of the grader's, generate with a model of the grader's, and so on.
+
+
+@dataclass
+class _Config:
+    """GPTConfig's fields, without the validation that is the GPTConfig exercise."""
+
+    vocab_size: int = 50257
+    block_size: int = 1024
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+
+TINY = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32)  # every size different
+
+
+class _Cache:
+    """A KV cache with the course's interface: update(layer_idx, k, v) -> (k_all, v_all), len()."""
+
+    def __init__(self):
+        self.k, self.v = {}, {}
+
+    def update(self, layer_idx, k, v):
+        if layer_idx in self.k:
+            k, v = torch.cat([self.k[layer_idx], k], dim=-2), torch.cat([self.v[layer_idx], v], dim=-2)
+        self.k[layer_idx], self.v[layer_idx] = k, v
+        return k, v
+
+    def __len__(self):
+        return self.k[0].shape[-2] if 0 in self.k else 0
+
+
+def _fill(model: nn.Module, seed: int) -> None:
+    """Give every parameter seeded values chosen by its name, so that two models with the course's
+    parameter names compute the same function whatever order they initialised in."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            g = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
+            t = torch.randn(tuple(p.shape), generator=g)
+            if p.dim() == 1:
+                t = 0.1 * t + (1.0 if name.endswith("weight") else 0.0)  # LayerNorm gains near 1, biases near 0
+            elif name in ("wte.weight", "wpe.weight", "lm_head.weight"):
+                t = 0.2 * t
+            else:
+                t = t / math.sqrt(p.shape[1])
+            p.copy_(t.to(p.dtype))
+
+
+def _tiny_gpt(ctx, **overrides):
+    """The student's GPT at the tiny config, parameters set by name, in eval mode, on the config's device."""
+    cfg = _Config(**{**TINY, **overrides})
+    ctx.manual_seed()
+    model = ctx.call(ctx.get("GPT"), cfg)
+    _fill(model, ctx.seed)
+    return model.eval()
+
+
+def _tokens(ctx, *shape, vocab=TINY["vocab_size"]):
+    return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
+
+
+def _forward(ctx, model, idx, **kwargs):
+    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+
+
+def _raises(fn, *args, **kwargs) -> dict:
+    """What calling fn did: the exception's type and message, or that nothing was raised."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
+        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
+    return {"raised": "nothing", "message": ""}
+
+
+def _expect_value_error(obs: dict, what: str, name: str | None = None) -> str | None:
+    if obs["raised"] != "ValueError":
+        got = "raised nothing" if obs["raised"] == "nothing" else f"raised {obs['raised']}: {obs['message']}"
+        return f"{what} should raise ValueError, but it {got}"
+    if name and name not in obs["message"]:
+        return f"{what} raised ValueError, but its message does not name `{name}`: {obs['message']!r}"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# GPTConfig
+
+
+def _config_judge(s, r, ctx):
+    if s["is a dataclass"] is not True:
+        return "GPTConfig should stay a @dataclass"
+    if s["defaults"] != r["defaults"]:
+        diff = [f"{k}={s['defaults'].get(k)!r} (expected {v!r})" for k, v in r["defaults"].items()
+                if s["defaults"].get(k) != v]
+        return "the defaults should be GPT-2 small's: " + ", ".join(diff)
+    if s["custom"] != r["custom"]:
+        return f"GPTConfig(**{r['custom']}) should keep those values, got {s['custom']}"
+    for kwargs, name in _BAD_CONFIGS:
+        case = _call_text(kwargs)
+        msg = _expect_value_error(s[case], f"GPTConfig({case})", name)
+        if msg:
+            return msg
+    return None
+
+
+_BAD_CONFIGS = (({"vocab_size": 0}, "vocab_size"), ({"block_size": 0}, "block_size"), ({"n_layer": -1}, "n_layer"),
+                ({"n_head": 0}, "n_head"), ({"n_embd": 0}, "n_embd"), ({"n_embd": 30, "n_head": 4}, "n_embd"),
+                ({"dropout": 1.0}, "dropout"), ({"dropout": -0.1}, "dropout"))
+
+
+def _call_text(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+@CHECKS.probe("GPTConfig", "GPT-2 small's defaults; impossible configs raise ValueError naming the field",
+              _config_judge, CPU)
+def config_fields(ctx):
+    import dataclasses
+
+    Config = ctx.target
+    default = ctx.call(Config)
+    fields = [f.name for f in dataclasses.fields(_Config)]
+    custom = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.1, bias=False)
+    made = ctx.call(Config, **custom)
+    obs = {"is a dataclass": dataclasses.is_dataclass(Config),
+           "defaults": {f: getattr(default, f, "missing") for f in fields},
+           "custom": {f: getattr(made, f, "missing") for f in fields}}
+    for kwargs, _name in _BAD_CONFIGS:
+        obs[_call_text(kwargs)] = _raises(ctx.call, Config, **kwargs)
+    return obs
+
+
+# ----------------------------------------------------------------------------------------------
+# GPT
+
+
+def _names_judge(s, r, ctx):
+    for key in ("names", "names (bias=False)"):
+        got, want = s[key], r[key]
+        if got != want:
+            extra = sorted(set(got) - set(want))
+            missing = sorted(set(want) - set(got))
+            hint = ""
+            if "lm_head.weight" in extra:
+                hint = (" `lm_head.weight` is a parameter of its own: tie it with "
+                        "`self.lm_head.weight = self.wte.weight` (the same Parameter), not a copy")
+            return (f"the model's parameters ({key}) should be the course's layout; extra: {extra[:4]}, "
+                    f"missing: {missing[:4]}.{hint}")
+    return None
+
+
+@CHECKS.probe("GPT", "parameters named wte, wpe, blocks.{i}.(ln1, attn.*_proj, ln2, mlp.fc1/fc2), ln_f; head tied",
+              _names_judge, CPU)
+def gpt_names(ctx):
+    GPT = ctx.target
+    ctx.manual_seed()
+    model = ctx.call(GPT, _Config(**TINY))
+    ctx.manual_seed()
+    no_bias = ctx.call(GPT, _Config(**{**TINY, "bias": False}))
+    return {"names": sorted(n for n, _ in model.named_parameters()),
+            "names (bias=False)": sorted(n for n, _ in no_bias.named_parameters())}
+
+
+def _logits_judge(s, r, ctx):
+    if ctx.config.dtype == "float32":
+        return same("logits", "loss")(s, r, ctx)
+    # float16 / bfloat16 on a GPU: against the reference model's float32 result
+    for key in ("logits", "loss"):
+        got = s.get(key)
+        if isinstance(got, torch.Tensor) and got.dtype != getattr(torch, ctx.config.dtype):
+            return f"{key} has dtype {str(got.dtype).removeprefix('torch.')}: a {ctx.config.dtype} model should give {ctx.config.dtype}"
+        msg = close(got, r[f"{key} (float32)"], f"{key} in {ctx.config.dtype} against the float32 model",
+                    tol=ctx.tol.scaled(5), check_dtype=False)
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("GPT", "logits and loss match the reference (parameters set by name)", _logits_judge, CPU_AND_GPU)
+def gpt_logits(ctx):
+    model = _tiny_gpt(ctx)
+    idx, targets = _tokens(ctx, 3, 11), _tokens(ctx, 3, 11)
+    obs = {}
+    if ctx.dtype != torch.float32:
+        model32 = model.to(ctx.device)
+        logits, loss = _forward(ctx, model32, idx, targets=targets)
+        obs = {"logits (float32)": logits.float(), "loss (float32)": loss.float()}
+    model = model.to(device=ctx.device, dtype=ctx.dtype)
+    logits, loss = _forward(ctx, model, idx, targets=targets)
+    logits_only, no_loss = _forward(ctx, model, idx)
+    if no_loss is not None:
+        raise WrongResult("without targets, forward should return (logits, None)")
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        raise WrongResult("with targets, the loss should be a scalar tensor (the mean cross-entropy)")
+    return {**obs, "logits": logits, "loss": loss}
+
+
+def _causal_judge(s, r, ctx):
+    a, b = s["logits"], s["logits with the future changed"]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+        t = r["changed from"]
+        moved = (a[:, :t] - b[:, :t]).abs().max().item()
+        if moved > 1e-5:
+            return (f"changing the tokens from position {t} on moved the logits of earlier positions by up to "
+                    f"{moved:.3g}: the future leaks into the past. Are the blocks causal (causal=True)?")
+    return same("logits")(s, r, ctx)
+
+
+@CHECKS.probe("GPT", "the future does not change the past", _causal_judge, CPU)
+def gpt_causal(ctx):
+    model = _tiny_gpt(ctx)
+    idx = _tokens(ctx, 2, 13)
+    changed = idx.clone()
+    changed[:, 7:] = (changed[:, 7:] + 5) % TINY["vocab_size"]
+    return {"logits": _forward(ctx, model, idx)[0], "logits with the future changed": _forward(ctx, model, changed)[0],
+            "changed from": 7}
+
+
+def _cache_judge(s, r, ctx):
+    full, pieces = s["full forward"], s["through the cache"]
+    if not isinstance(pieces, torch.Tensor) or not isinstance(full, torch.Tensor) or pieces.shape != full.shape:
+        return close(pieces, r["through the cache"], "logits through the cache")
+    msg = close(pieces, full, "logits fed through the cache (a prompt of 4, then 2, then one at a time) "
+                "against your own full forward", tol=ctx.tol.scaled(5))
+    if msg:
+        bad = ((pieces - full).abs().amax(dim=(0, 2)) > 1e-3).nonzero().flatten().tolist()
+        where = (f"; positions {bad[:6]} differ" + (": the first chunk agrees, so do the positions of later "
+                 "chunks continue from len(cache)?" if bad and bad[0] >= 4 else "")) if bad else ""
+        return msg + where
+    if s["cached positions"] != r["cached positions"]:
+        return f"after the last step the cache holds {s['cached positions']} positions, expected {r['cached positions']}"
+    return None
+
+
+@CHECKS.probe("GPT", "logits with a cache, fed in pieces, equal the full forward", _cache_judge, CPU)
+def gpt_cache(ctx):
+    model = _tiny_gpt(ctx)
+    idx = _tokens(ctx, 2, 10)
+    full, _ = _forward(ctx, model, idx)
+    cache, pieces = _Cache(), []
+    for chunk in (idx[:, :4], idx[:, 4:6], *idx[:, 6:].split(1, dim=1)):  # a prompt, a pair, then singles
+        logits, _ = _forward(ctx, model, chunk, cache=cache)
+        pieces.append(logits)
+    return {"full forward": full, "through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)}
+
+
+def _block_size_judge(s, r, ctx):
+    return (_expect_value_error(s["17 tokens at block_size=16"], "a sequence of 17 tokens at block_size=16", "block_size")
+            or _expect_value_error(s["3 new tokens after 14 cached"], "3 new tokens after 14 cached positions "
+                                   "(block_size=16)", "block_size")
+            or (None if s["16 tokens"] == "ok" else f"a sequence of exactly block_size tokens should run: {s['16 tokens']}"))
+
+
+@CHECKS.probe("GPT", "ValueError naming block_size when the sequence runs past it", _block_size_judge, CPU)
+def gpt_block_size(ctx):
+    model = _tiny_gpt(ctx)
+    full = _raises(ctx.call, model, _tokens(ctx, 1, 16))
+    cache = _Cache()
+    _forward(ctx, model, _tokens(ctx, 1, 14), cache=cache)
+    return {"17 tokens at block_size=16": _raises(ctx.call, model, _tokens(ctx, 1, 17)),
+            "3 new tokens after 14 cached": _raises(ctx.call, model, _tokens(ctx, 1, 3), cache=cache),
+            "16 tokens": "ok" if full["raised"] == "nothing" else f"{full['raised']}: {full['message']}"}
+
+
+def _tied_judge(s, r, ctx):
+    if not s["lm_head.weight is wte.weight"]:
+        how = ("they share storage but are two Parameter objects" if s["same storage"] else
+               "the head has a tensor of its own (a copy)")
+        return (f"lm_head.weight should be the very Parameter wte.weight; here {how}. "
+                f"Assign it: `self.lm_head.weight = self.wte.weight`")
+    if not s["the head sees a change to wte"]:
+        return "after changing wte.weight in place, lm_head.weight did not change: they are not tied"
+    return None
+
+
+@CHECKS.probe("GPT", "the head is tied: lm_head.weight is wte.weight (shared storage)", _tied_judge, CPU)
+def gpt_tied(ctx):
+    ctx.manual_seed()
+    model = ctx.call(ctx.target, _Config(**TINY))
+    head, wte = model.lm_head.weight, model.wte.weight
+    with torch.no_grad():
+        wte.add_(1.0)
+    return {"lm_head.weight is wte.weight": head is wte,
+            "same storage": head.data_ptr() == wte.data_ptr(),
+            "the head sees a change to wte": bool(torch.equal(model.lm_head.weight, model.wte.weight))}
+
+
+def _count_judge(s, r, ctx):
+    if s["allocated"]:
+        return f"building the model on the meta device still allocated {s['allocated']} (create tensors on the default device)"
+    if s["GPT-2 small"] != r["GPT-2 small"]:
+        extra = s["GPT-2 small"] - r["GPT-2 small"]
+        why = (f" — {extra:,} too many is exactly one more vocab_size × n_embd matrix: is the head a copy "
+               "instead of tied?" if extra == 50257 * 768 else "")
+        return (f"GPT-2 small (the default config) should have {r['GPT-2 small']:,} parameters, yours has "
+                f"{s['GPT-2 small']:,}{why}")
+    if s["tiny, bias=False"] != r["tiny, bias=False"]:
+        return (f"with bias=False the tiny model should have {r['tiny, bias=False']:,} parameters, yours has "
+                f"{s['tiny, bias=False']:,} (no biases in the Linear layers and LayerNorms)")
+    return None
+
+
+class _NoInitOnMeta(TorchFunctionMode):
+    """Initialising a meta tensor computes nothing, but the first in-place random op on one imports
+    torch._dynamo (seconds). Skip in-place calls (`normal_`, `nn.init.zeros_`, ...) on meta tensors: the
+    count does not depend on values."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        if name.endswith("_") and not name.startswith("__") and first is not None and first.is_meta:
+            return first  # nn.init.normal_(tensor=...) passes its tensor by keyword
+        return func(*args, **kwargs)
+
+
+@CHECKS.probe("GPT", f"GPT-2 small has {GPT2_SMALL_PARAMETERS:,} parameters (built on the meta device)",
+              _count_judge, CPU)
+def gpt_count(ctx):
+    with torch.device("meta"), _NoInitOnMeta():
+        ctx.manual_seed()
+        big = ctx.call(ctx.target, _Config())
+        small = ctx.call(ctx.target, _Config(**{**TINY, "bias": False}))
+    allocated = sorted({str(p.device) for p in big.parameters() if p.device.type != "meta"})
+    return {"GPT-2 small": sum(p.numel() for p in big.parameters()),
+            "tiny, bias=False": sum(p.numel() for p in small.parameters()),
+            "allocated": ", ".join(allocated)}
+
+
+INIT = dict(vocab_size=67, block_size=64, n_layer=4, n_head=4, n_embd=256)  # ≥ 16k draws per std
+
+
+def _init_judge(s, r, ctx):
+    L = INIT["n_layer"]
+    rules = (("std of wte / 0.02", "wte.weight should be drawn from N(0, 0.02)"),
+             ("std of wpe / 0.02", "wpe.weight should be drawn from N(0, 0.02)"),
+             ("std of q/k/v_proj and fc1 weights / 0.02",
+              "the Linear weights (q_proj, k_proj, v_proj, fc1) should be drawn from N(0, 0.02)"),
+             ("std of out_proj and fc2 weights / 0.02",
+              f"the residual projections (attn.out_proj, mlp.fc2) should be drawn with std 0.02/√(2·n_layer) = "
+              f"{0.02 / math.sqrt(2 * L):.5f}"))
+    for key, rule in rules:
+        got = s[key]
+        if got != r[key]:
+            shown = f"about {got * 0.02:.4f}" if isinstance(got, (int, float)) else repr(got)
+            return f"{rule}; yours have std {shown} (n_layer={L}, n_embd={INIT['n_embd']})"
+    if s["largest |bias|"] != 0:
+        return f"biases should start at 0; the largest is {s['largest |bias|']:.3g}"
+    if not s["LayerNorm gains are 1"]:
+        return "LayerNorm weights (gains) should start at 1"
+    if not s["loss at init within 0.3 of ln V"]:
+        return (f"the loss at initialisation should be close to ln(vocab_size) = {math.log(INIT['vocab_size']):.2f}; "
+                f"yours is about {s['loss at init, rounded']}")
+    return None
+
+
+@CHECKS.probe("GPT", "init: N(0, 0.02), residual projections scaled by 1/√(2·n_layer), loss at init ≈ ln V",
+              _init_judge, CPU)
+def gpt_init(ctx):
+    ctx.manual_seed()
+    model = ctx.call(ctx.target, _Config(**INIT)).eval()
+    blocks = list(model.blocks)
+
+    # Pooled stds relative to 0.02, rounded to one decimal: the sample sizes put every correct draw many
+    # standard errors from a rounding boundary, so any correct init (in any order) observes the same values.
+    def ratio(ts):
+        return round(torch.cat([t.detach().flatten().float() for t in ts]).std().item() / 0.02, 1)
+
+    biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
+    gains = [p for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 1]
+    idx = _tokens(ctx, 4, 16, vocab=INIT["vocab_size"])
+    with torch.no_grad():
+        _, loss = _forward(ctx, model, idx, targets=_tokens(ctx, 4, 16, vocab=INIT["vocab_size"]))
+    return {"std of wte / 0.02": ratio([model.wte.weight]),
+            "std of wpe / 0.02": ratio([model.wpe.weight]),
+            "std of q/k/v_proj and fc1 weights / 0.02": ratio([w for b in blocks for w in (
+                b.attn.q_proj.weight, b.attn.k_proj.weight, b.attn.v_proj.weight, b.mlp.fc1.weight)]),
+            "std of out_proj and fc2 weights / 0.02": ratio([w for b in blocks for w in (
+                b.attn.out_proj.weight, b.mlp.fc2.weight)]),
+            "largest |bias|": round(max((p.abs().max().item() for p in biases), default=0.0), 2),
+            "LayerNorm gains are 1": all(bool((p == 1).all()) for p in gains),
+            "loss at init within 0.3 of ln V": abs(float(loss) - math.log(INIT["vocab_size"])) < 0.3,
+            "loss at init, rounded": round(float(loss))}
+
+
+@CHECKS.probe("GPT", "gradients match, the tied weight's from both of its uses", same(scale=10), CPU, hidden=True)
+def gpt_grads(ctx):
+    model = _tiny_gpt(ctx)
+    _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
+    loss.backward()
+    named = dict(model.named_parameters())
+    return {f"gradient of {n}": (named[n].grad if n in named else None)
+            for n in ("wte.weight", "wpe.weight", "blocks.0.attn.q_proj.weight", "blocks.1.mlp.fc2.weight", "ln_f.weight")}
+
+
+# ----------------------------------------------------------------------------------------------
+# KVCache
+
+
+def _kv_inputs(ctx):
+    """Two layers, three steps of 3, 2 and 1 new positions; (B, H, T_new, Dh) = (2, 3, T_new, 5)."""
+    return [[(ctx.randn(2, 3, t, 5), ctx.randn(2, 3, t, 5)) for _layer in range(2)] for t in (3, 2, 1)]
+
+
+@CHECKS.probe("KVCache", "update appends along the time axis and returns all of that layer's so far", same(), CPU)
+def kv_update(ctx):
+    cache = ctx.call(ctx.target)
+    obs = {}
+    for step, layers in enumerate(_kv_inputs(ctx)):
+        for layer, (k, v) in enumerate(layers):
+            k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+            obs[f"keys of layer {layer} after step {step + 1}"] = k_all
+            obs[f"values of layer {layer} after step {step + 1}"] = v_all
+    return obs
+
+
+def _len_judge(s, r, ctx):
+    if s["lengths"] != r["lengths"]:
+        return (f"len(cache) should count cached positions: empty, then after steps of 3, 2 and 1 new positions "
+                f"(2 layers each) it should read {r['lengths']}; yours read {s['lengths']}")
+    return None
+
+
+@CHECKS.probe("KVCache", "len(cache) is the number of cached positions, 0 when empty", _len_judge, CPU)
+def kv_len(ctx):
+    cache = ctx.call(ctx.target)
+    lengths = [len(cache)]
+    for layers in _kv_inputs(ctx):
+        for layer, (k, v) in enumerate(layers):
+            ctx.call(cache.update, layer, k, v)
+        lengths.append(len(cache))
+    return {"lengths": lengths}
+
+
+@CHECKS.probe("KVCache", "two caches do not share their contents", same(), CPU, hidden=True)
+def kv_separate(ctx):
+    a, b = ctx.call(ctx.target), ctx.call(ctx.target)
+    k1, v1, k2, v2 = (ctx.randn(1, 2, 4, 3) for _ in range(4))
+    ctx.call(a.update, 0, k1, v1)
+    k_b, v_b = ctx.unpack(ctx.call(b.update, 0, k2, v2), 2, "a pair (k_all, v_all)")
+    return {"keys of the second cache": k_b, "values of the second cache": v_b}
+
+
+# ----------------------------------------------------------------------------------------------
+# count_parameters
+
+
+class _Shared(nn.Module):
+    """An embedding and a head that share one weight, and one block used twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(23, 7)
+        self.head = nn.Linear(7, 23, bias=False)
+        self.head.weight = self.emb.weight
+        block = nn.Linear(7, 7)
+        self.stack = nn.ModuleList([block, nn.LayerNorm(7), block])
+
+
+def _int_judge(*keys):
+    def judge(s, r, ctx):
+        for key in keys:
+            got, want = s[key], r[key]
+            if not isinstance(got, int) or isinstance(got, bool):
+                return f"{key}: count_parameters should return a Python int, got {type(got).__name__} {got!r}"
+            if got != want:
+                return f"{key}: expected {want:,} parameters, got {got:,}"
+        return None
+    return judge
+
+
+@CHECKS.probe("count_parameters", "counts every parameter of a plain model", _int_judge("MLP 13→29→11"), CPU)
+def count_plain(ctx):
+    ctx.manual_seed()
+    mlp = nn.Sequential(nn.Linear(13, 29), nn.GELU(), nn.Linear(29, 11, bias=False))
+    return {"MLP 13→29→11": ctx.call(ctx.target, mlp)}
+
+
+@CHECKS.probe("count_parameters", "a tied weight, and a module used twice, count once",
+              _int_judge("embedding and head tied, a block used twice"), CPU)
+def count_shared(ctx):
+    ctx.manual_seed()
+    return {"embedding and head tied, a block used twice": ctx.call(ctx.target, _Shared())}
+
+
+@CHECKS.probe("count_parameters", "works on the meta device; frozen parameters count too",
+              _int_judge("tied 50257×768 embedding and head on the meta device", "half frozen"), CPU, hidden=True)
+def count_meta(ctx):
+    with torch.device("meta"), _NoInitOnMeta():
+        emb = nn.Embedding(50257, 768)
+        head = nn.Linear(768, 50257, bias=False)
+        head.weight = emb.weight
+        big = nn.ModuleDict({"wte": emb, "lm_head": head, "ln": nn.LayerNorm(768)})
+    half = nn.Sequential(nn.Linear(6, 9), nn.Linear(9, 4))
+    half[0].requires_grad_(False)
+    return {"tied 50257×768 embedding and head on the meta device": ctx.call(ctx.target, big),
+            "half frozen": ctx.call(ctx.target, half)}
+
+
+# ----------------------------------------------------------------------------------------------
+# generate: checked on a small language model of the grader's own, so that your GPT does not matter here
+
+
+class _ToyLM(nn.Module):
+    """One causal attention layer over token and position embeddings, speaking GPT's calling convention:
+    forward(idx, targets=None, cache=None) -> (logits, None), keys and values through cache.update(0, k, v),
+    `config.block_size`. Like GPT, it raises ValueError past block_size."""
+
+    def __init__(self, vocab_size=41, block_size=16, d=24, seed=8):
+        super().__init__()
+        self.config = _Config(vocab_size=vocab_size, block_size=block_size, n_layer=1, n_head=1, n_embd=d)
+        g = torch.Generator().manual_seed(seed)
+        self.emb = nn.Parameter(torch.randn(vocab_size, d, generator=g))
+        self.pos = nn.Parameter(torch.randn(block_size, d, generator=g) * 0.5)
+        self.wq, self.wk, self.wv = (nn.Parameter(torch.randn(d, d, generator=g) / math.sqrt(d)) for _ in range(3))
+        self.head = nn.Parameter(torch.randn(d, vocab_size, generator=g) * (1.5 / math.sqrt(d)))
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"position {start + T} is past block_size={self.config.block_size}")
+        x = self.emb[idx] + self.pos[start:start + T]  # (B, T, d)
+        q, k, v = ((x @ w).unsqueeze(1) for w in (self.wq, self.wk, self.wv))  # (B, 1, T, d)
+        if cache is not None:
+            k, v = cache.update(0, k, v)
+        t_all = k.shape[-2]
+        mask = torch.ones(T, t_all, dtype=torch.bool, device=idx.device).tril(t_all - T)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
+        y = (torch.softmax(scores, dim=-1) @ v).squeeze(1)  # (B, T, d)
+        return (x + y) @ self.head, None
+
+
+def _prompt(ctx, B, T, vocab=41):
+    return torch.randint(0, vocab, (B, T), generator=ctx.gen).to(ctx.device)
+
+
+def _tokens_judge(*keys):
+    def judge(s, r, ctx):
+        for key in keys:
+            got, want = s[key], r[key]
+            if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+                return close(got, want, key)
+            if not torch.equal(got[:, :r["prompt length"]], want[:, :r["prompt length"]]):
+                return f"{key}: the output should start with the prompt, unchanged"
+            if got.dtype != want.dtype:
+                return f"{key} has dtype {str(got.dtype).removeprefix('torch.')}, expected int64 token ids"
+            if not torch.equal(got, want):
+                i = tuple(int(j) for j in (got != want).nonzero()[0])
+                return (f"{key}: the tokens differ from the reference's from index {i} on (got {int(got[i])}, "
+                        f"expected {int(want[i])}); greedy decoding takes the argmax of the last position's logits")
+        return None
+    return judge
+
+
+@CHECKS.probe("generate", "greedy (temperature=0) continues the prompt like the reference",
+              _tokens_judge("greedy tokens"), CPU)
+def gen_greedy(ctx):
+    model, idx = _ToyLM(), _prompt(ctx, 3, 5)
+    return {"greedy tokens": ctx.call(ctx.target, model, idx, 8, temperature=0), "prompt length": 5}
+
+
+def _cache_same_judge(s, r, ctx):
+    a, b = s["with the cache"], s["without the cache"]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and not torch.equal(a, b):
+        return "greedy generation gives different tokens with and without the cache: they must agree"
+    return _tokens_judge("without the cache", "with the cache")(s, r, ctx)
+
+
+@CHECKS.probe("generate", "greedy generation is the same with and without the cache", _cache_same_judge, CPU)
+def gen_cache(ctx):
+    model, idx = _ToyLM(), _prompt(ctx, 2, 4)
+    return {"without the cache": ctx.call(ctx.target, model, idx, 9, temperature=0, use_cache=False),
+            "with the cache": ctx.call(ctx.target, model, idx, 9, temperature=0, use_cache=True),
+            "prompt length": 4}
+
+
+@CHECKS.probe("generate", "crops the context to block_size when running without a cache",
+              _tokens_judge("greedy tokens past block_size"), CPU)
+def gen_crop(ctx):
+    model, idx = _ToyLM(), _prompt(ctx, 2, 14)
+    return {"greedy tokens past block_size": ctx.call(ctx.target, model, idx, 7, temperature=0, use_cache=False),
+            "prompt length": 14}
+
+
+N_SAMPLES = 20_000
+
+
+def _sampled(ctx, **kwargs):
+    """N_SAMPLES draws of one next token after one prompt, as frequencies over the vocabulary; and the
+    probabilities softmax(logits / temperature) restricted to the top k, computed here from the model."""
+    model = _ToyLM()
+    prompt = _prompt(ctx, 1, 5)
+    idx = prompt.expand(N_SAMPLES, -1).contiguous()
+    out = ctx.call(ctx.target, model, idx, 1, use_cache=False, generator=torch.Generator().manual_seed(ctx.seed),
+                   **kwargs)
+    again = [ctx.call(ctx.target, model, idx[:64], 3, use_cache=False,
+                      generator=torch.Generator().manual_seed(ctx.seed), **kwargs) for _ in range(2)]
+    if not isinstance(out, torch.Tensor) or out.shape != (N_SAMPLES, 6):
+        raise WrongResult(f"generate should return ({N_SAMPLES}, 6) token ids for a ({N_SAMPLES}, 5) prompt and one "
+                          f"new token, got {out.shape if isinstance(out, torch.Tensor) else type(out).__name__}")
+    with torch.no_grad():
+        logits = model(prompt)[0][0, -1].double() / kwargs["temperature"]  # (V,)
+    if kwargs.get("top_k"):
+        kth = torch.topk(logits, kwargs["top_k"]).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return {"frequencies": torch.bincount(out[:, -1].long(), minlength=model.config.vocab_size).double() / N_SAMPLES,
+            "expected probabilities": torch.softmax(logits, dim=-1),
+            "same generator seed, same tokens": bool(isinstance(again[0], torch.Tensor) and torch.equal(*again))}
+
+
+def _distribution_judge(what):
+    def judge(s, r, ctx):
+        freq, p = s["frequencies"], r["expected probabilities"]
+        outside = (freq > 0) & (p == 0)
+        if outside.any():
+            ranks = (p > 0).sum().item()
+            return (f"{what}: {outside.sum().item()} token(s) outside the {ranks} most likely were sampled "
+                    f"(with probability {freq[outside].sum().item():.3f} in all): top-k must keep exactly k")
+        tv = 0.5 * (freq - p).abs().sum().item()
+        if tv > 0.04:
+            return (f"{what}: the sampled frequencies are far from softmax(logits / temperature) — total variation "
+                    f"distance {tv:.3f} over {N_SAMPLES:,} draws (the reference's is below 0.02). Divide the logits by "
+                    f"the temperature before the softmax, and sample with torch.multinomial")
+        if not s["same generator seed, same tokens"]:
+            return f"{what}: two runs with equally seeded generators drew different tokens: pass `generator` to torch.multinomial"
+        return None
+    return judge
+
+
+@CHECKS.probe("generate", "temperature=0.6 samples from softmax(logits / 0.6)",
+              _distribution_judge("temperature=0.6"), CPU)
+def gen_temperature(ctx):
+    return _sampled(ctx, temperature=0.6)
+
+
+@CHECKS.probe("generate", "top_k=4 keeps exactly the 4 most likely tokens", _distribution_judge("top_k=4"), CPU)
+def gen_top_k(ctx):
+    return _sampled(ctx, temperature=1.3, top_k=4)
+
+
+def _bad_args_judge(s, r, ctx):
+    return (_expect_value_error(s["temperature=-1"], "generate(..., temperature=-1)", "temperature")
+            or _expect_value_error(s["top_k=0"], "generate(..., top_k=0)", "top_k"))
+
+
+@CHECKS.probe("generate", "ValueError for a negative temperature or top_k < 1", _bad_args_judge, CPU, hidden=True)
+def gen_bad_args(ctx):
+    model, idx = _ToyLM(), _prompt(ctx, 1, 3)
+    return {"temperature=-1": _raises(ctx.call, ctx.target, model, idx, 2, temperature=-1.0),
+            "top_k=0": _raises(ctx.call, ctx.target, model, idx, 2, top_k=0)}
+
+
+# ----------------------------------------------------------------------------------------------
+# load_gpt2_state_dict: a synthetic checkpoint in Hugging Face's GPT-2 layout, loaded into a skeleton of
+# the course's parameter names built from torch's modules (so your GPT does not matter here)
+
+
+class _Attn(nn.Module):
+    def __init__(self, D):
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(D, D) for _ in range(4))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, D):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+
+
+class _Block(nn.Module):
+    def __init__(self, D):
+        super().__init__()
+        self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(D), _Attn(D), nn.LayerNorm(D), _Mlp(D)
+
+
+class _Skeleton(nn.Module):
+    """The course's GPT parameter layout, every parameter zero, head tied."""
+
+    def __init__(self, cfg: _Config):
+        super().__init__()
+        self.config = cfg
+        self.wte, self.wpe = nn.Embedding(cfg.vocab_size, cfg.n_embd), nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.blocks = nn.ModuleList(_Block(cfg.n_embd) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        with torch.no_grad():
+            for p in self.parameters():
+                p.zero_()
+
+
+def _hf_checkpoint(cfg: _Config, seed: int) -> dict:
+    """Seeded tensors under GPT2LMHeadModel's keys and shapes (Conv1D weights stored (in, out))."""
+    g = torch.Generator().manual_seed(seed)
+    D, V = cfg.n_embd, cfg.vocab_size
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    sd = {"transformer.wte.weight": r(V, D), "transformer.wpe.weight": r(cfg.block_size, D)}
+    for i in range(cfg.n_layer):
+        h = f"transformer.h.{i}."
+        sd.update({h + "ln_1.weight": 1 + 0.1 * r(D), h + "ln_1.bias": r(D),
+                   h + "attn.c_attn.weight": r(D, 3 * D), h + "attn.c_attn.bias": r(3 * D),
+                   h + "attn.c_proj.weight": r(D, D), h + "attn.c_proj.bias": r(D),
+                   h + "ln_2.weight": 1 + 0.1 * r(D), h + "ln_2.bias": r(D),
+                   h + "mlp.c_fc.weight": r(D, 4 * D), h + "mlp.c_fc.bias": r(4 * D),
+                   h + "mlp.c_proj.weight": r(4 * D, D), h + "mlp.c_proj.bias": r(D)})
+    sd.update({"transformer.ln_f.weight": 1 + 0.1 * r(D), "transformer.ln_f.bias": r(D)})
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]
+    return sd
+
+
+LOAD = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32)
+
+
+@CHECKS.probe("load_gpt2_state_dict", "every weight lands in place: Conv1D weights transposed, c_attn split into q, k, v",
+              same(), CPU)
+def load_values(ctx):
+    cfg = _Config(**LOAD)
+    model = _Skeleton(cfg)
+    ctx.call(ctx.target, model, _hf_checkpoint(cfg, ctx.seed))
+    return dict(model.named_parameters())
+
+
+def _tie_kept_judge(s, r, ctx):
+    if not s["lm_head.weight is wte.weight"]:
+        return ("after loading, lm_head.weight is no longer the Parameter wte.weight: copy into the existing "
+                "parameters (param.copy_ under torch.no_grad()) instead of assigning new ones")
+    return same("lm_head.weight")(s, r, ctx)
+
+
+@CHECKS.probe("load_gpt2_state_dict", "the head stays tied to wte after loading", _tie_kept_judge, CPU)
+def load_tied(ctx):
+    cfg = _Config(**LOAD)
+    model = _Skeleton(cfg)
+    ctx.call(ctx.target, model, _hf_checkpoint(cfg, ctx.seed))
+    return {"lm_head.weight is wte.weight": model.lm_head.weight is model.wte.weight,
+            "lm_head.weight": model.lm_head.weight}
+
+
+@CHECKS.probe("load_gpt2_state_dict", "skips the attn.bias / attn.masked_bias buffers of older checkpoints",
+              same(), CPU, hidden=True)
+def load_buffers(ctx):
+    cfg = _Config(**{**LOAD, "n_layer": 1})
+    sd = _hf_checkpoint(cfg, ctx.seed)
+    sd["transformer.h.0.attn.bias"] = torch.ones(1, 1, cfg.block_size, cfg.block_size).tril()
+    sd["transformer.h.0.attn.masked_bias"] = torch.tensor(-1e4)
+    model = _Skeleton(cfg)
+    ctx.call(ctx.target, model, sd)
+    return {"blocks.0.attn.q_proj.weight": model.blocks[0].attn.q_proj.weight, "ln_f.bias": model.ln_f.bias}
+
+
+def _wrong_size_judge(s, r, ctx):
+    return (_expect_value_error(s["a checkpoint with n_embd=40 into n_embd=32"], "loading a checkpoint with n_embd=40 "
+                                "into a model with n_embd=32")
+            or _expect_value_error(s["a checkpoint without transformer.ln_f.bias"], "loading a checkpoint without "
+                                   "transformer.ln_f.bias", "ln_f"))
+
+
+@CHECKS.probe("load_gpt2_state_dict", "ValueError for a checkpoint of another size or with a key missing",
+              _wrong_size_judge, CPU, hidden=True)
+def load_wrong(ctx):
+    cfg = _Config(**LOAD)
+    other = _hf_checkpoint(_Config(**{**LOAD, "n_embd": 40}), ctx.seed)
+    missing = _hf_checkpoint(cfg, ctx.seed)
+    del missing["transformer.ln_f.bias"]
+    return {"a checkpoint with n_embd=40 into n_embd=32": _raises(ctx.call, ctx.target, _Skeleton(cfg), other),
+            "a checkpoint without transformer.ln_f.bias": _raises(ctx.call, ctx.target, _Skeleton(cfg), missing)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes. Each is run on the same probes as the reference; a student whose observations match
+# one is told which. They use the notebook's names (L03, L04, L07, GPTConfig, KVCache).
+# noqa: F821 throughout: those names come from the notebook.
+
+
+class gpt__head_copied(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        D, L = config.n_embd, config.n_layer
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.wpe = nn.Embedding(config.block_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
+            for _ in range(L))
+        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+        self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())  # the same values... for now
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def cached_block(self, block, x, layer_idx, cache):
+        H = self.config.n_head
+        h = block.ln1(x)
+        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
+        k, v = cache.update(layer_idx, k, v)
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
+        return x + block.mlp(block.ln2(x))
+
+
+class gpt__no_causal_mask(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        D, L = config.n_embd, config.n_layer
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.wpe = nn.Embedding(config.block_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, bias=config.bias)  # noqa: F821
+            for _ in range(L))
+        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def cached_block(self, block, x, layer_idx, cache):
+        H = self.config.n_head
+        h = block.ln1(x)
+        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
+        k, v = cache.update(layer_idx, k, v)
+        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v)))  # noqa: F821
+        return x + block.mlp(block.ln2(x))
+
+
+class gpt__no_position_embeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        D, L = config.n_embd, config.n_layer
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.wpe = nn.Embedding(config.block_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
+            for _ in range(L))
+        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
+        x = self.drop(self.wte(idx))  # the positions never go in
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def cached_block(self, block, x, layer_idx, cache):
+        H = self.config.n_head
+        h = block.ln1(x)
+        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
+        k, v = cache.update(layer_idx, k, v)
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
+        return x + block.mlp(block.ln2(x))
+
+
+class gpt__residual_init_not_scaled(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        D, L = config.n_embd, config.n_layer
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.wpe = nn.Embedding(config.block_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
+            for _ in range(L))
+        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for module in self.modules():  # N(0, 0.02) everywhere, the residual projections too
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def cached_block(self, block, x, layer_idx, cache):
+        H = self.config.n_head
+        h = block.ln1(x)
+        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
+        k, v = cache.update(layer_idx, k, v)
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
+        return x + block.mlp(block.ln2(x))
+
+
+class gpt__cache_positions_from_zero(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        D, L = config.n_embd, config.n_layer
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.wpe = nn.Embedding(config.block_size, D)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
+            for _ in range(L))
+        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
+        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+
+    def forward(self, idx, targets=None, cache=None):
+        B, T = idx.shape
+        start = len(cache) if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(T, device=idx.device)))  # from 0, cache or not
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+    def cached_block(self, block, x, layer_idx, cache):
+        H = self.config.n_head
+        h = block.ln1(x)
+        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
+        k, v = cache.update(layer_idx, k, v)
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
+        return x + block.mlp(block.ln2(x))
+
+
+def count__tied_counted_twice(model):
+    total = 0
+    for module in model.modules():
+        total += sum(p.numel() for p in module.parameters(recurse=False))
+    return total
+
+
+@torch.no_grad()
+def generate__temperature_after_softmax(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
+                                        generator=None):
+    block_size = model.config.block_size
+    model.eval()
+    out = idx
+    cache = KVCache() if use_cache else None  # noqa: F821
+    new = idx
+    for _ in range(max_new_tokens):
+        logits, _ = model(new, cache=cache) if use_cache else model(out[:, -block_size:])
+        logits = logits[:, -1, :]
+        if temperature == 0:
+            next_token = logits.argmax(dim=-1, keepdim=True)
+        else:
+            if top_k is not None:
+                kth = torch.topk(logits, top_k).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            probs = torch.softmax(logits, dim=-1) / temperature
+            next_token = torch.multinomial(probs, 1, generator=generator)
+        out = torch.cat([out, next_token], dim=1)
+        new = next_token
+    return out
+
+
+@torch.no_grad()
+def generate__top_k_keeps_k_plus_1(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
+                                   generator=None):
+    block_size = model.config.block_size
+    model.eval()
+    out = idx
+    cache = KVCache() if use_cache else None  # noqa: F821
+    new = idx
+    for _ in range(max_new_tokens):
+        logits, _ = model(new, cache=cache) if use_cache else model(out[:, -block_size:])
+        logits = logits[:, -1, :]
+        if temperature == 0:
+            next_token = logits.argmax(dim=-1, keepdim=True)
+        else:
+            logits = logits / temperature
+            if top_k is not None:
+                ranked = logits.sort(dim=-1, descending=True).values
+                logits = logits.masked_fill(logits < ranked[:, [top_k]], float("-inf"))
+            probs = torch.softmax(logits, dim=-1)
+            next_token = torch.multinomial(probs, 1, generator=generator)
+        out = torch.cat([out, next_token], dim=1)
+        new = next_token
+    return out
+
+
+def load__square_weights_not_transposed(model, state_dict):
+    sd = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
+    D = model.config.n_embd
+    params = dict(model.named_parameters())
+
+    def put(name, tensor):
+        if tensor.shape != params[name].shape:
+            tensor = tensor.t()  # transpose when the shapes say so
+        params[name].data.copy_(tensor)
+
+    put("wte.weight", sd["wte.weight"])
+    put("wpe.weight", sd["wpe.weight"])
+    put("ln_f.weight", sd["ln_f.weight"])
+    put("ln_f.bias", sd["ln_f.bias"])
+    for i in range(model.config.n_layer):
+        h, b = f"h.{i}.", f"blocks.{i}."
+        put(b + "ln1.weight", sd[h + "ln_1.weight"])
+        put(b + "ln1.bias", sd[h + "ln_1.bias"])
+        put(b + "ln2.weight", sd[h + "ln_2.weight"])
+        put(b + "ln2.bias", sd[h + "ln_2.bias"])
+        q, k, v = sd[h + "attn.c_attn.weight"].split(D, dim=1)
+        qb, kb, vb = sd[h + "attn.c_attn.bias"].split(D)
+        for name, w, bias in (("q_proj", q, qb), ("k_proj", k, kb), ("v_proj", v, vb)):
+            put(b + f"attn.{name}.weight", w)
+            put(b + f"attn.{name}.bias", bias)
+        put(b + "attn.out_proj.weight", sd[h + "attn.c_proj.weight"])
+        put(b + "attn.out_proj.bias", sd[h + "attn.c_proj.bias"])
+        put(b + "mlp.fc1.weight", sd[h + "mlp.c_fc.weight"])
+        put(b + "mlp.fc1.bias", sd[h + "mlp.c_fc.bias"])
+        put(b + "mlp.fc2.weight", sd[h + "mlp.c_proj.weight"])
+        put(b + "mlp.fc2.bias", sd[h + "mlp.c_proj.bias"])
+
+
+MISTAKES = (
+    Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
+            "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter itself: "
+            "`self.lm_head.weight = self.wte.weight`.", gpt__head_copied),
+    Mistake("GPT", "no_causal_mask", "the blocks are not causal, so every position sees the tokens it should "
+            "predict: build them with `causal=True` (TransformerBlock's default is False).", gpt__no_causal_mask),
+    Mistake("GPT", "no_position_embeddings", "the position embeddings never reach the model: add "
+            "`self.wpe(positions)` to the token embeddings, or attention cannot tell the order of the tokens.",
+            gpt__no_position_embeddings),
+    Mistake("GPT", "residual_init_not_scaled", "the residual projections (attn.out_proj and mlp.fc2) keep std "
+            "0.02: scale it by 1/√(2·n_layer), so the residual stream does not grow with depth at initialisation.",
+            gpt__residual_init_not_scaled),
+    Mistake("GPT", "cache_positions_from_zero", "with a cache, the new tokens' positions restart at 0: they must "
+            "continue from len(cache), i.e. torch.arange(len(cache), len(cache) + T).", gpt__cache_positions_from_zero),
+    Mistake("count_parameters", "tied_counted_twice", "a tied weight is counted once for every module that holds it: "
+            "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
+    Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
+            "where renormalising cancels it: divide the logits by the temperature before the softmax.",
+            generate__temperature_after_softmax),
+    Mistake("generate", "top_k_keeps_k_plus_1", "top-k lets k + 1 tokens through: in a descending sort the k-th "
+            "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).", generate__top_k_keeps_k_plus_1),
+    Mistake("load_gpt2_state_dict", "square_weights_not_transposed", "only the weights whose shapes differ are "
+            "transposed; Conv1D stores every weight as (in, out), so the square ones (attn.c_proj and the q, k, v "
+            "blocks of c_attn) need .t() too.", load__square_weights_not_transposed),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# `course bench lesson08`: a training step of your GPT against the same model built from torch's modules
+
+
+class TorchGPT(nn.Module):
+    """GPT-2's architecture from torch's own modules: nn.TransformerEncoderLayer (pre-LN, tanh GELU, causal)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        D = cfg.n_embd
+        self.wte, self.wpe = nn.Embedding(cfg.vocab_size, D), nn.Embedding(cfg.block_size, D)
+        layer = nn.TransformerEncoderLayer(D, cfg.n_head, 4 * D, dropout=cfg.dropout, batch_first=True,
+                                           norm_first=True, activation=nn.GELU(approximate="tanh"), bias=cfg.bias)
+        self.stack = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
+        self.ln_f = nn.LayerNorm(D, bias=cfg.bias)
+        self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx, targets=None):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(T, device=idx.device)
+        x = self.stack(x, mask=mask, is_causal=True)
+        logits = self.lm_head(self.ln_f(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+def _step_time(model, x, y, repeats):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        _, loss = model(x, targets=y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(repeats):
+        if x.is_cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        if x.is_cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128, "batch": 16},
+                 {"vocab_size": 512, "block_size": 256, "n_layer": 6, "n_head": 6, "n_embd": 384, "batch": 8})
+
+
+def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) -> dict:
+    """Median time of one AdamW training step (forward, backward, step) of your GPT and of TorchGPT of the
+    same size, measured in the same run."""
+    rows = []
+    for c in configs:
+        c = dict(c)
+        batch = c.pop("batch")
+        cfg = _Config(**c)
+        torch.manual_seed(0)
+        ours, theirs = ns["GPT"](cfg).to(device).train(), TorchGPT(cfg).to(device).train()
+        n_ours = sum(p.numel() for p in ours.parameters())
+        n_theirs = sum(p.numel() for p in theirs.parameters())
+        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
+        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
+        t_ours = _step_time(ours, x, y, repeats)
+        t_theirs = _step_time(theirs, x, y, repeats)
+        tokens = batch * cfg.block_size
+        rows.append([f"L={cfg.n_layer} D={cfg.n_embd} T={cfg.block_size} B={batch}", f"{n_ours:,}" +
+                     ("" if n_ours == n_theirs else f" (torch's: {n_theirs:,})"),
+                     round(t_ours * 1e3, 2), round(t_theirs * 1e3, 2), round(t_ours / t_theirs, 3),
+                     round(tokens / t_ours)])
+    return {"title": f"GPT training step on {device}: yours against nn.TransformerEncoderLayer",
+            "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
+            "rows": rows,
+            "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
