@@ -73,6 +73,8 @@ def notebook(tmp_path, tamper: str, name: str):
 def short_limits(monkeypatch):
     monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 5.0)
     monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 10.0)
+    monkeypatch.setattr(sandbox, "NOTEBOOK_TIMEOUT", 30.0)  # a child wrecked by patched builtins ends sooner
+    monkeypatch.setattr(sandbox, "STARTUP_ALLOWANCE", 15.0)
 
 
 @pytest.mark.parametrize("name", list(TAMPERS))
