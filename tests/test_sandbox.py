@@ -148,3 +148,17 @@ def test_magics_and_shell_escapes_are_skipped(tmp_path):
     result = grade_notebook(L01, path)
     assert all(e.status == "passed" for e in result.exercises)
     assert not result.notes
+
+
+def test_gpu_checks_run_when_the_parent_sees_cuda(monkeypatch):
+    """The CPU child runs with CUDA hidden, so the parent decides whether the GPU child runs."""
+    from course_cli import grading
+
+    calls = []
+    monkeypatch.setattr(grading, "cuda_available", lambda: True)
+    monkeypatch.setattr(grading.Grading, "_add_gpu", lambda self, obs, ref: calls.append(sorted(obs)))
+    result = grade_notebook(L01, L01.solution_path)
+    assert calls == [[SDPA, SOFTMAX]]
+    # with a GPU "present" but its child stubbed out, the cuda checks have no observations: not a pass
+    cuda = [c for e in result.exercises for c in e.checks if c.device == "cuda"]
+    assert cuda and all(c.status != "passed" for c in cuda)
