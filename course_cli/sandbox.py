@@ -35,6 +35,8 @@ from graders.registry import ROOT
 MEMORY_LIMIT = int(float(os.environ.get("COURSE_MEMORY_LIMIT_GB", "4")) * 2**30)
 CELL_TIMEOUT = float(os.environ.get("COURSE_CELL_TIMEOUT", "20"))
 EXERCISE_TIMEOUT = float(os.environ.get("COURSE_EXERCISE_TIMEOUT", "30"))
+# on a GPU the first calls compile (Triton kernels, SDPA's and cuDNN's plans): that counts against the limit
+GPU_EXERCISE_TIMEOUT = float(os.environ.get("COURSE_GPU_EXERCISE_TIMEOUT", "120"))
 NOTEBOOK_TIMEOUT = float(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))  # a student's whole notebook
 STARTUP_ALLOWANCE = 60.0  # importing torch on a busy machine, on top of the notebook's limit
 OUTPUT_LIMIT = int(float(os.environ.get("COURSE_OUTPUT_LIMIT_MB", "1")) * 2**20)  # printed text kept
@@ -247,7 +249,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked)."""
     cuda = device == "cuda"
     out = Path(tempfile.mkdtemp(prefix="course-"))
-    ex_t = exercise_timeout or EXERCISE_TIMEOUT
+    ex_t = exercise_timeout or (max(EXERCISE_TIMEOUT, GPU_EXERCISE_TIMEOUT) if cuda else EXERCISE_TIMEOUT)
     job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
            "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": CELL_TIMEOUT,
            "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT}
@@ -265,7 +267,10 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     else:
         env["TRITON_INTERPRET"] = "1"  # before anything in the child imports triton
         env["CUDA_VISIBLE_DEVICES"] = ""
-    memory = None if cuda else MEMORY_LIMIT  # CUDA reserves more address space than any sane limit
+    # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
+    # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
+    memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
+    env.setdefault("MALLOC_ARENA_MAX", "4")
     cgroup = _new_cgroup(PROCESS_LIMIT)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "course_cli.child", str(out / "job.json")],

@@ -17,6 +17,7 @@ import sys
 import types
 from pathlib import Path
 
+from .engine import register_source
 from .registry import ROOT, find_lesson
 
 
@@ -58,10 +59,17 @@ def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
     module = types.ModuleType(name, f"{lesson.id} ({'your notebook' if mine else 'the course solution'}): {path}")
     module.__file__ = str(path)
     sys.modules[name] = module
+    cells = _cells(path)
+    if lesson.triton:
+        from .triton_compat import patch_interpreter
+
+        patch_interpreter()  # Triton 3.6's interpreter under NumPy >= 2.4
     try:
-        for i, src in enumerate(_cells(path)):
+        for i, src in enumerate(cells):
             code = "\n".join(l if not l.lstrip().startswith(("%", "!")) else "" for l in src.splitlines())
-            exec(compile(code, f"<{lesson.id} cell {i + 1}>", "exec", dont_inherit=True), module.__dict__)
+            filename = f"<{lesson.id} cell {i + 1}>"
+            register_source(filename, code)  # @triton.jit reads its function's source through linecache
+            exec(compile(code, filename, "exec", dont_inherit=True), module.__dict__)
     except BaseException:
         del sys.modules[name]
         raise
