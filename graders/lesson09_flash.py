@@ -9,6 +9,7 @@ Probes run in the sandboxed child (student code); judges run in the parent.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from contextlib import contextmanager
@@ -884,15 +885,14 @@ def benchmark(ns: dict, device: str) -> dict:
                           "extra MB: peak resident memory above the inputs while the call runs"]}
     rows, fn = [], ns["flash_attention_triton"]
     for dtype in (torch.float16, torch.bfloat16):
-        for D in (64, 128):
-            for causal in (False, True):
-                B, H, T = 4, 16, 4096
-                q, k, v = (torch.randn(B, H, T, D, generator=gen).to(device, dtype) for _ in range(3))
-                mine = _median_time(lambda: fn(q, k, v, causal=causal), device, 10)
-                ref = _median_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), device, 10)
-                flops = 4 * B * H * T * T * D // (2 if causal else 1)
-                rows.append([str(dtype).removeprefix("torch."), f"({B}, {H}, {T}, {D})", causal,
-                             round(flops / mine / 1e12, 1), round(flops / ref / 1e12, 1), round(mine / ref, 2)])
+        for D, causal, T in itertools.product((64, 128), (False, True), (1024, 4096)):
+            B, H = 4, 16
+            q, k, v = (torch.randn(B, H, T, D, generator=gen).to(device, dtype) for _ in range(3))
+            mine = _median_time(lambda: fn(q, k, v, causal=causal), device, 10)
+            ref = _median_time(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), device, 10)
+            flops = 4 * B * H * T * T * D // (2 if causal else 1)
+            rows.append([str(dtype).removeprefix("torch."), f"({B}, {H}, {T}, {D})", causal,
+                         round(flops / mine / 1e12, 1), round(flops / ref / 1e12, 1), round(mine / ref, 2)])
     return {"title": "flash_attention_triton: yours against F.scaled_dot_product_attention on the same GPU",
             "columns": ["dtype", "shape (B, H, T, D)", "causal", "yours TFLOP/s", "SDPA TFLOP/s", "time ratio"],
             "rows": rows, "notes": ["FLOPs counted as 4·B·H·T²·D per forward, half when causal"]}
