@@ -610,11 +610,16 @@ LESSONS: tuple[Lesson, ...] = (
                     "After `.contiguous()`, head `pid_bh` starts at element pid_bh·T·D and row t of it at "
                     "t·D, so a tile's pointers are `Q + base + rows[:, None] * D + dims[None, :]`.",
                     "Load with `mask=rows[:, None] < T, other=0.0`. Inside the key loop: s = tl.dot(q, "
-                    "tl.trans(k)) * scale, then the same m / l / acc update as in flash_attention with "
-                    "tl.max, tl.exp and tl.sum along axis 1; cast p to v's dtype for the second tl.dot.",
+                    "tl.trans(k)) * qk_scale, then the same m / l / acc update as in flash_attention with "
+                    "tl.max, tl.exp and tl.sum along axis 1 (pass qk_scale = 1/√D from the launcher); cast p "
+                    "to v's dtype for the second tl.dot.",
                     "Keys past T load as zeros, and a zero score still gets weight: set "
                     "`s = tl.where(cols[None, :] < T, s, float('-inf'))` (and `& (cols[None, :] <= "
                     "rows[:, None])` when CAUSAL). Store `acc / l[:, None]` cast to O.dtype.element_ty.",
+                    "Correct first, then fast (on a GPU, `course bench lesson09`): pass qk_scale = log2(e)/√D "
+                    "and use tl.math.exp2; run the tiles that need no mask in a loop without tl.where and only "
+                    "the diagonal or tail tile in a masked one; try BLOCK_M = BLOCK_N = 128 with num_warps=8 "
+                    "and num_stages=3 at D=128 (launch keywords).",
                 ),
             ),
             Exercise(
