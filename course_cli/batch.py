@@ -35,15 +35,26 @@ def find_submissions(root: Path, lesson: Lesson) -> list[tuple[str, Path]]:
     return sorted(found.items())
 
 
+def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
+    """Grade one submission; never raises: whatever goes wrong is that student's error row."""
+    from .grading import _error_result, grade_notebook
+
+    try:
+        return grade_notebook(lesson, path, trusted=True, **kwargs)
+    except Exception as exc:  # one submission's failure is never the batch's end
+        return _error_result(lesson, str(path), f"the grader could not grade this submission "
+                                                f"({type(exc).__name__}: {str(exc)[:300]})")
+
+
 def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None) -> dict[str, LessonResult]:
     """Grade every submission, `jobs` at a time; `on_done(student, result)` after each one."""
-    from .grading import Reference, grade_notebook
+    from .grading import Reference
 
     # A fresh reference, kept in memory, computed once for the whole class (see grading.Reference).
     Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
     results: dict[str, LessonResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_notebook, lesson, path, trusted=True): student for student, path in submissions}
+        futures = {pool.submit(grade_submission, lesson, student, path): student for student, path in submissions}
         for future in as_completed(futures):
             student = futures[future]
             results[student] = future.result()
@@ -70,10 +81,24 @@ def summary(results: dict[str, LessonResult]) -> dict:
     }
 
 
+def csv_safe(value):
+    """A CSV cell a spreadsheet will not run as a formula (`=`, `+`, `-`, `@`, tab or CR first): quoted
+    with a leading apostrophe, as OWASP advises. Numbers stay numbers."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def rows(results: dict[str, LessonResult]) -> list[dict]:
     return [{"student": student, "lesson": res.lesson, "exercise": ex.id, "status": ex.status, "points": ex.points,
              "max_points": ex.max_points, "diagnosis": ex.diagnosis or "", "reason": ex.reason, "notebook": res.notebook}
             for student, res in results.items() for ex in res.exercises]
+
+
+def any_errors(results: dict[str, LessonResult]) -> bool:
+    """Did the grader fail on any submission (as opposed to the student's code failing)?"""
+    return any(ex.checks and ex.checks[0].name == "notebook" and ex.status == "error"
+               for res in results.values() for ex in res.exercises)
 
 
 def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> None:
@@ -88,7 +113,7 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> 
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
         writer.writeheader()
-        writer.writerows(sorted(new, key=lambda r: r["student"]))
+        writer.writerows({k: csv_safe(v) for k, v in r.items()} for r in sorted(new, key=lambda r: r["student"]))
         out.write_text(buf.getvalue())
         return
     students = {s: r.to_dict() for s, r in results.items()}

@@ -230,7 +230,7 @@ def run(job: dict) -> None:
                 continue
             _write(progress, f"probing mistake {mistake.id}")
             m_ns = dict(ns)
-            src = engine.mistake_source(mistake)
+            src = engine.mistake_source(mistake, module.CHECKS.lesson)
             engine.register_source(f"<mistake {mistake.id}>", src)  # triton reads a kernel's source
             exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
             try:

@@ -85,12 +85,23 @@ class Checks(list):
 
 @dataclass(frozen=True)
 class Mistake:
-    """A wrong answer students really write, kept beside the reference as runnable code."""
+    """A wrong answer students really write, kept beside the reference as runnable code.
+
+    Either `edits`, exact edits of the solved notebook's cell that defines the exercise (`{old: new}`,
+    each `old` occurring exactly once: the mistake is its one- to three-line change, and a rename in the
+    solution flows through), or `impl`, a whole drop-in replacement, for mistakes that are different code."""
 
     exercise: str
     id: str
     message: str  # one sentence for the diagnosis: what the code does wrong and what to do instead
-    impl: Callable  # a drop-in replacement for the exercise, with the mistake in it
+    impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
+    edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
+
+    def __post_init__(self):
+        if isinstance(self.edits, dict):
+            object.__setattr__(self, "edits", tuple(self.edits.items()))
+        if (self.impl is None) == (not self.edits):
+            raise ValueError(f"mistake {self.id}: give either impl or edits")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -508,11 +519,51 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
 # Mistakes as code: the same source drives the diagnosis and the test fixtures
 
 
-def mistake_source(mistake: Mistake) -> str:
-    """The mistake's code as a student would write it: the exercise's own name, no prefix."""
+def mistake_source(mistake: Mistake, lesson: str | None = None) -> str:
+    """The mistake's code as a student would write it: the exercise's own name, no prefix. For a mistake
+    given as edits, the solved notebook's defining cell with the edits applied (each must match once)."""
     import inspect
     import re
     import textwrap
 
+    if mistake.edits:
+        src = solved_cell(lesson or _lesson_of(mistake), mistake.exercise)
+        for old, new in mistake.edits:
+            n = src.count(old)
+            if n != 1:
+                raise ValueError(f"mistake {mistake.id}: the edit {old!r} matches {n} times in the solved cell "
+                                 f"of `{mistake.exercise}` (it must match exactly once)")
+            src = src.replace(old, new)
+        return src
     src = textwrap.dedent(inspect.getsource(mistake.impl))
     return re.sub(rf"\b(def|class)\s+{re.escape(mistake.impl.__name__)}\b", rf"\1 {mistake.exercise}", src, count=1)
+
+
+def solved_cell(lesson: str, name: str) -> str:
+    """The source of the solved notebook's code cell that defines `name` (the last one, as when run)."""
+    import json
+    import re
+
+    from .registry import find_lesson
+
+    nb = json.loads(find_lesson(lesson).solution_path.read_text(encoding="utf-8"))
+    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(name)}\b", re.M)
+    found = None
+    for cell in nb.get("cells", []):
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        if cell.get("cell_type") == "code" and pattern.search(src):
+            found = src
+    if found is None:
+        raise LookupError(f"{lesson}: no solved cell defines `{name}`")
+    return found
+
+
+def _lesson_of(mistake: Mistake) -> str:
+    from .registry import LESSONS
+
+    for lesson in LESSONS:
+        module = importlib.import_module(lesson.module)
+        if any(m is mistake for m in getattr(module, "MISTAKES", ())):
+            return lesson.id
+    raise LookupError(f"mistake {mistake.id} is in no lesson's MISTAKES")
