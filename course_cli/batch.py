@@ -101,7 +101,7 @@ def any_errors(results: dict[str, LessonResult]) -> bool:
                for res in results.values() for ex in res.exercises)
 
 
-def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> None:
+def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False) -> None:
     """Write results as CSV or JSON (by suffix). With update=True, students already in `out` and not
     in `results` are kept (re-grading one student)."""
     out = Path(out)
@@ -122,4 +122,6 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> 
         students = {**old, **students}
     data = {"lesson": next(iter(results.values())).lesson if results else None,
             "students": dict(sorted(students.items()))}
+    if insecure:
+        data["insecure"] = True  # graded without the sandbox (--insecure)
     out.write_text(json.dumps(data, indent=1))

@@ -297,13 +297,30 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
 @click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
               "the file's other students are kept.")
-def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...]) -> None:
+@click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
+              "then runs as you, with your files and network. Recorded in the results.")
+def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
+          insecure: bool) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
-    notebooks), in parallel, with pass rates and the most frequent mistakes.
+    notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
+    Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
     """
+    import os
     from pathlib import Path
+
+    from . import sandbox
+
+    if insecure:
+        os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
+    try:
+        sandbox.require_sandbox()
+    except sandbox.SandboxUnavailable as exc:
+        raise CourseError(str(exc)) from None
+    if insecure and not sandbox.bwrap_status()[0]:
+        click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
+                   f"submission's code runs as you, with your files and network", err=True)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
@@ -345,8 +362,14 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
         out_console.print(d)
     if out:
-        write(results, Path(out), update=bool(students))
+        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0])
         click.echo(f"wrote {out}")
+    from .batch import any_errors
+
+    if any_errors(results):
+        bad = sorted(s for s, r in results.items() if any_errors({s: r}))
+        click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)
+        sys.exit(1)
 
 
 @cli.command("nbgrader")
