@@ -173,7 +173,12 @@ class Reference:
         else:
             path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
             if path.exists():
-                return path, None
+                data = _load(path)
+                if isinstance(data, dict) and isinstance(data.get("exercises"), dict) \
+                        and isinstance(data.get("mistakes"), dict) \
+                        and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises):
+                    return path, None
+                path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
         cells = graded_cells(read_notebook(lesson.solution_path))
         child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
                               visible=[ROOT / "solutions"], strict=trusted)

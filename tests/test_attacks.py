@@ -49,8 +49,8 @@ def attack_notebook(tmp_path: Path, name: str, cell: str | None = None, softmax:
     path = with_code(L01, SOFTMAX, softmax, tmp_path, f"{name}.ipynb", base=L01.student_path) if softmax \
         else tmp_path / f"{name}.ipynb"
     nb = nbformat.read(path if softmax else L01.student_path, as_version=4)
-    if cell:
-        nb.cells.insert(3, nbformat.v4.new_code_cell(cell))
+    if cell:  # last, so that what it defines is what gets graded
+        nb.cells.append(nbformat.v4.new_code_cell(cell))
     nbformat.write(nb, path)
     return path
 
@@ -281,10 +281,16 @@ def forged(kind: str) -> str:
 
 @pytest.fixture
 def short_limits(monkeypatch):
+    """Short limits, and a secret in the grader's environment: in this process's, and in that of another
+    process of the grader's user (as /proc/PID/environ shows it)."""
     monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 2.0)
     monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 6.0)
     monkeypatch.setattr(sandbox, "GRACE", 2.0)
     monkeypatch.setenv("COURSE_TEST_SECRET_TOKEN", SECRET)
+    holder = subprocess.Popen(["sleep", "600"], env={**os.environ, "COURSE_TEST_SECRET_TOKEN": SECRET})
+    yield
+    holder.kill()
+    holder.wait()
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -450,6 +456,7 @@ def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COURSE_TEST_SECRET_TOKEN", SECRET)
     monkeypatch.setenv("COURSE_CELL_TIMEOUT", "3")
+    holder = subprocess.Popen(["sleep", "600"], env={**os.environ, "COURSE_TEST_SECRET_TOKEN": SECRET})
     course = tmp_path / "course"
     make_course(course)
     bin_dir = Path(sys.executable).parent
@@ -469,7 +476,7 @@ def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
     def submit(student, cell=None):
         nb = nbformat.read(release, as_version=4)
         if cell:
-            nb.cells.insert(3, nbformat.v4.new_code_cell(cell))
+            nb.cells.append(nbformat.v4.new_code_cell(cell))
         folder = course / "submitted" / student / "lesson01"
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / L01.notebook)
@@ -503,4 +510,33 @@ def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
             assert score == 0.0, (student, score)
     assert honest.read_bytes() == alice_before
     autograded = (course / "autograded" / "mallory_env" / "lesson01" / L01.notebook).read_text()
+    holder.kill()
     assert SECRET not in autograded
+
+
+def test_one_submission_crashing_the_grader_is_an_error_row(tmp_path, monkeypatch):
+    """An exception inside the grader for one student: that student's error row, the others graded, the
+    results file written, exit code 1."""
+    from course_cli import batch
+
+    real = grading.grade_notebook
+
+    def flaky(lesson, path, **kw):
+        if "bob" in str(path):
+            raise KeyError("something no one planned for")
+        return real(lesson, path, **kw)
+
+    monkeypatch.setattr(grading, "grade_notebook", flaky)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    solved_copy(subs, "alice")
+    solved_copy(subs, "bob")
+    out = tmp_path / "r.csv"
+    r = CliRunner().invoke(cli, ["grade", str(subs), "--lesson", "lesson01", "--out", str(out), "--insecure"])
+    assert r.exit_code == 1, r.output
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert {row["student"] for row in rows} == {"alice", "bob"}
+    assert {row["status"] for row in rows if row["student"] == "bob"} == {"error"}
+    assert "could not grade" in next(row["reason"] for row in rows if row["student"] == "bob")
+    assert sum(float(row["points"]) for row in rows if row["student"] == "alice") == 10.0
+    assert "bob" in r.output and batch.any_errors({}) is False
