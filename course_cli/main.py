@@ -341,7 +341,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         d.add_column("students", justify="right")
         d.add_column("exercise")
         d.add_column("mistake", overflow="fold")
-        for row in info["diagnoses"]:
+        for row in info["diagnoses"][:10]:
             d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
         out_console.print(d)
     if out:
