@@ -349,6 +349,32 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         click.echo(f"wrote {out}")
 
 
+@cli.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="The HTML page to write.")
+@click.option("--progress", "progress", type=click.Path(exists=True, file_okay=False),
+              help="A folder of the students' progress files (<student>/.course/progress.json): adds time-to-pass.")
+@click.option("--anonymous", is_flag=True, help="Show no student's name anywhere on the page.")
+def report(results: str, out: str, progress: str | None, anonymous: bool) -> None:
+    """Write a class report, one self-contained HTML page, from `course grade --out results.json`: the score
+    histogram, pass rates, the most frequent mistakes, errors and timeouts, the exercises the class missed.
+
+    Example: course report results.json --out report.html --progress collected/
+    """
+    from pathlib import Path
+
+    from .report import write_report
+
+    try:
+        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    flagged = ", ".join(o["exercise"] for o in data["outliers"]) or "none"
+    click.echo(f"wrote {out}: {data['students']} submissions of {data['lesson']}, mean score "
+               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
+
+
 @cli.command("nbgrader")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--course-id", default="attention-course", show_default=True, help="nbgrader's course id.")
