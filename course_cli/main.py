@@ -375,6 +375,27 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
                f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
 
 
+@cli.command()
+@click.argument("lesson")
+@click.option("--out", "out", default="autograder.zip", show_default=True, type=click.Path(dir_okay=False),
+              help="The zip to upload to Gradescope.")
+def gradescope(lesson: str, out: str) -> None:
+    """Build a Gradescope autograder for a lesson: upload the zip as a programming assignment's autograder
+    (Ubuntu 24.04 base image). Each submission is graded as `course grade` grades it, one test per exercise.
+
+    Example: course gradescope lesson01 --out autograder.zip
+    """
+    from pathlib import Path
+
+    from .gradescope import build_zip
+
+    lesson_obj = _lesson(lesson)
+    names = build_zip(lesson_obj, Path(out))
+    click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
+               f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
+               f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
+
+
 @cli.command("nbgrader")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--course-id", default="attention-course", show_default=True, help="nbgrader's course id.")
