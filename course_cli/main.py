@@ -73,8 +73,10 @@ def list_cmd() -> None:
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
+@click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
+              "GitHub Classroom's workflow uses this).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          verbose: bool) -> None:
+          verbose: bool, public: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -100,7 +102,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None)
+    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
     if not solution and not notebook:
         from .progress import ProgressStore
 
@@ -394,6 +396,34 @@ def gradescope(lesson: str, out: str) -> None:
     click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
                f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
                f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
+
+
+@cli.command()
+@click.argument("lessons", nargs=-1)
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The template repository to write .github/ into.")
+@click.option("--package", "package", required=True,
+              help="What `pip install` gets the course from on GitHub's runner: the student distribution "
+                   "(a wheel URL or `attention-course @ git+https://...`), never the repository with solutions.")
+@click.option("--notebooks", "notebooks", default="lessons", show_default=True,
+              help="Where the notebooks sit in the students' repositories.")
+def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks: str) -> None:
+    """Write GitHub Classroom autograding into a template repository: a workflow that runs the public checks on
+    every push (`course check LESSON --public --json`) and reports each exercise's points. No LESSONS: all.
+
+    Example: course classroom lesson01 lesson02 --dir my-template --package "attention-course @ git+https://github.com/me/course-dist"
+    """
+    from pathlib import Path
+
+    from .classroom import write as write_classroom
+
+    chosen = [_lesson(k) for k in lessons] or list(LESSONS)
+    target = Path(directory)
+    for path, what in write_classroom(target, chosen, package, notebooks):
+        click.echo(f"{what:9} {path}")
+    total = sum(l.max_score for l in chosen)
+    click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
+               f"GitHub Classroom picks up the workflow and shows each exercise's points.")
 
 
 @cli.command("nbgrader")
