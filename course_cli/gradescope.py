@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
     args = parser.parse_args(argv)
     root = Path(args.root)
-    lesson = find_lesson(args.lesson)
     try:
+        lesson = find_lesson(args.lesson)
         data = run(lesson, root)
     except Exception as exc:  # the student sees a message, never a missing results file
         (root / "results").mkdir(parents=True, exist_ok=True)

@@ -104,17 +104,19 @@ def time_to_pass(stores: dict[str, dict], lesson: str, exercises: list[str]) -> 
     first attempt where the exercise passed, and that attempt's number; medians; how many never passed."""
     per = {e: {"seconds": [], "attempts": [], "never": 0} for e in exercises}
     for store in stores.values():
-        attempts = store.get("lessons", {}).get(lesson, {}).get("attempts") or []
         try:
+            attempts = store.get("lessons", {}).get(lesson, {}).get("attempts") or []
             attempts = sorted((a for a in attempts if isinstance(a, dict)), key=lambda a: float(a["time"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        if not attempts:
-            continue
-        t0 = float(attempts[0]["time"])
-        for e in exercises:
-            k = next((i for i, a in enumerate(attempts)
-                      if (a.get("exercises") or {}).get(e, {}).get("status") == "passed"), None)
+            if not attempts:
+                continue
+            t0 = float(attempts[0]["time"])
+            found = {}
+            for e in exercises:
+                found[e] = next((i for i, a in enumerate(attempts)
+                                 if ((a.get("exercises") or {}).get(e) or {}).get("status") == "passed"), None)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue  # a store of another shape: skipped rather than guessed at
+        for e, k in found.items():
             if k is None:
                 per[e]["never"] += 1
             else:

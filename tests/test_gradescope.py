@@ -81,6 +81,19 @@ def test_which_notebook_is_graded(tmp_path):
     assert find_submission(tmp_path, L01) == (tmp_path / "sub" / L01.notebook, "")
 
 
+def test_no_notebook_still_gives_a_results_file(tmp_path):
+    from course_cli.gradescope import main
+
+    (tmp_path / "submission").mkdir()
+    assert main(["run", "--lesson", "lesson01", "--root", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert data["score"] == 0.0 and "no notebook was submitted" in data["output"]
+    assert [t["score"] for t in data["tests"] if "score" in t] == [0.0, 0.0]
+    assert main(["run", "--lesson", "lesson99", "--root", str(tmp_path)]) == 1
+    data = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert data["score"] == 0.0 and "could not grade" in data["output"]
+
+
 def test_results_format_from_a_result():
     hidden = hidden_names(L01)
     assert hidden["softmax"] and hidden["scaled_dot_product_attention"]

@@ -179,6 +179,21 @@ def test_time_to_pass_from_the_progress_files(made):
     assert "broken_99" in made["page"]  # the unreadable progress file is named, not fatal
 
 
+def test_time_to_pass_skips_stores_of_another_shape():
+    from course_cli.report import time_to_pass
+
+    good = {"lessons": {"lesson01": {"attempts": [
+        {"time": 100.0, "exercises": {"softmax": {"status": "failed"}}},
+        {"time": 400.0, "exercises": {"softmax": {"status": "passed"}}}]}}}
+    odd = [{"lessons": {"lesson01": {"attempts": [{"time": "soon", "exercises": {}}]}}},
+           {"lessons": {"lesson01": {"attempts": [{"time": 1.0, "exercises": ["softmax"]}]}}},
+           {"lessons": {"lesson01": []}}, {"lessons": []}]
+    stores = {"a": good, **{f"odd{i}": o for i, o in enumerate(odd)}}
+    (row,) = time_to_pass(stores, "lesson01", ["softmax"])
+    assert row["passed"] == 1 and row["never"] == 0
+    assert row["median_seconds"] == 300.0 and row["median_attempts"] == 2
+
+
 def test_the_page_is_self_contained(made):
     page = made["page"]
     assert made["rows"].urls == ["data:,"]  # the empty favicon: nothing else to load
