@@ -181,3 +181,16 @@ def test_run_autograder_gives_course_check_s_points_and_hides_the_hidden(case, a
         assert messages, "the mistaken notebook should fail some hidden check, or this test shows nothing"
         sdpa = exercise_tests["scaled_dot_product_attention"]
         assert sdpa["score"] == 0.0 and "Likely mistake" in sdpa["output"]
+
+
+@pytest.mark.slow
+def test_the_zip_s_course_builds_as_setup_sh_installs_it(autograder, tmp_path):
+    """setup.sh pip-installs course/ from the zip: it must build with only what the zip holds."""
+    zipfile.ZipFile(autograder).extractall(tmp_path / "source")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                           str(tmp_path / "wheel"), str(tmp_path / "source" / "course")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = (tmp_path / "wheel").glob("attention_course-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "course_cli/gradescope.py" in names and "graders/lesson01_sdpa.py" in names
