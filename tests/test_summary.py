@@ -80,7 +80,7 @@ def test_json_carries_the_summary_and_reads_back(klass, tmp_path):
     out = tmp_path / "results.json"
     batch.write(klass, out)
     data = json.loads(out.read_text())
-    assert list(data) == ["lesson", "students", "summary"]
+    assert list(data)[:2] == ["lesson", "students"] and "summary" in data
     assert data["summary"] == json.loads(json.dumps(batch.summary(klass)))
     lesson, back = batch.load(out)
     assert lesson == "lesson03"
