@@ -46,7 +46,7 @@ def test_grade_a_flat_folder_to_csv(flat, tmp_path):
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(out.open()))
     by = {(x["student"], x["exercise"]): x for x in rows}
-    assert len(rows) == 7 * 2
+    assert len(rows) == 7 * 3  # two exercises and the TOTAL row per student
     assert by[("alice", "softmax")]["status"] == "passed"
     assert by[("bob", "softmax")]["status"] == "not_implemented"
     assert by[("carol", "scaled_dot_product_attention")]["diagnosis"].startswith("the scores are not divided")
