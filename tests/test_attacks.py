@@ -77,8 +77,13 @@ def no_traceback(result) -> None:
 READ_SOLUTIONS = f'''
 import glob, json, os
 found = []
-for pattern in ({str(ROOT / "solutions" / "*.ipynb")!r}, "/**/solutions/lesson01_sdpa.ipynb"):
-    found += glob.glob(pattern, recursive=True)
+try:
+    from graders.registry import SOLUTIONS_DIR
+    found += glob.glob(os.path.join(str(SOLUTIONS_DIR), "*.ipynb"))
+except Exception:
+    pass
+for pattern in ({str(ROOT / "solutions" / "*.ipynb")!r}, "/*/solutions/*.ipynb", "/*/*/solutions/*.ipynb"):
+    found += glob.glob(pattern)
 for path in found:
     nb = json.load(open(path))
     for c in nb["cells"]:
