@@ -23,16 +23,50 @@ CSV_FIELDS = ["student", "lesson", "exercise", "status", "points", "max_points",
 
 def find_submissions(root: Path, lesson: Lesson) -> list[tuple[str, Path]]:
     """(student, notebook) pairs under `root`, sorted by student."""
+    return find_class(root, lesson)[0]
+
+
+def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict[str, str], dict[str, str]]:
+    """(submissions, renamed, missing) under `root`: the (student, notebook) pairs to grade, sorted by student;
+    for students whose notebook was found under another name, what was graded and why; and the students of an
+    nbgrader layout with a folder but no gradable notebook, with the reason. Nobody is silently dropped."""
     root = Path(root)
     if (root / "submitted").is_dir():
         root = root / "submitted"
-    found = {}
-    for p in sorted(root.glob(f"*/{lesson.id}/{lesson.notebook}")):
-        found[p.parent.parent.name] = p
-    if not found:
+    found, renamed, missing = {}, {}, {}
+    for folder in sorted(p for p in root.glob(f"*/{lesson.id}") if p.is_dir()):
+        student = folder.parent.name
+        exact = folder / lesson.notebook
+        if exact.is_file():
+            found[student] = exact
+            continue
+        nbs = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+        stem = lesson.notebook.removesuffix(".ipynb")
+        near = [p for p in nbs if p.stem.startswith(stem)]
+        pick = nbs[0] if len(nbs) == 1 else (near[0] if len(near) == 1 else None)
+        if pick is not None:
+            found[student] = pick
+            renamed[student] = f"graded {pick.name}: there is no {lesson.notebook} in {folder}"
+        elif nbs:
+            missing[student] = (f"no {lesson.notebook} in {folder}, and {len(nbs)} other notebooks "
+                                f"({', '.join(p.name for p in nbs[:5])}): rename the one to grade")
+        else:
+            missing[student] = f"no notebook in {folder}"
+    if not found and not missing:
         for p in sorted(root.glob("*.ipynb")):
             found[p.stem] = p
-    return sorted(found.items())
+    return sorted(found.items()), renamed, missing
+
+
+def missing_result(lesson: Lesson, reason: str) -> LessonResult:
+    """The row of a student who handed in nothing gradable: 0 points, the reason, never dropped."""
+    from graders.results import CheckResult, ExerciseResult
+
+    result = LessonResult(lesson.id, "", notes=[reason])
+    for ex in lesson.exercises:
+        result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
+                                               [CheckResult("submission", "error", message=reason)]))
+    return result
 
 
 def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:

@@ -327,24 +327,31 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_submissions, grade_all, summary, write
+    from .batch import find_class, grade_all, missing_result, summary, write
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
-    subs = find_submissions(Path(submissions), lesson_obj)
+    subs, renamed, absent = find_class(Path(submissions), lesson_obj)
     if students:
         subs = [s for s in subs if s[0] in students]
-        missing = set(students) - {s[0] for s in subs}
+        absent = {k: v for k, v in absent.items() if k in students}
+        missing = set(students) - {s[0] for s in subs} - set(absent)
         if missing:
             raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
-    if not subs:
+    for student, why in sorted({**renamed, **absent}.items()):
+        click.echo(f"{student}: {why}", err=True)
+    if not subs and not absent:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
     console = make_console(file=sys.stderr)
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
-        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task))
+        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task)) if subs else {}
+    for student, why in renamed.items():
+        if student in results:
+            results[student].notes.append(why)
+    results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
     info = summary(results)
     out_console = make_console()
     table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"

@@ -80,3 +80,25 @@ def test_nbgrader_layout_and_unknown_student(tmp_path):
     assert r.exit_code == 0 and "100%" in r.output
     r = CliRunner().invoke(cli, ["grade", str(tmp_path / "course"), "--lesson", "lesson01", "--student", "yann"])
     assert r.exit_code == 2 and "no submission of lesson01 for: yann" in r.output
+
+
+def test_renamed_and_missing_notebooks_are_accounted_for(tmp_path):
+    """A notebook saved under another name is graded and said so; a folder with nothing gradable is a row
+    with the reason: nobody is dropped."""
+    root = tmp_path / "submitted"
+    for student, names in {"alice": [L01.notebook], "bob": ["lesson01_sdpa-Copy1.ipynb"],
+                           "carol": ["scratch.ipynb", "other.ipynb"], "dan": []}.items():
+        folder = root / student / "lesson01"
+        folder.mkdir(parents=True)
+        for name in names:
+            shutil.copy(L01.solution_path, folder / name)
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(cli, ["grade", str(root), "--lesson", "1", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "bob: graded lesson01_sdpa-Copy1.ipynb" in r.output
+    data = json.loads(out.read_text())["students"]
+    assert set(data) == {"alice", "bob", "carol", "dan"}
+    assert data["alice"]["score"] == data["bob"]["score"] == 10.0
+    assert data["carol"]["score"] == data["dan"]["score"] == 0.0
+    assert "rename the one to grade" in data["carol"]["exercises"][0]["checks"][0]["message"]
+    assert "no notebook in" in data["dan"]["exercises"][0]["checks"][0]["message"]
