@@ -226,7 +226,7 @@ def run(job: dict) -> None:
 
     if job.get("mistakes"):
         for mistake in getattr(module, "MISTAKES", ()):
-            if mistake.exercise not in job["exercises"]:
+            if mistake.exercise not in job["exercises"] or mistake.observed:
                 continue
             _write(progress, f"probing mistake {mistake.id}")
             m_ns = dict(ns)

@@ -459,8 +459,11 @@ def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks:
 @cli.command("nbgrader")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--course-id", default="attention-course", show_default=True, help="nbgrader's course id.")
-def nbgrader_cmd(directory: str, course_id: str) -> None:
-    """Create (or update) a ready nbgrader course for instructors in DIRECTORY.
+@click.option("--pack/--no-pack", default=True, show_default=True,
+              help="Also write the student distribution (what students install) into DIRECTORY/student-package.")
+def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
+    """Create (or update) a ready nbgrader course for instructors in DIRECTORY, and the student distribution
+    to hand out (no solutions in it) in DIRECTORY/student-package.
 
     Then use nbgrader's own commands: generate_assignment, autograde, generate_feedback, export.
 
@@ -476,7 +479,42 @@ def nbgrader_cmd(directory: str, course_id: str) -> None:
         click.echo(f"wrote  {p.relative_to(target)}")
     for p in done["kept"]:
         click.echo(f"kept   {p.relative_to(target)} (already there)")
+    if pack:
+        from .pack import make_pack
+
+        dist = target / "student-package"
+        if dist.exists() and any(dist.iterdir()):
+            click.echo(f"kept   {dist.relative_to(target)} (already there; `course pack NEWDIR` makes a fresh one)")
+        else:
+            make_pack(dist)
+            click.echo(f"wrote  {dist.relative_to(target)}/ (the student distribution: hand this out, never the "
+                       f"course repository)")
     click.echo(f"Ready: cd {target} && nbgrader generate_assignment lesson01")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+def pack(directory: str) -> None:
+    """Write the student distribution of a graded class into DIRECTORY: release notebooks, graders with the
+    public checks only, the public checks' reference observations as data; no solutions, no hidden checks,
+    no mistakes' code. Students install it with `pip install DIRECTORY`.
+
+    Example: course pack ~/teaching/attention-student
+    """
+    from pathlib import Path
+
+    from graders.registry import STUDENT_DISTRIBUTION
+
+    from .pack import make_pack
+
+    if STUDENT_DISTRIBUTION:
+        raise CourseError("this is already the student distribution: run `course pack` from the course repository")
+    try:
+        done = make_pack(Path(directory).resolve())
+    except FileExistsError as exc:
+        raise CourseError(str(exc)) from None
+    click.echo(f"wrote {done['target']}: {len(done['lessons'])} lessons; students install it with "
+               f"`pip install {done['target']}`")
 
 
 @cli.command(hidden=True)

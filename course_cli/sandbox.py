@@ -126,11 +126,15 @@ def _python_paths() -> list[str]:
     """What the child needs to run Python and import torch: the interpreter's prefixes and every folder on
     this process's import path, except the course's own tree (it holds solutions/ and tests/)."""
     root = str(ROOT)
+    # a clone of the repository holds solutions/ and tests/ beside graders/: keep that tree out of view; an
+    # installed package (site-packages) holds neither
+    tree = (ROOT / "solutions").exists() or (ROOT / "tests").exists()
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     for p in sys.path:
         if p and os.path.isdir(p):
             rp = os.path.realpath(p)
-            if rp == root or rp.startswith(root + os.sep) or root.startswith(rp.rstrip(os.sep) + os.sep) or rp == "/":
+            if rp == "/" or tree and (rp == root or rp.startswith(root + os.sep)
+                                      or root.startswith(rp.rstrip(os.sep) + os.sep)):
                 continue  # inside the course tree, or an ancestor of it
             paths.add(rp)
     out = []
@@ -146,6 +150,9 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
             "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
     for k, v in env.items():
         argv += ["--setenv", k, v]
+    # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
+             "--tmpfs", "/tmp"]
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
@@ -162,8 +169,7 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
     for p in visible:
         if p.exists():
             argv += ["--ro-bind", str(p), str(p)]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
-             "--tmpfs", "/tmp", "--bind", str(out), str(out)]
+    argv += ["--bind", str(out), str(out)]
     if device == "cuda":  # the device nodes CUDA opens, and the driver's view of the hardware (read-only)
         for dev in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(dev), str(dev)]
@@ -441,7 +447,7 @@ def _limits(memory: int | None, cgroup: Path | None):
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
-          strict: bool = False) -> Child:
+          strict: bool = False, extra_env: dict | None = None) -> Child:
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
 
     `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
@@ -459,7 +465,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     import json
 
     (out / "job.json").write_text(json.dumps(job))
-    env = child_env(device, bench, sandboxed)
+    env = {**child_env(device, bench, sandboxed), **(extra_env or {})}
     # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
     # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
     memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)

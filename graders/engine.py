@@ -96,11 +96,12 @@ class Mistake:
     message: str  # one sentence for the diagnosis: what the code does wrong and what to do instead
     impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
     edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
+    observed: bool = False  # known only by its shipped observations (the student distribution has no code)
 
     def __post_init__(self):
         if isinstance(self.edits, dict):
             object.__setattr__(self, "edits", tuple(self.edits.items()))
-        if (self.impl is None) == (not self.edits):
+        if not self.observed and (self.impl is None) == (not self.edits):
             raise ValueError(f"mistake {self.id}: give either impl or edits")
 
 

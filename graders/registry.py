@@ -15,6 +15,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = ROOT / "solutions"
 LESSONS_DIR = ROOT / "lessons"
+# The student distribution of a graded class (`course pack`) has no solutions/ and keeps the release
+# notebooks inside the package; the public checks' reference observations ship as data.
+STUDENT_DISTRIBUTION = (Path(__file__).resolve().parent / "_distribution.py").exists()
+if STUDENT_DISTRIBUTION:
+    LESSONS_DIR = Path(__file__).resolve().parent / "lessons"
 
 
 @dataclass(frozen=True)
