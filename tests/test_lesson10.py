@@ -225,3 +225,17 @@ def test_gpu_checks_are_skipped_not_passed_without_cuda():
     gpu = [c for c in ex.checks if c.device == "cuda"]
     assert gpu and all(c.status == "skipped" for c in gpu)
     assert any("enable_gqa" in c.name for c in gpu)
+
+
+def test_the_benchmark_compares_the_same_function(ref):
+    """benchmarks/lesson10_train_step.py times TorchLlama against the course's Llama: same parameters, same logits."""
+    from graders.lesson10_llama import TorchLlama, _Config
+
+    fields = dict(vocab_size=61, block_size=20, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, hidden_dim=96)
+    torch.manual_seed(0)
+    ours = ref.Llama(ref.LlamaConfig(**fields)).eval()
+    theirs = TorchLlama(_Config(**fields)).eval()
+    theirs.load_state_dict(ours.state_dict())  # strict: the same names and shapes
+    idx = torch.randint(0, 61, (3, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(idx)[0], ours(idx)[0], atol=1e-5, rtol=1e-4)
