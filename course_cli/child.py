@@ -261,7 +261,14 @@ def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:
 
 def _stop_leftovers() -> None:
     """Kill the processes the notebook's cells left running, before the checks: they would hold the
-    process limit (and the checks' threads could not start). Only inside a course cgroup of our own."""
+    process limit (and the checks' threads could not start). Inside bubblewrap this process is alone in
+    its PID namespace with the sandbox's init, so kill(-1) reaches exactly the notebook's processes;
+    otherwise only inside a course cgroup of our own."""
+    if os.environ.get("COURSE_SANDBOXED") == "1":
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process of this PID namespace but init and this one
+        except OSError:
+            pass
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)

@@ -65,12 +65,88 @@ def cuda_available() -> bool:
 
 
 def _load(path: Path):
+    """A cache file of ours (written by this process's kind, out of the children's reach)."""
     import torch
 
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except Exception:
         return None
+
+
+class _Unreadable(dict):
+    """Observations a child sent back that the grader does not accept (see course_cli.readback)."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+
+def _read_obs(path: Path):
+    """A child's observation file: None when absent; _Unreadable when it is not plain, bounded data."""
+    from .readback import ReadBackError, load_tensors
+
+    if not os.path.lexists(path):
+        return None
+    try:
+        obs = load_tensors(path)
+    except ReadBackError as exc:
+        return _Unreadable(str(exc))
+    why = _malformed(obs)
+    if why:
+        return _Unreadable(f"{path.name} is not an observation record ({why})")
+    return obs
+
+
+def _malformed(obs) -> str | None:
+    """Why `obs` does not have the layout engine.probe_exercise writes, or None."""
+    if not isinstance(obs, dict):
+        return "not a dict"
+    checks = obs.get("checks", {})
+    if not isinstance(checks, dict):
+        return "checks is not a dict"
+    for k, v in checks.items():
+        if not isinstance(v, dict):
+            return f"check {k[:60]!r} is not a dict"
+        err = v.get("__error__")
+        if err is not None and not (isinstance(err, dict) and all(isinstance(err.get(f), str)
+                                                                 for f in ("kind", "type", "message"))):
+            return f"check {k[:60]!r} has a malformed error"
+    for f in ("forbidden", "mutated"):
+        if not (isinstance(obs.get(f, []), list) and all(isinstance(x, str) for x in obs.get(f, []))):
+            return f"{f} is not a list of strings"
+    for f in ("missing", "timeout"):
+        if not isinstance(obs.get(f, False), bool):
+            return f"{f} is not a bool"
+    if not isinstance(obs.get("message", ""), str):
+        return "message is not a string"
+    return None
+
+
+def _as_errors(module, name: str, bad: "_Unreadable") -> dict:
+    """Unreadable observations as an error on every check of the exercise, with what was wrong."""
+    err = {"__error__": {"kind": "error", "type": "ReadBack", "message": (
+        f"the grader could not accept what your code's grading process sent back: {bad.message}")}}
+    keys = [c.key(cfg) for c in module.CHECKS.of(name) for cfg in c.configs]
+    return {"checks": {k: err for k in keys}, "forbidden": [], "mutated": []}
+
+
+def _cell_reports(child) -> list[dict]:
+    """cells.json, kept only if it is a list of plain cell reports."""
+    reports = child.json("cells.json")
+    if not isinstance(reports, list):
+        return []
+    ok = []
+    for r in reports[:10_000]:
+        if isinstance(r, dict) and isinstance(r.get("status"), str) and isinstance(r.get("index"), (int, str)) \
+                and isinstance(r.get("error", ""), str):
+            ok.append({"index": r["index"], "status": r["status"][:40], **({"error": r["error"][:2000]} if "error" in r else {})})
+    return ok
+
+
+def visible_solutions(lesson: Lesson) -> list[Path]:
+    """The solved notebooks a lesson's notebook builds on (`import_lesson`, transitively), never its own."""
+    return [p for p in _source_files(lesson) if p.suffix == ".ipynb" and p != lesson.solution_path]
 
 
 _TRUSTED: dict[tuple[str, str], "Reference"] = {}  # fresh references, kept in this process's memory only
@@ -97,9 +173,15 @@ class Reference:
         else:
             path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
             if path.exists():
-                return path, None
+                data = _load(path)
+                if isinstance(data, dict) and isinstance(data.get("exercises"), dict) \
+                        and isinstance(data.get("mistakes"), dict) \
+                        and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises):
+                    return path, None
+                path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
         cells = graded_cells(read_notebook(lesson.solution_path))
-        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True)
+        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
+                              visible=[ROOT / "solutions"], strict=trusted)
         return path, child
 
     @staticmethod
@@ -113,13 +195,18 @@ class Reference:
         if child is not None:
             child.wait()
             if child.death():
+                child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
                                    f"{child.text('stderr.txt')}")
-            data = {"exercises": {e.name: _load(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
+            data = {"exercises": {e.name: _read_obs(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
                     "mistakes": {}}
             for f in child.out.glob("mistake-*.pt"):
-                data["mistakes"][f.stem.removeprefix("mistake-")] = _load(f)
-            shutil.rmtree(child.out, ignore_errors=True)
+                data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
+            child.cleanup()
+            bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
+            if bad:
+                raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
+            data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
                 _TRUSTED[(lesson.id, device)] = Reference(data["exercises"], data["mistakes"])
                 return copy.deepcopy(_TRUSTED[(lesson.id, device)])
@@ -149,35 +236,51 @@ class Grading:
         self.trusted = trusted
         self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
         self.names = [e.name for e in self.wanted]
-        # the student's child first, then the reference's if the cache misses
-        self.student = sandbox.start(lesson.module, cells, self.names, "cpu", only_public=only_public, cwd=cwd)
-        self.ref_path, self.ref_child = Reference.start(lesson, "cpu", trusted)
+        # The reference is finished before any student child starts (a cold cache costs that once), so no
+        # student code runs while reference observations are being written anywhere.
+        ref_path, ref_child = Reference.start(lesson, "cpu", trusted)
+        self.reference = Reference.finish(lesson, ref_path, ref_child, "cpu") if ref_child is not None else None
+        self.ref_path = ref_path
+        self.student = self._start_student("cpu")
+
+    def _start_student(self, device: str):
+        visible = visible_solutions(self.lesson)
+        if not self.trusted and self.cwd:
+            visible.append(Path(self.cwd))  # your own folder, for `import_lesson(..., mine=True)` in self-study
+        return sandbox.start(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
+                             cwd=self.cwd, visible=visible, strict=self.trusted)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student
         module = __import__(lesson.module, fromlist=["CHECKS"])  # imports torch while the children work
-        reference = Reference.finish(lesson, self.ref_path, self.ref_child, "cpu")
-        student.wait()
-        obs = {n: _load(student.out / f"obs-{n}.pt") if (student.out / f"obs-{n}.pt").exists() else None
-               for n in names}
-        gpu = cuda_available()
-        if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
-            self._add_gpu(obs, reference)
+        reference = self.reference or Reference.finish(lesson, self.ref_path, None, "cpu")
         try:
-            return _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
-                          self.only_public)
+            student.wait()
+            obs = {n: _read_obs(student.out / f"obs-{n}.pt") for n in names}
+            obs = {n: _as_errors(module, n, o) if isinstance(o, _Unreadable) else o for n, o in obs.items()}
+            gpu = cuda_available()
+            if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
+                self._add_gpu(obs, reference)
+            result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
+                            self.only_public)
+            if not student.sandboxed and self.trusted:
+                result.notes.append("graded WITHOUT the sandbox (--insecure): this notebook's code ran as the "
+                                    "grader's own user, with its files and network")
+            return result
         finally:
-            shutil.rmtree(student.out, ignore_errors=True)
+            student.kill_all()
+            student.cleanup()
 
     def _add_gpu(self, obs: dict, reference: "Reference") -> None:
         """GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit."""
         lesson, names = self.lesson, self.names
-        g_student = sandbox.start(lesson.module, self.cells, names, "cuda", only_public=self.only_public, cwd=self.cwd)
         g_path, g_child = Reference.start(lesson, "cuda", self.trusted)
         g_reference = Reference.finish(lesson, g_path, g_child, "cuda")
+        g_student = self._start_student("cuda")
         g_student.wait()
         for n in names:
-            g = _load(g_student.out / f"obs-{n}.pt") if (g_student.out / f"obs-{n}.pt").exists() else None
+            g = _read_obs(g_student.out / f"obs-{n}.pt")
+            g = None if isinstance(g, _Unreadable) else g
             if obs[n] is not None and g is not None and not obs[n].get("missing"):
                 obs[n]["checks"].update(g["checks"])
                 obs[n]["forbidden"] = sorted(set(obs[n]["forbidden"]) | set(g["forbidden"]))
@@ -185,7 +288,7 @@ class Grading:
         for m, m_obs in g_reference.mistakes.items():
             if m in reference.mistakes:
                 reference.mistakes[m]["checks"].update(m_obs["checks"])
-        shutil.rmtree(g_student.out, ignore_errors=True)
+        g_student.cleanup()
 
 
 def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
@@ -197,7 +300,7 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
     from graders.engine import judge_exercise
 
-    cell_reports = student.json("cells.json") or []
+    cell_reports = _cell_reports(student)
     failed_cells = {c["index"]: c for c in cell_reports if c.get("status") not in ("ok", "skipped")}
     death = student.death()
     result = LessonResult(lesson.id, notebook)

@@ -73,8 +73,10 @@ def list_cmd() -> None:
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
+@click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
+              "GitHub Classroom's workflow uses this).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          verbose: bool) -> None:
+          verbose: bool, public: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -100,7 +102,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None)
+    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
     if not solution and not notebook:
         from .progress import ProgressStore
 
@@ -297,35 +299,59 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
 @click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
               "the file's other students are kept.")
-def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...]) -> None:
+@click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
+              "then runs as you, with your files and network. Recorded in the results.")
+def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
+          insecure: bool) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
-    notebooks), in parallel, with pass rates and the most frequent mistakes.
+    notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
+    Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
     """
+    import os
     from pathlib import Path
+
+    from . import sandbox
+
+    if insecure:
+        os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
+    try:
+        sandbox.require_sandbox()
+    except sandbox.SandboxUnavailable as exc:
+        raise CourseError(str(exc)) from None
+    if insecure and not sandbox.bwrap_status()[0]:
+        click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
+                   f"submission's code runs as you, with your files and network", err=True)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_submissions, grade_all, summary, write
+    from .batch import find_class, grade_all, missing_result, summary, write
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
-    subs = find_submissions(Path(submissions), lesson_obj)
+    subs, renamed, absent = find_class(Path(submissions), lesson_obj)
     if students:
         subs = [s for s in subs if s[0] in students]
-        missing = set(students) - {s[0] for s in subs}
+        absent = {k: v for k, v in absent.items() if k in students}
+        missing = set(students) - {s[0] for s in subs} - set(absent)
         if missing:
             raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
-    if not subs:
+    for student, why in sorted({**renamed, **absent}.items()):
+        click.echo(f"{student}: {why}", err=True)
+    if not subs and not absent:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
     console = make_console(file=sys.stderr)
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
-        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task))
+        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task)) if subs else {}
+    for student, why in renamed.items():
+        if student in results:
+            results[student].notes.append(why)
+    results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
     info = summary(results)
     out_console = make_console()
     table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"
@@ -341,12 +367,93 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         d.add_column("students", justify="right")
         d.add_column("exercise")
         d.add_column("mistake", overflow="fold")
-        for row in info["diagnoses"]:
+        for row in info["diagnoses"][:10]:
             d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
         out_console.print(d)
     if out:
-        write(results, Path(out), update=bool(students))
+        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0])
         click.echo(f"wrote {out}")
+    from .batch import any_errors
+
+    if any_errors(results):
+        bad = sorted(s for s, r in results.items() if any_errors({s: r}))
+        click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="The HTML page to write.")
+@click.option("--progress", "progress", type=click.Path(exists=True, file_okay=False),
+              help="A folder of the students' progress files (<student>/.course/progress.json): adds time-to-pass.")
+@click.option("--anonymous", is_flag=True, help="Show no student's name anywhere on the page.")
+def report(results: str, out: str, progress: str | None, anonymous: bool) -> None:
+    """Write a class report, one self-contained HTML page, from `course grade --out results.json`: the score
+    histogram, pass rates, the most frequent mistakes, errors and timeouts, the exercises the class missed.
+
+    Example: course report results.json --out report.html --progress collected/
+    """
+    from pathlib import Path
+
+    from .report import write_report
+
+    try:
+        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    flagged = ", ".join(o["exercise"] for o in data["outliers"]) or "none"
+    click.echo(f"wrote {out}: {data['students']} submissions of {data['lesson']}, mean score "
+               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
+
+
+@cli.command()
+@click.argument("lesson")
+@click.option("--out", "out", default="autograder.zip", show_default=True, type=click.Path(dir_okay=False),
+              help="The zip to upload to Gradescope.")
+def gradescope(lesson: str, out: str) -> None:
+    """Build a Gradescope autograder for a lesson: upload the zip as a programming assignment's autograder
+    (Ubuntu 24.04 base image). Each submission is graded as `course grade` grades it, one test per exercise.
+
+    Example: course gradescope lesson01 --out autograder.zip
+    """
+    from pathlib import Path
+
+    from .gradescope import build_zip
+
+    lesson_obj = _lesson(lesson)
+    names = build_zip(lesson_obj, Path(out))
+    click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
+               f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
+               f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
+
+
+@cli.command()
+@click.argument("lessons", nargs=-1)
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The template repository to write .github/ into.")
+@click.option("--package", "package", required=True,
+              help="What `pip install` gets the course from on GitHub's runner: the student distribution "
+                   "(a wheel URL or `attention-course @ git+https://...`), never the repository with solutions.")
+@click.option("--notebooks", "notebooks", default="lessons", show_default=True,
+              help="Where the notebooks sit in the students' repositories.")
+def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks: str) -> None:
+    """Write GitHub Classroom autograding into a template repository: a workflow that runs the public checks on
+    every push (`course check LESSON --public --json`) and reports each exercise's points. No LESSONS: all.
+
+    Example: course classroom lesson01 lesson02 --dir my-template --package "attention-course @ git+https://github.com/me/course-dist"
+    """
+    from pathlib import Path
+
+    from .classroom import write as write_classroom
+
+    chosen = [_lesson(k) for k in lessons] or list(LESSONS)
+    target = Path(directory)
+    for path, what in write_classroom(target, chosen, package, notebooks):
+        click.echo(f"{what:9} {path}")
+    total = sum(l.max_score for l in chosen)
+    click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
+               f"GitHub Classroom picks up the workflow and shows each exercise's points.")
 
 
 @cli.command("nbgrader")

@@ -2,17 +2,19 @@
 
 `course nbgrader DIR` writes `nbgrader_config.py`, `source/<lesson>/<notebook>.ipynb` for every lesson
 (the solved notebooks, already in nbgrader's source format) and a README. From there the instructor uses
-nbgrader's own commands. The config adds three steps to `nbgrader autograde`, where nbgrader has none:
+nbgrader's own commands. The config replaces nbgrader's kernel execution in `nbgrader autograde`:
 
-  StartCourseGrading   before the kernel runs: starts the course's sandboxed grading of the submitted
-                       code (the same `Grading` as `course check`), in parallel with the kernel
-  ExecuteSkippingDemos nbgrader's Execute, minus demo cells (plots, training runs: not graded)
-  ApplyCourseVerdict   after the kernel: each autograder cell's outputs are *replaced* by the verdict
-                       computed outside the kernel; nbgrader's SaveAutoGrades then reads them as usual
+  StartCourseGrading   the course's grading of the submitted code (the same `Grading` as `course check`),
+                       every cell of it inside the course's sandbox (bubblewrap); refuses to run unsandboxed
+                       unless COURSE_INSECURE=1
+  ApplyCourseVerdict   each autograder cell's outputs are *replaced* by the verdict computed in the sandbox;
+                       nbgrader's SaveAutoGrades then reads them as usual
 
-So a student cell that patches torch, the graders or builtins in the shared kernel changes nothing: the
-score never depends on what the kernel printed. Feedback runs ClearHiddenTests, so the hidden test
-lines are not in the HTML (the checks' code never was: it lives in graders/).
+nbgrader's `Execute` step is not in the pipeline: it would run the student's cells in a Jupyter kernel as the
+instructor's own user, with no limits, no sandbox, and a shared kernel the student's cells can patch. So no
+student code runs outside the sandbox, and the score never depends on anything a kernel printed. Feedback
+runs ClearHiddenTests, so the hidden test lines are not in the HTML (the checks' code never was: it lives in
+graders/).
 """
 
 from __future__ import annotations
@@ -25,31 +27,32 @@ from pathlib import Path
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 try:  # nbgrader is a dependency, but keep `course` importable without it
-    from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+    from nbgrader.preprocessors import NbGraderPreprocessor
 except ImportError:  # pragma: no cover
-    Execute = NbGraderPreprocessor = object
+    NbGraderPreprocessor = object
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
 import os
 
-from course_cli.nbgrader_course import ApplyCourseVerdict, ExecuteSkippingDemos, StartCourseGrading
+from course_cli.nbgrader_course import ApplyCourseVerdict, StartCourseGrading
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
 
 # The check cells' grade() calls are not needed inside nbgrader's kernel: the verdict is computed outside it.
 os.environ["COURSE_NBGRADER"] = "1"
+# Every submission is graded inside the course's sandbox (bubblewrap); without it, autograde refuses to run.
+# To grade anyway, unprotected (the submissions' code then runs as you, with your files and network):
+# os.environ["COURSE_INSECURE"] = "1"
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {course_id!r}
-c.Execute.timeout = {cell_timeout}            # seconds per cell in nbgrader's kernel
-c.Execute.kernel_name = "python3"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 c.OverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
 c.Autograde.autograde_preprocessors = [
-    StartCourseGrading,        # the course's sandboxed grading starts, in parallel with the kernel
-    ExecuteSkippingDemos,
+    StartCourseGrading,        # the course's grading, in its sandbox (nbgrader's Execute is left out: it
+                               # would run the student's cells in a kernel as you, with no limits)
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -79,7 +82,7 @@ Re-running `course nbgrader` updates source/ and leaves everything else (gradebo
 '''
 
 
-def make_course(target: Path, course_id: str = "attention-course", cell_timeout: int = 120) -> dict:
+def make_course(target: Path, course_id: str = "attention-course") -> dict:
     """Create or update an nbgrader course in `target`; returns what was written and what was kept."""
     target.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
@@ -88,7 +91,7 @@ def make_course(target: Path, course_id: str = "attention-course", cell_timeout:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(lesson.solution_path, dest)
         written.append(dest)
-    for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id, cell_timeout=cell_timeout)),
+    for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
         if path.exists():
@@ -125,23 +128,21 @@ class StartCourseGrading(NbGraderPreprocessor):
         from .grading import Grading
         from .notebook import graded_cells
 
+        from . import sandbox
+
         lesson = _lesson_of(resources)
         if lesson is not None:
-            cwd = (resources.get("metadata") or {}).get("path") or None
-            _IN_FLIGHT[_key(resources)] = Grading(lesson, graded_cells(nb), resources["nbgrader"]["notebook"], cwd=cwd,
-                                                   trusted=True)
+            sandbox.require_sandbox()  # refuse to grade unprotected (unless COURSE_INSECURE=1)
+            try:
+                cells = graded_cells(nb)
+            except Exception as exc:  # a notebook nbgrader accepted but the course cannot read
+                from .grading import _error_result
+
+                _IN_FLIGHT[_key(resources)] = _error_result(
+                    lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}")
+                return nb, resources
+            _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
         return nb, resources
-
-
-class ExecuteSkippingDemos(Execute):
-    """nbgrader's Execute, except for demo cells (metadata course.role == "demo"), which are not graded."""
-
-    def preprocess_cell(self, cell, resources, index):
-        from .notebook import is_demo
-
-        if is_demo(cell):
-            return cell, resources
-        return super().preprocess_cell(cell, resources, index)
 
 
 class ApplyCourseVerdict(NbGraderPreprocessor):
@@ -151,7 +152,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
         grading = _IN_FLIGHT.pop(_key(resources), None)
         if grading is None:
             return nb, resources
-        result = grading.finish()
+        result = grading.finish() if hasattr(grading, "finish") else grading
         by_id = {e.id: e for e in result.exercises}
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
