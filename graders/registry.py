@@ -666,6 +666,131 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         triton=True,
     ),
+    Lesson(
+        "lesson10",
+        "llama",
+        "A modern decoder: from GPT-2 to Llama",
+        exercises=(
+            Exercise(
+                "SwiGLU",
+                points=1,
+                hints=(
+                    "Three `nn.Linear(..., bias=bias)` layers: `gate_proj` and `up_proj` go from d_model to "
+                    "hidden_dim, `down_proj` comes back.",
+                    "Only the gate goes through the nonlinearity: "
+                    "`self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))`.",
+                ),
+            ),
+            Exercise(
+                "swiglu_hidden_dim",
+                points=1,
+                hints=(
+                    "Start from `int(2 * 4 * d_model / 3)`; with a multiplier, `int(ffn_dim_multiplier * hidden)`.",
+                    "Round *up* to a multiple: `multiple_of * ((hidden + multiple_of - 1) // multiple_of)`; "
+                    "raise ValueError when d_model or multiple_of is below 1.",
+                ),
+            ),
+            Exercise(
+                "LlamaAttention",
+                points=4,
+                hints=(
+                    "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when "
+                    "`j <= i + (t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in "
+                    "all, its own included).",
+                    "Projections without bias; `k_proj`/`v_proj` output `num_kv_heads * head_dim`. In forward, "
+                    "`start = len(cache)` (before the update) when start is None; positions "
+                    "`torch.arange(start, start + T)`; `L06.apply_rope_half` on q and k only, not v.",
+                    "Then `k, v = cache.update(layer_idx, k, v)`, `L03.repeat_kv(k, n_rep)` (not `k.repeat`, "
+                    "which tiles the heads in the wrong order), `F.scaled_dot_product_attention(q, k, v, "
+                    "attn_mask=sliding_window_mask(T, k.shape[-2], self.window, x.device))`, merge, out_proj.",
+                ),
+            ),
+            Exercise(
+                "RollingKVCache",
+                points=2,
+                hints=(
+                    "Like lesson 08's KVCache, one list of keys and one of values per layer, plus a counter of "
+                    "the positions seen (layer 0's new positions, added at each of its updates).",
+                    "In update: `k_all = torch.cat([kept, k], dim=-2)` (or just k on a layer's first call); "
+                    "store `k_all[..., -self.window:, :]` (the newest, not the oldest) and return `k_all`, "
+                    "untrimmed. `__len__` returns the counter, not the kept length.",
+                ),
+            ),
+            Exercise(
+                "LlamaConfig",
+                points=1,
+                hints=(
+                    "In `__post_init__`, loop over the size fields with `getattr(self, name)` and raise "
+                    "ValueError(f\"{name} must be ...\") for values below 1.",
+                    "Then `n_embd % n_head`, `(n_embd // n_head) % 2` (RoPE pairs), `n_head % n_kv_head`, a "
+                    "window below 1 and a `norm_eps <= 0`, each with the field's name in the message.",
+                ),
+            ),
+            Exercise(
+                "LlamaBlock",
+                points=1,
+                hints=(
+                    "`ln1 = L05.RMSNorm(config.n_embd, eps=config.norm_eps)`, the same for ln2; `attn = "
+                    "LlamaAttention(D, n_head, n_kv_head, rope_base, window)`, `mlp = SwiGLU(D, hidden_dim)`.",
+                    "Pre-norm: `x = x + self.attn(self.ln1(x), cache, layer_idx, start)` then "
+                    "`return x + self.mlp(self.ln2(x))`; the norm never wraps the sum.",
+                ),
+            ),
+            Exercise(
+                "Llama",
+                points=3,
+                hints=(
+                    "`embed`, an `nn.ModuleList` of `LlamaBlock(config)`, `norm = L05.RMSNorm(...)`, `lm_head = "
+                    "nn.Linear(D, V, bias=False)`, tied with `self.lm_head.weight = self.embed.weight` only when "
+                    "`config.tie_embeddings`.",
+                    "Init: N(0, 0.02) for every Linear and Embedding weight, then std 0.02 / √(2·n_layer) for "
+                    "each block's `attn.out_proj.weight` and `mlp.down_proj.weight`.",
+                    "forward: `start = len(cache)` once (0 without a cache), ValueError naming block_size when "
+                    "`start + T` passes it (only `T` when config.window is set), then `x = block(x, cache, i, "
+                    "start)` for each block, `lm_head(norm(x))` and the cross-entropy.",
+                ),
+            ),
+            Exercise(
+                "load_llama_state_dict",
+                points=2,
+                hints=(
+                    "Build a dict from our names to the checkpoint's tensors: `model.embed_tokens.weight` → "
+                    "`embed.weight`, `model.layers.{i}.self_attn.o_proj.weight` → `blocks.{i}.attn.out_proj.weight`, "
+                    "`input_layernorm` → `ln1`, `post_attention_layernorm` → `ln2`, `model.norm` → `norm`.",
+                    "No transposes (both sides are nn.Linear). Copy under `torch.no_grad()` with `param.copy_(t)` "
+                    "for each `name, param in model.named_parameters()`, raising ValueError for a missing key, a "
+                    "shape that differs, or a layer past n_layer in the checkpoint.",
+                ),
+            ),
+            Exercise(
+                "filter_logits",
+                points=3,
+                hints=(
+                    "Work on a copy with `masked_fill(..., float('-inf'))`, filter by filter: top-k first "
+                    "(`torch.topk(out, k).values[..., -1:]` is the k-th largest), then top-p, then min-p, each "
+                    "from `out.softmax(-1)` of what is left.",
+                    "top-p: `sorted_probs, order = probs.sort(-1, descending=True)`; a token is dropped when the "
+                    "tokens above it already sum to p: `before = sorted_probs.cumsum(-1) - sorted_probs; drop = "
+                    "before >= p`; put it back in vocabulary order with `zeros_like(drop).scatter(-1, order, drop)`.",
+                    "min-p: drop `probs < min_p * probs.amax(-1, keepdim=True)` (the largest probability, not "
+                    "the sum, which is 1).",
+                ),
+            ),
+            Exercise(
+                "decoder_costs",
+                points=2,
+                hints=(
+                    "Per layer the matrices hold 2·D² (q, out) + 2·D·kv_dim (k, v, kv_dim = n_kv_head·D/n_head) + "
+                    "3·D·hidden_dim (SwiGLU); params adds the embedding, an untied head, 2·D of norms per layer "
+                    "and D for the final norm.",
+                    "N_mm = n_layer · (per-layer matrices) + V·D (the head, tied or not); train_flops = (6·N_mm + "
+                    "12·n_layer·n_embd·block_size) · tokens; kv_bytes_per_token = 2·n_layer·kv_dim·element size; "
+                    "adamw_bytes = 16·params.",
+                ),
+            ),
+        ),
+        aliases=("llama", "modern", "decoder"),
+    ),
 )
 
 
