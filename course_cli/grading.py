@@ -157,6 +157,7 @@ def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
 
 
 _TRUSTED: dict[tuple[str, str], "Reference"] = {}  # fresh references, kept in this process's memory only
+_LOADED: dict = {}  # a cache file read (and checked) by Reference.start, handed to Reference.finish
 
 
 class Reference:
@@ -189,6 +190,7 @@ class Reference:
                 if isinstance(data, dict) and isinstance(data.get("exercises"), dict) \
                         and isinstance(data.get("mistakes"), dict) \
                         and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises):
+                    _LOADED[path] = data
                     return path, None
                 path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
         cells = graded_cells(read_notebook(lesson.solution_path))
@@ -226,8 +228,10 @@ class Reference:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
             os.replace(tmp, path)
-        data = _load(path)
-        return Reference(data["exercises"], data["mistakes"])
+        data = _LOADED.pop(path, None) or _load(path)
+        if not isinstance(data, dict) or "exercises" not in data:
+            raise RuntimeError(f"the reference observations in {path} cannot be read; delete the file and retry")
+        return Reference(data["exercises"], data.get("mistakes", {}))
 
 
 def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error") -> LessonResult:
