@@ -364,7 +364,7 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
         nb = read_notebook(path)
     except NotebookError as exc:
         return _error_result(lesson, str(path), str(exc))
-    return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).parent),
+    return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
                        trusted=trusted)
 
 
@@ -379,7 +379,7 @@ def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:
         raise RuntimeError(str(exc)) from None
     reports = []
     for device in ("cpu", "cuda"):
-        child = sandbox.start(lesson.module, cells, [], device, bench=True, cwd=str(Path(path).parent),
+        child = sandbox.start(lesson.module, cells, [], device, bench=True, cwd=str(Path(path).resolve().parent),
                               exercise_timeout=600).wait()
         try:
             if child.death():

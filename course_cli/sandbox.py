@@ -167,6 +167,7 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
     for sub in ("graders", "course_cli"):
         argv += ["--ro-bind", str(ROOT / sub), str(ROOT / sub)]
     for p in visible:
+        p = Path(p).resolve()
         if p.exists():
             argv += ["--ro-bind", str(p), str(p)]
     argv += ["--bind", str(out), str(out)]
