@@ -165,7 +165,8 @@ def any_errors(results: dict[str, LessonResult]) -> bool:
                for res in results.values() for ex in res.exercises)
 
 
-def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False) -> None:
+def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False,
+          seed: int | None = None) -> None:
     """Write results as CSV or JSON (by suffix). With update=True, students already in `out` and not
     in `results` are kept (re-grading one student)."""
     out = Path(out)
@@ -188,6 +189,8 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
     data = {"lesson": next(iter(results.values())).lesson if results else None,
             "students": students,
             "summary": summary({s: result_from_dict(d) for s, d in students.items()})}
+    if seed is not None:
+        data["hidden_seed"] = seed  # the hidden checks' inputs of this run: `course grade --seed` repeats it
     if insecure:
         data["insecure"] = True  # graded without the sandbox (--insecure)
     out.write_text(json.dumps(data, indent=1))

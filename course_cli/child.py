@@ -143,6 +143,7 @@ def run(job: dict) -> None:
     from graders import engine
 
     torch.manual_seed(0)
+    engine.HIDDEN_SEED = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
     module = __import__(job["module"], fromlist=["CHECKS"])
     configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
                            key=lambda c: c.key))

@@ -156,7 +156,17 @@ def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
     return ROOT / "graders" / "data" / "reference" / f"{lesson.id}-{device}.pt"
 
 
-_TRUSTED: dict[tuple[str, str], "Reference"] = {}  # fresh references, kept in this process's memory only
+_TRUSTED: dict[tuple, "Reference"] = {}  # fresh references, kept in this process's memory only
+
+
+def hidden_seed() -> int:
+    """The seed of this class-grading run's hidden checks: COURSE_HIDDEN_SEED when given (to repeat a run),
+    else drawn once per process (and put there, so workers started from here share it)."""
+    import secrets
+
+    if not os.environ.get("COURSE_HIDDEN_SEED", "").isdigit():
+        os.environ["COURSE_HIDDEN_SEED"] = str(secrets.randbits(31))
+    return int(os.environ["COURSE_HIDDEN_SEED"])
 _LOADED: dict = {}  # a cache file read (and checked) by Reference.start, handed to Reference.finish
 
 
@@ -180,7 +190,7 @@ class Reference:
                 raise RuntimeError(f"this installation has no reference for {lesson.id} on {device}")
             return path, None
         if trusted:
-            if (lesson.id, device) in _TRUSTED:
+            if (lesson.id, device, hidden_seed()) in _TRUSTED:
                 return None, None
             path = None
         else:
@@ -195,7 +205,8 @@ class Reference:
                 path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
         cells = graded_cells(read_notebook(lesson.solution_path))
         child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
-                              visible=[ROOT / "solutions"], strict=trusted)
+                              visible=[ROOT / "solutions"], strict=trusted,
+                              hidden_seed=hidden_seed() if trusted else None)
         return path, child
 
     @staticmethod
@@ -205,7 +216,7 @@ class Reference:
         import torch
 
         if child is None and path is None:
-            return copy.deepcopy(_TRUSTED[(lesson.id, device)])
+            return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
         if child is not None:
             child.wait()
             if child.death():
@@ -222,8 +233,8 @@ class Reference:
                 raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
             data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
-                _TRUSTED[(lesson.id, device)] = Reference(data["exercises"], data["mistakes"])
-                return copy.deepcopy(_TRUSTED[(lesson.id, device)])
+                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"])
+                return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
@@ -266,7 +277,8 @@ class Grading:
             visible.append(Path(self.cwd))
             env["COURSE_WORKSPACE"] = str(self.cwd)
         return sandbox.start(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
-                             cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env)
+                             cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
+                             hidden_seed=hidden_seed() if self.trusted else None)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student

@@ -301,8 +301,11 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
               "the file's other students are kept.")
 @click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
               "then runs as you, with your files and network. Recorded in the results.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="The hidden checks' seed (default: drawn for this run, and kept in the JSON results): "
+                   "give a past run's seed to repeat it exactly.")
 def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
-          insecure: bool) -> None:
+          insecure: bool, seed: int | None) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
     notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
     Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
@@ -316,6 +319,11 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     if insecure:
         os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
+    if seed is not None:
+        os.environ["COURSE_HIDDEN_SEED"] = str(seed)
+    from .grading import hidden_seed
+
+    seed = hidden_seed()  # the hidden checks' inputs of this run
     try:
         sandbox.require_sandbox()
     except sandbox.SandboxUnavailable as exc:
@@ -371,7 +379,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
         out_console.print(d)
     if out:
-        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0])
+        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
         click.echo(f"wrote {out}")
     from .batch import any_errors
 

@@ -158,7 +158,10 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
             if cell.cell_type == "code" and gid.startswith("test_") and gid[5:] in by_id:
                 cell.outputs = verdict_outputs(by_id[gid[5:]])
-        self.log.info("course verdict for %s: %s/%s", _key(resources), result.score, result.max_score)
+        from .grading import hidden_seed
+
+        self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
+                      _key(resources), result.score, result.max_score, hidden_seed(), hidden_seed())
         return nb, resources
 
 

@@ -448,7 +448,7 @@ def _limits(memory: int | None, cgroup: Path | None):
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
-          strict: bool = False, extra_env: dict | None = None) -> Child:
+          strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None) -> Child:
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
 
     `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
@@ -462,7 +462,8 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     ex_t = exercise_timeout or (max(EXERCISE_TIMEOUT, GPU_EXERCISE_TIMEOUT) if cuda else EXERCISE_TIMEOUT)
     job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
            "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": CELL_TIMEOUT,
-           "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT}
+           "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT,
+           "hidden_seed": hidden_seed}
     import json
 
     (out / "job.json").write_text(json.dumps(job))
