@@ -27,18 +27,19 @@ from pathlib import Path
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 try:  # nbgrader is a dependency, but keep `course` importable without it
-    from nbgrader.preprocessors import NbGraderPreprocessor
+    from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 except ImportError:  # pragma: no cover
-    NbGraderPreprocessor = object
+    NbGraderPreprocessor = OverwriteCells = object
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
 import os
 
-from course_cli.nbgrader_course import ApplyCourseVerdict, StartCourseGrading
+from course_cli.nbgrader_course import ApplyCourseVerdict, CourseOverwriteCells, RepairCells, StartCourseGrading
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteKernelspec,
+                                    SaveAutoGrades)
 
 # The check cells' grade() calls are not needed inside nbgrader's kernel: the verdict is computed outside it.
 os.environ["COURSE_NBGRADER"] = "1"
@@ -49,7 +50,16 @@ os.environ["COURSE_NBGRADER"] = "1"
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {course_id!r}
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
-c.OverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
+c.CourseOverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    RepairCells,               # what DeduplicateIds leaves half-marked, and malformed marks, made plain (a note each)
+    OverwriteKernelspec,
+    CourseOverwriteCells,      # nbgrader's OverwriteCells; a test cell that differs only by its hidden tests is
+                               # restored silently, so the checksum warning means a cell the student changed
+    CheckCellMetadata,
+]
 c.Autograde.autograde_preprocessors = [
     StartCourseGrading,        # the course's grading, in its sandbox (nbgrader's Execute is left out: it
                                # would run the student's cells in a kernel as you, with no limits)
@@ -106,6 +116,7 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
 # The steps nbgrader's autograde runs (configured above)
 
 _IN_FLIGHT: dict[str, object] = {}
+_NOTES: dict[str, list] = {}
 
 
 def _lesson_of(resources) -> object | None:
@@ -119,6 +130,74 @@ def _lesson_of(resources) -> object | None:
 def _key(resources) -> str:
     nbg = resources.get("nbgrader") or {}
     return f"{nbg.get('student')}/{nbg.get('assignment')}/{nbg.get('notebook')}"
+
+
+def _note(nb, text: str) -> None:
+    """A grading note for this submission, kept in the notebook's metadata until the verdict step shows it."""
+    nb.metadata.setdefault("course", {}).setdefault("notes", []).append(text)
+
+
+class RepairCells(NbGraderPreprocessor):
+    """Cells nbgrader's own steps would crash on, made plain, each with a note: grading marks that are not a
+    JSON object, and marks without a grade id (DeduplicateIds leaves a copied cell's marks empty, which makes
+    OverwriteCells.add_missing_cells fail with KeyError: 'grade_id')."""
+
+    def preprocess(self, nb, resources):
+        for i, cell in enumerate(nb.cells, start=1):
+            meta = cell.get("metadata")
+            if not isinstance(meta, dict):
+                cell["metadata"] = {}
+                _note(nb, f"cell {i} had malformed metadata; it was graded as a plain cell")
+                continue
+            nbg = meta.get("nbgrader", None)
+            if nbg is None:
+                continue
+            if not isinstance(nbg, dict) or not nbg.get("grade_id"):
+                del meta["nbgrader"]
+                kind = "copied" if isinstance(nbg, dict) else "malformed"
+                _note(nb, f"cell {i} carried {kind} grading marks; it was graded as a plain cell "
+                          f"(the original cell was graded)")
+        return nb, resources
+
+
+def _release_source(source: str) -> str:
+    """A test cell's source as students receive it: the hidden tests' region removed (ClearHiddenTests)."""
+    import re
+
+    return re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", "", source, flags=re.S).strip()
+
+
+class CourseOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells, except that a locked cell whose source is its release form (the source minus
+    the hidden tests, which ClearHiddenTests removed before the students got it) is restored without the
+    'checksum has changed' warning: that warning is then only for a cell the student really changed."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        from nbgrader.api import MissingEntry
+
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id and cell.metadata.nbgrader.get("locked"):
+            try:
+                source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+            except MissingEntry:
+                source_cell = None
+            if source_cell is not None and cell.source.strip() == _release_source(source_cell.source):
+                cell.source = source_cell.source
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        super().report_change(name, attr, old, new)
+        if attr != "checksum":
+            self._changes.append(f"cell {name}: its {attr} was changed (should be {old}, got {new}); restored")
+        else:
+            self._changes.append(f"cell {name} was edited; it was restored from the source")
+
+    def preprocess(self, nb, resources):
+        self._changes = []
+        nb, resources = super().preprocess(nb, resources)
+        for change in self._changes:
+            _note(nb, change)
+        return nb, resources
 
 
 class StartCourseGrading(NbGraderPreprocessor):
@@ -142,6 +221,8 @@ class StartCourseGrading(NbGraderPreprocessor):
                     lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}")
                 return nb, resources
             _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
+            notes = (nb.metadata.get("course") or {}).get("notes") or []
+            _NOTES[_key(resources)] = [str(n) for n in notes] if isinstance(notes, list) else []
         return nb, resources
 
 
@@ -153,6 +234,15 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
         if grading is None:
             return nb, resources
         result = grading.finish() if hasattr(grading, "finish") else grading
+        notes = _NOTES.pop(_key(resources), [])
+        student = (resources.get("nbgrader") or {}).get("student")
+        for note in notes:
+            self.log.warning("%s: %s", student, note)
+        if notes:  # the student (feedback) and the instructor (autograded notebook) see what was repaired
+            from nbformat.v4 import new_markdown_cell
+
+            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {n}" for n in notes),
+                                                 metadata={"course": {"role": "grading-notes"}}))
         by_id = {e.id: e for e in result.exercises}
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
