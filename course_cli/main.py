@@ -301,11 +301,13 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
               "the file's other students are kept.")
 @click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
               "then runs as you, with your files and network. Recorded in the results.")
+@click.option("--partial", is_flag=True, help="Partial credit: an exercise that did not pass scores its points in "
+              "proportion to its passed checks (weighted as the registry says); default: all or nothing.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="The hidden checks' seed (default: drawn for this run, and kept in the JSON results): "
                    "give a past run's seed to repeat it exactly.")
 def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
-          insecure: bool, seed: int | None) -> None:
+          insecure: bool, partial: bool, seed: int | None) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
     notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
     Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
@@ -360,6 +362,11 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         if student in results:
             results[student].notes.append(why)
     results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
+    if partial:
+        from graders.scoring import apply_partial
+
+        for res in results.values():
+            apply_partial(res, lesson_obj)
     info = summary(results)
     out_console = make_console()
     table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"

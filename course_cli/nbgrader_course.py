@@ -60,6 +60,7 @@ c.Autograde.sanitize_preprocessors = [
                                # restored silently, so the checksum warning means a cell the student changed
     CheckCellMetadata,
 ]
+# c.ApplyCourseVerdict.partial_credit = True  # points in proportion to passed checks (course grade --partial)
 c.Autograde.autograde_preprocessors = [
     StartCourseGrading,        # the course's grading, in its sandbox (nbgrader's Execute is left out: it
                                # would run the student's cells in a kernel as you, with no limits)
@@ -226,8 +227,17 @@ class StartCourseGrading(NbGraderPreprocessor):
         return nb, resources
 
 
+try:
+    from traitlets import Bool
+except ImportError:  # pragma: no cover
+    Bool = lambda *a, **k: None  # noqa: E731
+
+
 class ApplyCourseVerdict(NbGraderPreprocessor):
     """Replace each autograder cell's outputs with the course's verdict for its exercise."""
+
+    partial_credit = Bool(False, help="Partial credit (graders/scoring.py): an exercise that did not pass scores "
+                                      "in proportion to its passed checks, as `course grade --partial`.").tag(config=True)
 
     def preprocess(self, nb, resources):
         grading = _IN_FLIGHT.pop(_key(resources), None)
@@ -243,6 +253,12 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
 
             nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {n}" for n in notes),
                                                  metadata={"course": {"role": "grading-notes"}}))
+        if self.partial_credit:
+            from graders.scoring import apply_partial
+
+            lesson = _lesson_of(resources)
+            if lesson is not None:
+                apply_partial(result, lesson)
         by_id = {e.id: e for e in result.exercises}
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
@@ -274,7 +290,9 @@ def verdict_outputs(ex) -> list:
     outputs = [new_output("display_data", data={
         "text/plain": text,
         "text/html": f"<p><b>{html.escape(lines[0])}</b></p><ul>{rows}</ul>"})]
-    if ex.status != "passed":
+    if ex.status != "passed" and ex.points > 0:  # partial credit: nbgrader scores a numeric result as the points
+        outputs.append(new_output("execute_result", data={"text/plain": repr(float(ex.points))}, execution_count=1))
+    elif ex.status != "passed":
         outputs.append(new_output("error", ename="AssertionError", evalue=f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}",
                                   traceback=[f"AssertionError: {ex.id} did not pass: {ex.reason}"]))
     return outputs

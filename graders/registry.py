@@ -30,6 +30,8 @@ class Exercise:
     points: float = 1.0
     hints: tuple[str, ...] = ()  # revealed one at a time, the last one near the answer
     challenge: bool = False  # optional; still graded and scored
+    # partial credit (`course grade --partial`): a check's weight by name; every other check weighs 1
+    weights: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
