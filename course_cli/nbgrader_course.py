@@ -266,6 +266,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
                 cell.outputs = verdict_outputs(by_id[gid[5:]])
         from .grading import hidden_seed
 
+        nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
         self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
                       _key(resources), result.score, result.max_score, hidden_seed(), hidden_seed())
         return nb, resources

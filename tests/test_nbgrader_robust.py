@@ -96,4 +96,6 @@ def test_broken_submissions_through_the_real_pipeline(tmp_path):
     assert "copied_cells: cell" in out and "wrong_type: cell softmax" in out  # a note per student
     notes = nbformat.read(course / "autograded" / "copied_cells" / "lesson01" / L01.notebook, as_version=4).cells[0]
     assert "Grading notes" in notes.source
+    graded = nbformat.read(course / "autograded" / "solved" / "lesson01" / L01.notebook, as_version=4)
+    assert isinstance(graded.metadata["course"]["hidden_seed"], int)  # kept, to repeat this run
     assert not [p for p in private_tmp.iterdir() if p.name.startswith("course-")]
