@@ -83,13 +83,18 @@ def read_tail(path: "str | os.PathLike", limit: int) -> str:
         os.close(fd)
 
 
-def _check_depth(obj, depth: int = 0, count: list | None = None) -> None:
-    count = count if count is not None else [0]
+def _visit(depth: int, count: list) -> None:
+    """Count one more value at `depth`, within the caps."""
     count[0] += 1
     if count[0] > MAX_NODES:
         raise ReadBackError(f"more than {MAX_NODES} values")
     if depth > MAX_DEPTH:
         raise ReadBackError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _check_depth(obj, depth: int = 0, count: list | None = None) -> None:
+    count = count if count is not None else [0]
+    _visit(depth, count)
     if isinstance(obj, dict):
         for k, v in obj.items():
             _check_depth(v, depth + 1, count)
@@ -139,11 +144,7 @@ def check_plain(obj, depth: int = 0, count: list | None = None):
     import torch
 
     count = count if count is not None else [0]
-    count[0] += 1
-    if count[0] > MAX_NODES:
-        raise ReadBackError(f"more than {MAX_NODES} values")
-    if depth > MAX_DEPTH:
-        raise ReadBackError(f"nested deeper than {MAX_DEPTH} levels")
+    _visit(depth, count)
     t = type(obj)
     if obj is None or t in (bool, int, float):
         return obj
