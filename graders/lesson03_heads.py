@@ -572,191 +572,51 @@ def gqa_fast_path(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def split_heads__view_no_transpose(x, num_heads):
-    B, T, D = x.shape
-    if D % num_heads != 0:
-        raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")
-    return x.view(B, num_heads, T, D // num_heads)
-
-
-def merge_heads__no_transpose(x):
-    B, H, T, Dh = x.shape
-    return x.reshape(B, T, H * Dh)
-
-
-class MultiHeadAttention__head_dim_is_d_model(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model, dropout  # every head as wide as the model
-        self.q_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.out_proj = nn.Linear(num_heads * d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        B, Tq, _ = query.shape
-        Tk = key.shape[1]
-        q = self.q_proj(query).view(B, Tq, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(key).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(value).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        out = (weights @ v).transpose(1, 2).reshape(B, Tq, -1)
-        return self.out_proj(out), (weights if need_weights else None)
-
-
-class MultiHeadAttention__no_out_proj(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821 (the notebook's split_heads)
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        return merge_heads(weights @ v), (weights if need_weights else None)  # noqa: F821
-
-
-class MultiHeadAttention__scale_by_sqrt_d_model(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        return self.out_proj(merge_heads(weights @ v)), (weights if need_weights else None)  # noqa: F821
-
-
-class MultiHeadAttention__averaged_weights(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        out = self.out_proj(merge_heads(weights @ v))  # noqa: F821
-        return out, (weights.mean(dim=1) if need_weights else None)  # like nn.MultiheadAttention's default
-
-
-class CausalSelfAttention__qkv_interleaved(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.dropout = num_heads, dropout
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        B, T, D = x.shape
-        qkv = self.qkv_proj(x).view(B, T, self.num_heads, 3 * (D // self.num_heads)).transpose(1, 2)
-        q, k, v = qkv.chunk(3, dim=-1)  # each (B, H, T, Dh)
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                             is_causal=is_causal)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
-
-class CausalSelfAttention__never_causal(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.dropout = num_heads, dropout
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
-        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # noqa: F821
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
-
-def repeat_kv__tiled(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)
-
-
-class GroupedQueryAttention__tiled_kv(nn.Module):
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
-        super().__init__()
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        head_dim = d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        n_rep = self.num_heads // self.num_kv_heads
-        q = split_heads(self.q_proj(x), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
-        v = split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
     Mistake("split_heads", "view_no_transpose", "`x.view(B, H, T, Dh)` keeps the memory order, so each 'head' gets "
             "whole feature vectors of a few positions: view as (B, T, H, Dh), then transpose(1, 2).",
-            split_heads__view_no_transpose),
+            edits={"x.view(B, T, num_heads, D // num_heads).transpose(1, 2)":
+                       "x.view(B, num_heads, T, D // num_heads)"}),
     Mistake("merge_heads", "merge_no_transpose", "reshaping (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions "
-            "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.", merge_heads__no_transpose),
+            "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.",
+            edits={"x.transpose(1, 2).reshape(": "x.reshape("}),
     Mistake("MultiHeadAttention", "head_dim_is_d_model", "each head is as wide as the model (dh = D), which "
             "multiplies the parameters by H: split d_model into H heads of D/H features each.",
-            MultiHeadAttention__head_dim_is_d_model),
-    Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the "
-            "output projection after merge_heads, it mixes what the heads found.", MultiHeadAttention__no_out_proj),
+            edits={"num_heads, d_model // num_heads, dropout": "num_heads, d_model, dropout",
+                   "q_proj = nn.Linear(d_model, d_model": "q_proj = nn.Linear(d_model, num_heads * d_model",
+                   "k_proj = nn.Linear(d_model, d_model": "k_proj = nn.Linear(d_model, num_heads * d_model",
+                   "v_proj = nn.Linear(d_model, d_model": "v_proj = nn.Linear(d_model, num_heads * d_model",
+                   "out_proj = nn.Linear(d_model,": "out_proj = nn.Linear(num_heads * d_model,"}),
+    Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the output "
+            "projection after merge_heads, it mixes what the heads found.",
+            edits={"self.out_proj(merge_heads(weights @ v))": "merge_heads(weights @ v)"}),
     Mistake("MultiHeadAttention", "scale_by_sqrt_d_model", "the scores are divided by √d_model; each head's dot "
-            "product runs over Dh = D/H features, so divide by √Dh.", MultiHeadAttention__scale_by_sqrt_d_model),
+            "product runs over Dh = D/H features, so divide by √Dh.",
+            edits={"math.sqrt(self.head_dim)": "math.sqrt(self.num_heads * self.head_dim)"}),
     Mistake("MultiHeadAttention", "averaged_weights", "the weights are averaged over the heads (B, Tq, Tk); return "
-            "one map per head, (B, H, Tq, Tk).", MultiHeadAttention__averaged_weights),
+            "one map per head, (B, H, Tq, Tk).",
+            edits={"(weights if need_weights else None)": "(weights.mean(dim=1) if need_weights else None)"}),
     Mistake("CausalSelfAttention", "qkv_interleaved", "the fused projection is split per head (q, k, v interleaved "
             "inside each head's slice); its output is [q | k | v], three blocks of D features: chunk(3, dim=-1) "
-            "first, then split the heads.", CausalSelfAttention__qkv_interleaved),
+            "first, then split the heads.",
+            edits={"self.qkv_proj(x).chunk(3, dim=-1)":
+                       "split_heads(self.qkv_proj(x), self.num_heads).chunk(3, dim=-1)",
+                   "q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))": "pass"}),
     Mistake("CausalSelfAttention", "never_causal", "`is_causal` is not passed to F.scaled_dot_product_attention, so "
-            "every position sees the future: pass is_causal=is_causal.", CausalSelfAttention__never_causal),
-    Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head "
-            "h % Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
-            repeat_kv__tiled),
+            "every position sees the future: pass is_causal=is_causal.",
+            edits={"is_causal=is_causal)": "is_causal=False)"}),
+    Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head h % "
+            "Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
+            edits={"if n_rep == 1:": "return x.repeat(1, n_rep, 1, 1)\n    if n_rep == 1:"}),
     Mistake("GroupedQueryAttention", "tiled_kv", "the KV heads are tiled with `repeat` (h % Hkv) instead of grouped: "
             "query head h must use KV head h // n_rep, as repeat_kv or enable_gqa=True do.",
-            GroupedQueryAttention__tiled_kv),
+            edits={"repeat_kv(split_heads(self.k_proj(x), self.num_kv_heads), n_rep)":
+                       "split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)",
+                   "repeat_kv(split_heads(self.v_proj(x), self.num_kv_heads), n_rep)":
+                       "split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)"}),
 )

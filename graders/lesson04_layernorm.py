@@ -445,173 +445,52 @@ def manual_eps(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def layer_norm__unbiased(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True)  # torch's default: divides by D - 1
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__eps_outside(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    std = x.std(dim=-1, keepdim=True, unbiased=False)
-    out = (x - mean) / (std + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__batch_dim(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=0, keepdim=True)
-    var = x.var(dim=0, keepdim=True, unbiased=False)
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__all_dims(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean()
-    var = x.var(unbiased=False)
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-class LayerNorm__zero_weight(nn.Module):
-    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
-        super().__init__()
-        self.eps = eps
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.zeros(normalized_shape))
-            self.bias = nn.Parameter(torch.zeros(normalized_shape)) if bias else None
-        else:
-            self.weight, self.bias = None, None
-
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821 (the notebook's layer_norm)
-
-
-class LayerNorm__plain_tensors(nn.Module):
-    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
-        super().__init__()
-        self.eps = eps
-        self.weight = torch.ones(normalized_shape) if elementwise_affine else None
-        self.bias = torch.zeros(normalized_shape) if elementwise_affine and bias else None
-
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821
-
-
-def batch_norm__per_sample(x, eps=1e-5):
-    dims = tuple(range(1, x.dim()))  # every axis of one sample
-    mean = x.mean(dim=dims, keepdim=True)
-    var = x.var(dim=dims, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def batch_norm__unbiased(x, eps=1e-5):
-    dims = (0, *range(2, x.dim()))
-    mean = x.mean(dim=dims, keepdim=True)
-    var = x.var(dim=dims, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def group_norm__strided(x, num_groups, eps=1e-5):
-    N, C = x.shape[:2]
-    if C % num_groups != 0:
-        raise ValueError(f"num_groups ({num_groups}) must divide the number of channels ({C})")
-    xg = x.reshape(N, C // num_groups, num_groups, -1)  # (N, C/G, G, rest): channel c lands in group c % G
-    mean = xg.mean(dim=(1, 3), keepdim=True)
-    var = xg.var(dim=(1, 3), keepdim=True, unbiased=False)
-    return ((xg - mean) / torch.sqrt(var + eps)).reshape(x.shape)
-
-
-def layer_norm_manual__constant_stats(x, weight, bias, eps=1e-5):
-    class LayerNormFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, eps):
-            mean = x.mean(dim=-1, keepdim=True)
-            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
-            x_hat = (x - mean) * rstd
-            ctx.save_for_backward(x_hat, weight, rstd)
-            return x_hat * weight + bias
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            x_hat, weight, rstd = ctx.saved_tensors
-            lead = tuple(range(grad_out.dim() - 1))
-            grad_x = grad_out * weight * rstd  # treats the mean and rstd as constants
-            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
-
-    return LayerNormFunction.apply(x, weight, bias, eps)
-
-
-def layer_norm_manual__mean_term_only(x, weight, bias, eps=1e-5):
-    class LayerNormFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, eps):
-            mean = x.mean(dim=-1, keepdim=True)
-            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
-            x_hat = (x - mean) * rstd
-            ctx.save_for_backward(x_hat, weight, rstd)
-            return x_hat * weight + bias
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            x_hat, weight, rstd = ctx.saved_tensors
-            lead = tuple(range(grad_out.dim() - 1))
-            g = grad_out * weight
-            grad_x = rstd * (g - g.mean(dim=-1, keepdim=True))  # the mean's term, but not the variance's
-            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
-
-    return LayerNormFunction.apply(x, weight, bias, eps)
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
-    Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); "
-            "LayerNorm uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
-            layer_norm__unbiased),
-    Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the "
-            "square root: (x − mean) / √(var + eps).", layer_norm__eps_outside),
-    Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); "
-            "LayerNorm normalises each token over its own features, the last axis (dim=-1).", layer_norm__batch_dim),
-    Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes "
-            "one mean and variance per row, over the last axis only (dim=-1, keepdim=True).", layer_norm__all_dims),
-    Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient "
-            "reaches the input: initialise the gain with torch.ones (and the bias with zeros).",
-            LayerNorm__zero_weight),
-    Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: "
-            "they are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
-            LayerNorm__plain_tensors),
-    Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial "
-            "dims); BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
-            batch_norm__per_sample),
+    Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); LayerNorm "
+            "uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
+            edits={"var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)": "var = x.var(dim=-1, keepdim=True)"}),
+    Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the square "
+            "root: (x − mean) / √(var + eps).",
+            edits={"torch.sqrt(var + eps)": "(torch.sqrt(var) + eps)"}),
+    Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); LayerNorm "
+            "normalises each token over its own features, the last axis (dim=-1).",
+            edits={"x.mean(dim=-1,": "x.mean(dim=0,",
+                   "((x - mean) ** 2).mean(dim=-1,": "((x - mean) ** 2).mean(dim=0,"}),
+    Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes one "
+            "mean and variance per row, over the last axis only (dim=-1, keepdim=True).",
+            edits={"x.mean(dim=-1, keepdim=True)": "x.mean()",
+                   "((x - mean) ** 2).mean(dim=-1, keepdim=True)": "((x - mean) ** 2).mean()"}),
+    Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient reaches "
+            "the input: initialise the gain with torch.ones (and the bias with zeros).",
+            edits={"nn.Parameter(torch.ones(normalized_shape))": "nn.Parameter(torch.zeros(normalized_shape))"}),
+    Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: they "
+            "are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
+            edits={"nn.Parameter(torch.ones(normalized_shape))": "torch.ones(normalized_shape)",
+                   "nn.Parameter(torch.zeros(normalized_shape))": "torch.zeros(normalized_shape)"}),
+    Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial dims); "
+            "BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
+            edits={"dims = (0, *range(2, x.dim()))": "dims = tuple(range(1, x.dim()))"}),
     Mistake("batch_norm", "bn_unbiased_variance", "the variance divides by n − 1; BatchNorm normalises with the "
-            "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.", batch_norm__unbiased),
-    Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); "
-            "a group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
-            group_norm__strided),
+            "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.",
+            edits={"var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)": "var = x.var(dim=dims, keepdim=True)"}),
+    Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); a "
+            "group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
+            edits={"x.reshape(N, num_groups, -1)": "x.reshape(N, C // num_groups, num_groups, -1)",
+                   "xg.mean(dim=-1,": "xg.mean(dim=(1, 3),",
+                   "((xg - mean) ** 2).mean(dim=-1,": "((xg - mean) ** 2).mean(dim=(1, 3),"}),
     Mistake("layer_norm_manual", "constant_stats", "the backward treats the mean and the standard deviation as "
             "constants (grad_x = g·weight/σ); both depend on x, which adds −mean(ĝ) − x̂·mean(ĝ·x̂) inside the "
-            "bracket.", layer_norm_manual__constant_stats),
+            "bracket.",
+            edits={"rstd * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))":
+                       "rstd * g"}),
     Mistake("layer_norm_manual", "mean_term_only", "the backward subtracts mean(ĝ) for the mean but forgets the "
-            "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.", layer_norm_manual__mean_term_only),
+            "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.",
+            edits={" - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))": ")"}),
 )
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# In-process probes (tests/harness.py) run Triton kernels on the CPU, as the sandboxed child does: the
+# interpreter must be chosen before anything imports triton (torch._dynamo does). Children set their own.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from graders.registry import LESSONS  # noqa: E402
 
