@@ -117,13 +117,22 @@ class WrongResult(Exception):
     is shown as the check's failure."""
 
 
-class _ForbiddenRecorder(TorchFunctionMode):
-    """Records which watched torch functions the student's code calls (torch function modes see
-    calls through torch.*, torch.nn.functional.* and Tensor methods alike)."""
+class CallRecorder(TorchFunctionMode):
+    """Records which of the watched torch functions the code it wraps calls (torch function modes see
+    calls through torch.*, torch.nn.functional.* and Tensor methods alike). One recorder serves both
+    rules: FORBIDDEN ("must not call", through `ctx.call`) and `ctx.recording(...)` ("must call").
 
-    def __init__(self, watched: dict[int, str], seen: set[str]):
+        with ctx.recording(F.scaled_dot_product_attention) as rec:
+            out = ctx.call(module, x)
+        {"calls SDPA": rec.called(F.scaled_dot_product_attention)}
+    """
+
+    def __init__(self, watched: dict[int, str], seen: set[str] | None = None):
         super().__init__()
-        self.watched, self.seen = watched, seen
+        self.watched, self.seen = watched, (set() if seen is None else seen)
+
+    def called(self, fn: Any) -> bool:
+        return self.watched.get(id(fn)) in self.seen
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.watched.get(id(func))
@@ -162,6 +171,7 @@ class ProbeContext:
         self.watched = watched or {}
         self.forbidden_seen: set[str] = set()
         self.mutated: list[str] = []
+        self.not_implemented: BaseException | None = None  # a NotImplementedError raised by student code
 
     @property
     def target(self) -> Any:
@@ -201,15 +211,37 @@ class ProbeContext:
         return tuple(result)
 
     def call(self, fn: Callable, *args, **kwargs) -> Any:
-        """Call student code: record forbidden APIs, and notice inputs modified in place."""
+        """Call student code: record forbidden APIs, and notice inputs modified in place. A
+        NotImplementedError is remembered even when the probe catches it: the check is then
+        not_implemented, whatever the probe made of it (an untouched stub is never "failed")."""
         before = [(i, a, a.detach().clone()) for i, a in enumerate(list(args) + list(kwargs.values()))
                   if isinstance(a, torch.Tensor)]
-        with _ForbiddenRecorder(self.watched, self.forbidden_seen):
-            out = fn(*args, **kwargs)
+        try:
+            with CallRecorder(self.watched, self.forbidden_seen):
+                out = fn(*args, **kwargs)
+        except NotImplementedError as exc:
+            self.not_implemented = self.not_implemented or exc
+            raise
         for i, a, copy in before:
             if a.shape != copy.shape or not torch.equal(torch.nan_to_num(a.detach()), torch.nan_to_num(copy)):
                 self.mutated.append(f"argument {i + 1}")
         return out
+
+    def recording(self, *fns: Any) -> CallRecorder:
+        """A context in which calls of `fns` are recorded ("must call" checks); see CallRecorder."""
+        return CallRecorder({id(f): getattr(f, "__qualname__", repr(f)) for f in fns})
+
+    def raised(self, fn: Callable, *args, **kwargs) -> dict:
+        """Call student code that should raise, and observe what it raised:
+        {"raised": "ValueError" | ... | "nothing", "message": ...}. NotImplementedError propagates
+        (the stub is not_implemented); judge with `raises_value_error`."""
+        try:
+            self.call(fn, *args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
+            return {"raised": type(exc).__name__[:100], "message": _safe_str(exc)[:300]}
+        return {"raised": "nothing", "message": ""}
 
 
 def clean(obs: Any, depth: int = 0) -> Any:
@@ -310,6 +342,7 @@ def seed_for(lesson: str, check: Check, config: Config) -> int:
 
 
 def watched_functions(names: tuple[str, ...]) -> dict[int, str]:
+    """{id(function): dotted name} for the names this torch has (FORBIDDEN's form)."""
     watched = {}
     for name in names:
         obj = resolve(name)
@@ -337,6 +370,8 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
             ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched)
             try:
                 obs = clean(check.probe(ctx))
+                if ctx.not_implemented is not None:  # raised by student code, caught by the probe
+                    obs = error_obs(ctx.not_implemented)
             except BaseException as exc:  # student code may raise anything, SystemExit included
                 obs = error_obs(exc)
                 if obs["__error__"]["kind"] == "timeout":
@@ -374,6 +409,58 @@ def same(*keys: str, scale: float = 1.0, check_dtype: bool = True) -> Judge:
                 return msg
         return None
     return judge
+
+
+def agrees_with(*keys: str | tuple[str, str], scale: float = 1.0, half_scale: float = 1.0, label: str = "",
+                prefix: str = "torch ", note: str = "") -> Judge:
+    """A judge: the student's observation `key` agrees with torch's answer, which the probe records as
+    `prefix + key` (only the reference child's copy is ever read). A key may be a pair (mine, theirs) to
+    compare with another reference observation. Without keys: every key whose `prefix + key` the
+    reference observed. `half_scale` widens the tolerance for float16/bfloat16 further (torch
+    accumulates in float32); `label` names torch's function in the message; `note` is appended to it."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        pairs = [k if isinstance(k, tuple) else (k, prefix + k) for k in keys] or \
+            [(k, prefix + k) for k in r if not k.startswith(prefix) and prefix + k in r]
+        half = ctx.config.dtype in ("float16", "bfloat16")
+        tol = ctx.tol.scaled(scale * (half_scale if half else 1.0))
+        for mine, theirs in pairs:
+            msg = compare.close(s.get(mine), r[theirs], f"{mine} (against {label or theirs})", tol=tol)
+            if msg:
+                return msg + note
+        return None
+    return judge
+
+
+def expect_value_error(obs: dict, what: str, name: str | None = None, why: str = "") -> str | None:
+    """None when the observation (from `ctx.raised`) is a ValueError whose message names `name`."""
+    if obs.get("raised") != "ValueError":
+        got = "it raised nothing" if obs.get("raised") in ("nothing", None) else \
+            f"it raised {obs.get('raised')}: {obs.get('message')}"
+        return f"{what} should raise ValueError{f' ({why})' if why else ''}, but {got}"
+    if name and name not in obs.get("message", ""):
+        return f"{what} raised ValueError, but its message does not name `{name}`: {obs.get('message')!r}"
+    return None
+
+
+def raises_value_error(*cases: tuple, why: str = "") -> Judge:
+    """A judge of `ctx.raised` observations: each case (key, what[, name]) raised a ValueError, whose
+    message names `name` when given."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        for key, what, *name in cases:
+            msg = expect_value_error(s.get(key, {}), what, name[0] if name else None, why)
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+def median_ms(fn: Callable, *args, min_run_time: float = 0.2) -> float:
+    """The median time of fn(*args) in milliseconds, by torch.utils.benchmark.Timer (which warms up,
+    synchronises CUDA and picks the number of runs): the one timer of every `course bench`."""
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(stmt="fn(*args)", globals={"fn": fn, "args": args})
+    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 
 
 @dataclass

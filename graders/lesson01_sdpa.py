@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Mistake, same
+from .engine import CPU, CPU_AND_GPU, Checks, Mistake, agrees_with, same
 
 CHECKS = Checks("lesson01")
 
@@ -189,17 +189,8 @@ def sdpa_grads(ctx):
     return {f"gradient of {n}": t.grad for n, t in (("q", q), ("k", k), ("v", v))}
 
 
-def _agrees_with_sdpa(s, r, ctx):
-    for key in ("output", "output (masked)"):
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
-                    tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
-
-
-@CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention", _agrees_with_sdpa,
-              CPU_AND_GPU)
+@CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention",
+              agrees_with("output", "output (masked)", scale=2, label="F.scaled_dot_product_attention"), CPU_AND_GPU)
 def sdpa_vs_torch(ctx):
     q, k, v = ctx.randn(1, 4, 9, 16), ctx.randn(1, 4, 11, 16), ctx.randn(1, 4, 11, 8)
     mask = ctx.bernoulli(9, 11, p=0.7)

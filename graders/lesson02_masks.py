@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, same
 
 CHECKS = Checks("lesson02")
 
@@ -339,13 +339,9 @@ def additive_dtypes(ctx):
     return obs
 
 
-def _same_as_bool(s, r, ctx):
-    return close(s.get("output (additive mask)"), r["torch output (boolean mask)"],
-                 "F.scaled_dot_product_attention with your additive mask, against the same with the boolean mask",
-                 tol=ctx.tol.scaled(2))
-
-
-@CHECKS.probe("to_additive", "as attn_mask, the same attention as the boolean mask", _same_as_bool, CPU_AND_GPU)
+@CHECKS.probe("to_additive", "as attn_mask, the same attention as the boolean mask", agrees_with(
+    ("output (additive mask)", "torch output (boolean mask)"), scale=2,
+    label="F.scaled_dot_product_attention with the boolean mask"), CPU_AND_GPU)
 def additive_in_sdpa(ctx):
     q, k, v = ctx.randn(2, 3, 5, 8), ctx.randn(2, 3, 9, 8), ctx.randn(2, 3, 9, 4)
     mask = ctx.bernoulli(5, 9, p=0.6)
@@ -375,13 +371,7 @@ def attn_random(ctx):
     return {"output": ctx.call(ctx.target, q, k, v, mask)}
 
 
-def _agrees_with_sdpa(s, r, ctx):
-    for key in [k for k in r if k.startswith("output")]:
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
-                    tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
+_agrees_with_sdpa = agrees_with(scale=2, label="F.scaled_dot_product_attention")
 
 
 @CHECKS.probe("masked_attention", "agrees with F.scaled_dot_product_attention(attn_mask=...)", _agrees_with_sdpa,

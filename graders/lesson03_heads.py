@@ -18,10 +18,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from .compare import close, first_failure
-from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, same
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")
 
@@ -93,30 +92,6 @@ def _count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def _raises(fn, *args, **kwargs) -> dict:
-    """What calling fn raised (NotImplementedError passes through: the stub is not_implemented)."""
-    try:
-        fn(*args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any exception is an observation here
-        return {"raised": type(exc).__name__, "message": str(exc)[:200]}
-    return {"raised": None, "message": ""}
-
-
-class _Calls(TorchFunctionMode):
-    """Records whether `fn` is called (this grader needs 'must call', the engine's FORBIDDEN is 'must not')."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn, self.called = fn, False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is self.fn:
-            self.called = True
-        return func(*args, **(kwargs or {}))
-
-
 def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = True):
     """The namespace's MultiHeadAttention carrying `weights`, or None when it cannot be built.
 
@@ -127,17 +102,6 @@ def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = T
         return _load(ctx, mha, weights, "MultiHeadAttention")
     except Exception:  # noqa: BLE001
         return None
-
-
-def _judge_against(pairs: list[tuple[str, str]], scale: float = 1.0):
-    """A judge: each student key matches the reference child's observation under the paired key."""
-    def judge(s, r, ctx):
-        for mine, theirs in pairs:
-            msg = close(s.get(mine), r[theirs], f"{mine} (against {theirs})", tol=ctx.tol.scaled(scale))
-            if msg:
-                return msg
-        return None
-    return judge
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,18 +116,11 @@ def split_values(ctx):
             "output with num_heads=3": ctx.call(ctx.target, x, num_heads=3)}  # (2, 3, 5, 8)
 
 
-def _value_error(s, r, ctx):
-    if s["raised"] == "ValueError":
-        return None
-    got = "nothing was raised" if s["raised"] is None else f"it raised {s['raised']}: {s['message']}"
-    return (f"split_heads(x, num_heads) with D={r['D']} and num_heads={r['num_heads']} should raise ValueError "
-            f"(D must be divisible by num_heads), but {got}")
-
-
-@CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", _value_error, CPU)
+@CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", raises_value_error(
+    ("D=10, num_heads=4", "split_heads(x, num_heads) with D=10 and num_heads=4"),
+    why="D must be divisible by num_heads"), CPU)
 def split_not_divisible(ctx):
-    x = ctx.randn(2, 5, 10)
-    return {**_raises(ctx.call, ctx.target, x, 4), "D": 10, "num_heads": 4}
+    return {"D=10, num_heads=4": ctx.raised(ctx.target, ctx.randn(2, 5, 10), 4)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,11 +194,11 @@ def mha_self(ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "equals nn.MultiheadAttention(batch_first=True) with the same weights",
-              _judge_against([("self-attention output", "torch self-attention output"),
-                              ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
-                              ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
-                              ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask")],
-                             scale=3), CPU_AND_GPU)
+              agrees_with(("self-attention output", "torch self-attention output"),
+                          ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
+                          ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
+                          ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask"),
+                          scale=3), CPU_AND_GPU)
 def mha_vs_torch(ctx):
     module, weights = _mha(ctx)
     query, key, value, allowed, padding = _mha_inputs(ctx)
@@ -363,9 +320,9 @@ def _split_qkv(weights: dict, d_model: int) -> dict:
 
 
 @CHECKS.probe("CausalSelfAttention", "equals MultiHeadAttention carrying the same weights with a causal mask",
-              _judge_against([("output", "MultiHeadAttention output, causal mask"),
-                              ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
-                              ("output with is_causal=False", "MultiHeadAttention output, no mask")], scale=3),
+              agrees_with(("output", "MultiHeadAttention output, causal mask"),
+                          ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
+                          ("output with is_causal=False", "MultiHeadAttention output, no mask"), scale=3),
               CPU_AND_GPU)
 def csa_vs_mha(ctx):
     module, weights = _csa(ctx, D, H)
@@ -393,9 +350,9 @@ def _calls_sdpa(s, r, ctx):
 def csa_uses_sdpa(ctx):
     module, _ = _csa(ctx, D, H)
     x = ctx.randn(3, 6, D)
-    with _Calls(F.scaled_dot_product_attention) as rec:
+    with ctx.recording(F.scaled_dot_product_attention) as rec:
         out = _tensor(ctx, ctx.call(module, x))
-    return {"output": out, "calls F.scaled_dot_product_attention": rec.called}
+    return {"output": out, "calls F.scaled_dot_product_attention": rec.called(F.scaled_dot_product_attention)}
 
 
 def _future(s, r, ctx):
@@ -504,9 +461,9 @@ def _sdpa_gqa(x: torch.Tensor, weights: dict, num_heads: int, num_kv_heads: int,
 
 
 @CHECKS.probe("GroupedQueryAttention", "agrees with F.scaled_dot_product_attention(enable_gqa=True)",
-              _judge_against([("output", "torch output, causal"),
-                              ("output with is_causal=True", "torch output, causal"),
-                              ("output with is_causal=False", "torch output, not causal")], scale=3),
+              agrees_with(("output", "torch output, causal"),
+                          ("output with is_causal=True", "torch output, causal"),
+                          ("output with is_causal=False", "torch output, not causal"), scale=3),
               CPU_AND_GPU)
 def gqa_vs_sdpa(ctx):
     module, weights = _gqa(ctx)
@@ -521,9 +478,9 @@ def gqa_vs_sdpa(ctx):
 
 
 @CHECKS.probe("GroupedQueryAttention", "num_kv_heads=1 is MQA; num_kv_heads=num_heads equals MultiHeadAttention",
-              _judge_against([("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
-                              ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask")],
-                             scale=3), CPU)
+              agrees_with(("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
+                          ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask"),
+                          scale=3), CPU)
 def gqa_extremes(ctx):
     x = ctx.randn(5, 7, GD)
     mqa, mqa_weights = _gqa(ctx, GD, GH, 1)

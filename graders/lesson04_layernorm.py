@@ -9,14 +9,12 @@ against it; only the reference child's copy of those values is ever read.
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
 
@@ -41,14 +39,7 @@ def _half(ctx) -> bool:
 def against_torch(*keys: str, scale: float = 1.0, note: str = ""):
     """A judge: each student observation `key` matches torch's answer, recorded as `torch key` by the
     reference child. Half precision gets twice the tolerance: torch accumulates LayerNorm in float32."""
-    def judge(s, r, ctx):
-        for key in keys or [k for k in r if not k.startswith("torch ") and f"torch {k}" in r]:
-            tol = ctx.tol.scaled(scale * (2 if _half(ctx) else 1))
-            msg = close(s.get(key), r[f"torch {key}"], f"{key} (against torch)", tol=tol)
-            if msg:
-                return msg + note
-        return None
-    return judge
+    return agrees_with(*keys, scale=scale, half_scale=2, label="torch", note=note)
 
 
 def _grads(*tensors):
@@ -324,26 +315,11 @@ def group_norm_contiguous(ctx):
             "torch output with num_groups=2": F.group_norm(x, 2)}
 
 
-def _bad_groups(s, r, ctx):
-    if s.get("raised") != "ValueError":
-        got = s.get("raised")
-        return (f"num_groups=4 does not divide C=6: raise ValueError, not "
-                f"{'nothing' if got == 'nothing' else got}")
-    if not s.get("message names num_groups"):
-        return f"the ValueError should name `num_groups`; its message was: {s.get('message')!r}"
-    return None
-
-
-@CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", _bad_groups, CPU)
+@CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", raises_value_error(
+    ("num_groups=4, C=6", "group_norm(x, num_groups=4) with C=6", "num_groups"),
+    why="num_groups must divide the number of channels"), CPU)
 def group_norm_bad(ctx):
-    x = ctx.randn(2, 6, 5)
-    try:
-        ctx.call(ctx.target, x, num_groups=4)
-    except ValueError as exc:
-        return {"raised": "ValueError", "message": str(exc)[:200], "message names num_groups": "num_groups" in str(exc)}
-    except Exception as exc:  # the wrong kind of error is a failure to explain, not a crash
-        return {"raised": type(exc).__name__, "message": str(exc)[:200], "message names num_groups": False}
-    return {"raised": "nothing", "message": "", "message names num_groups": False}
+    return {"num_groups=4, C=6": ctx.raised(ctx.target, ctx.randn(2, 6, 5), num_groups=4)}
 
 
 @CHECKS.probe("group_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU, hidden=True)
@@ -505,22 +481,8 @@ def benchmark(ns: dict, device: str) -> dict:
         x = torch.randn(*shape, device=device)
         w, b = torch.randn(shape[-1], device=device), torch.randn(shape[-1], device=device)
 
-        def timed(f) -> float:
-            for _ in range(3):
-                f()
-            times = []
-            for _ in range(10):
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                f()
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            return sorted(times)[len(times) // 2] * 1e3
-
-        mine = timed(lambda: fn(x, w, b))
-        theirs = timed(lambda: F.layer_norm(x, (shape[-1],), w, b))
+        mine = median_ms(fn, x, w, b)
+        theirs = median_ms(F.layer_norm, x, (shape[-1],), w, b)
         gbs = 2 * x.numel() * x.element_size() / (mine * 1e-3) / 1e9  # read x once, write y once
         rows.append([str(shape), round(mine, 3), round(theirs, 3), round(mine / theirs, 2), round(gbs, 1)])
     return {"title": "layer_norm: yours against F.layer_norm", "columns": ["shape", "yours (ms)", "torch (ms)",

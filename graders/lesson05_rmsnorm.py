@@ -7,16 +7,13 @@ Probes run in the sandboxed child (student code); judges run in the parent.
 
 from __future__ import annotations
 
-import statistics
-import time
 from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, same
 
 CHECKS = Checks("lesson05")
 
@@ -103,15 +100,8 @@ def rms_norm_grad(ctx):
     return {"gradient of x": x.grad, "gradient of weight": w.grad}
 
 
-def _agrees_with_torch(s, r, ctx):
-    for key in ("output", "output with eps=0.1"):
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.rms_norm", tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
-
-
-@CHECKS.probe("rms_norm", "agrees with F.rms_norm", _agrees_with_torch, CPU_AND_GPU)
+@CHECKS.probe("rms_norm", "agrees with F.rms_norm", agrees_with("output", "output with eps=0.1", scale=2,
+                                                                  label="F.rms_norm"), CPU_AND_GPU)
 def rms_norm_vs_torch(ctx):
     x, w = ctx.randn(6, 32, scale=2.0), ctx.randn(32)
     # torch's own answer, computed here too; the judge only ever reads the reference child's copy
@@ -312,25 +302,9 @@ MISTAKES = (
 # course bench lesson05
 
 
-def _median_ms(fn, *args, device: str, warmup: int = 3, runs: int = 15) -> float:
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-    for _ in range(warmup):
-        fn(*args)
-    sync()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(*args)
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def _time_or_note(name, fn, args, device, notes):
     try:
-        return _median_ms(fn, *args, device=device)
+        return median_ms(fn, *args)
     except NotImplementedError:
         notes.append(f"{name} is not implemented yet: not timed")
     except Exception as exc:  # the student's code; report, do not crash the bench
@@ -357,7 +331,7 @@ def benchmark(ns: dict, device: str) -> dict:
     for n, d in shapes:
         x = torch.randn(n, d, generator=gen).to(device, dtype)  # (rows, D)
         w = torch.randn(d, generator=gen).to(device, dtype)  # (D,)
-        theirs = _median_ms(F.rms_norm, x, (d,), w, 1e-6, device=device)
+        theirs = median_ms(F.rms_norm, x, (d,), w, 1e-6)
         mine = _time_or_note(name, fn, (x, w, 1e-6), device, notes) if fn is not None else None
         nbytes = (2 * x.numel() + w.numel()) * x.element_size()  # x read, output written, weight read
 

@@ -17,7 +17,7 @@ import math
 import torch
 
 from .compare import Tolerance, close
-from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, same
+from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
 
 CHECKS = Checks("lesson06")
 
@@ -31,26 +31,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {}  # no built-in makes these trivial
 def _positions(ctx, values) -> torch.Tensor:
     """Integer positions on the check's device."""
     return ctx.put(torch.tensor(values, dtype=torch.long))
-
-
-def _raised(ctx, fn, *args, **kwargs) -> dict:
-    """Call student code that should raise; observe what it raised (NotImplementedError still propagates)."""
-    try:
-        ctx.call(fn, *args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # the judge reads the type and the message
-        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
-    return {"raised": "nothing", "message": ""}
-
-
-def _expect_value_error(obs: dict, what: str, must_name: str) -> str | None:
-    if obs["raised"] != "ValueError":
-        got = "no exception" if obs["raised"] == "nothing" else f"{obs['raised']}: {obs['message']}"
-        return f"{what} should raise ValueError, but it gave {got}"
-    if must_name not in obs["message"]:
-        return f"{what} raised ValueError({obs['message']!r}); its message should name `{must_name}`"
-    return None
 
 
 def _values(s, r, ctx, *keys, tol: Tolerance) -> str | None:
@@ -97,13 +77,10 @@ def table_base(ctx):
     return {"table (23, 10) with base=100": ctx.call(ctx.target, 23, 10, base=100.0)}
 
 
-def _odd_d_model(s, r, ctx):
-    return _expect_value_error(s["d_model=7"], "sinusoidal_table(4, 7)", "d_model")
-
-
-@CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model", _odd_d_model)
+@CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model",
+              raises_value_error(("d_model=7", "sinusoidal_table(4, 7)", "d_model")))
 def table_odd(ctx):
-    return {"d_model=7": _raised(ctx, ctx.target, 4, 7)}
+    return {"d_model=7": ctx.raised(ctx.target, 4, 7)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,16 +141,13 @@ def learned_forward(ctx):
             for o in (0, 9, 11)}
 
 
-def _past_max_len(s, r, ctx):
-    return (_expect_value_error(s["offset=13, T=5"], "positions 13..17 with max_len=16", "max_len")
-            or _expect_value_error(s["offset=0, T=17"], "17 positions with max_len=16", "max_len"))
-
-
-@CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table", _past_max_len)
+@CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table",
+              raises_value_error(("offset=13, T=5", "positions 13..17 with max_len=16", "max_len"),
+                                 ("offset=0, T=17", "17 positions with max_len=16", "max_len")))
 def learned_too_long(ctx):
     module, _ = _module_with_known_table(ctx, 16, 12)
-    return {"offset=13, T=5": _raised(ctx, module, ctx.randn(2, 5, 12), offset=13),
-            "offset=0, T=17": _raised(ctx, module, ctx.randn(2, 17, 12))}
+    return {"offset=13, T=5": ctx.raised(module, ctx.randn(2, 5, 12), offset=13),
+            "offset=0, T=17": ctx.raised(module, ctx.randn(2, 17, 12))}
 
 
 @CHECKS.probe("LearnedPositionalEmbedding", "gradients reach the table's rows", same(), hidden=True)
@@ -371,15 +345,12 @@ def freq_ntk_ends(ctx):
             "plain": ctx.call(ctx.target, 32, base=10000.0)}
 
 
-def _bad_args(s, r, ctx):
-    return (_expect_value_error(s["method='yarn'"], "rope_inv_freq(16, method='yarn')", "method")
-            or _expect_value_error(s["scale=0.5"], "rope_inv_freq(16, scale=0.5, method='linear')", "scale"))
-
-
-@CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", _bad_args)
+@CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", raises_value_error(
+    ("method='yarn'", "rope_inv_freq(16, method='yarn')", "method"),
+    ("scale=0.5", "rope_inv_freq(16, scale=0.5, method='linear')", "scale")))
 def freq_bad_args(ctx):
-    return {"method='yarn'": _raised(ctx, ctx.target, 16, method="yarn"),
-            "scale=0.5": _raised(ctx, ctx.target, 16, scale=0.5, method="linear")}
+    return {"method='yarn'": ctx.raised(ctx.target, 16, method="yarn"),
+            "scale=0.5": ctx.raised(ctx.target, 16, scale=0.5, method="linear")}
 
 
 # ----------------------------------------------------------------------------------------------
