@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import compare
-from .results import CheckResult, ExerciseResult, exercise_status
+from .results import Absent, CheckResult, ExerciseResult, exercise_status
 
 # ----------------------------------------------------------------------------------------------
 # The device/dtype matrix
@@ -513,14 +513,21 @@ def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | Non
     if s_obs is None or m_obs is None:
         return False
     s_err, m_err = s_obs.get("__error__"), m_obs.get("__error__")
-    if s_err or m_err:
-        return bool(s_err and m_err and s_err["type"] == m_err["type"] and s_err["kind"] == "error")
+    if s_err or m_err:  # the same error, said the same way: an exception type alone is not an observation
+        return bool(s_err and m_err and s_err["kind"] == m_err["kind"] == "error" and s_err["type"] == m_err["type"]
+                    and _error_head(s_err) == _error_head(m_err))
     try:
         if check.judge(m_obs, r_obs, JudgeContext(config)) is None:
             return False  # the mistake does not show on this check
     except Exception:
         return False
     return same_observations(s_obs, m_obs, JudgeContext(config).tol)
+
+
+def _error_head(err: dict) -> str:
+    """An error observation's first line, "Type: message", without where it was raised (the student's
+    cell numbers and the mistake's differ)."""
+    return err.get("message", "").split("\n  at ")[0].strip()
 
 
 def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:
@@ -544,20 +551,21 @@ def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:
 
 
 def judge_exercise(module, exercise, student: dict | None, reference: dict,
-                   mistakes: dict[str, dict], gpu: bool, missing_reason: str | None = None,
+                   mistakes: dict[str, dict], gpu: bool, absent: Absent | None = None,
                    only_public: bool = False) -> ExerciseResult:
-    """Turn one exercise's observations into its result, checks in order, with a diagnosis."""
+    """Turn one exercise's observations into its result, checks in order, with a diagnosis. Without
+    observations the result is `absent`'s (graders/verdict.py says why), else: never reached ->
+    timeout, defined by no cell -> not_implemented."""
     name, points = exercise.name, float(exercise.points)
     checks = [c for c in CHECKS_OF(module).of(name) if not (only_public and c.hidden)]
     results: list[CheckResult] = []
     if student is None or student.get("missing"):
-        status = "not_implemented"
-        msg = missing_reason or f"no cell defines `{name}` (deleted or renamed?)"
-        if missing_reason and missing_reason.startswith("!"):
-            status, msg = "error", missing_reason[1:]
-        if student is None and not missing_reason:
-            status, msg = "timeout", "the notebook's code did not reach this exercise before the time limit"
-        return ExerciseResult(name, status, 0.0, points, [CheckResult("defined", status, message=msg)])
+        if absent is None and student is None:
+            absent = Absent("timeout", "the notebook's code did not reach this exercise before the time limit")
+        elif absent is None:
+            absent = Absent("not_implemented", f"no cell defines `{name}` (deleted or renamed?)")
+        return ExerciseResult(name, absent.status, 0.0, points,
+                              [CheckResult(absent.check, absent.status, message=absent.message)])
     s_checks, r_checks = student["checks"], reference["checks"]
     for check in checks:
         for config in check.configs:
@@ -629,21 +637,15 @@ def mistake_source(mistake: Mistake, lesson: str | None = None) -> str:
 def solved_cell(lesson: str, name: str) -> str:
     """The source of the solved notebook's code cell that defines `name` (the last one, as when run)."""
     import json
-    import re
 
+    from .notebook import defining_cell, graded_cells
     from .registry import find_lesson
 
     nb = json.loads(find_lesson(lesson).solution_path.read_text(encoding="utf-8"))
-    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(name)}\b", re.M)
-    found = None
-    for cell in nb.get("cells", []):
-        src = cell.get("source", "")
-        src = "".join(src) if isinstance(src, list) else src
-        if cell.get("cell_type") == "code" and pattern.search(src):
-            found = src
+    found = defining_cell(graded_cells(nb.get("cells", [])), name)
     if found is None:
         raise LookupError(f"{lesson}: no solved cell defines `{name}`")
-    return found
+    return found["source"]
 
 
 def _lesson_of(mistake: Mistake) -> str:

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import copy
 import importlib
-import re
 from pathlib import Path
 
 import nbformat
 
 from course_cli.grading import grade_notebook
 from graders.engine import mistake_source
+from graders.notebook import defining_index
 from graders.registry import Lesson
 
 
 def solution_cell_index(nb, exercise: str) -> int:
-    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(exercise)}\b", re.M)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and pattern.search(cell.source):
-            return i
-    raise LookupError(f"no cell defines {exercise}")
+    """The index in nb.cells of the code cell that defines `exercise` (graders/notebook.py's rule)."""
+    i = defining_index(nb.cells, exercise)
+    if i is None:
+        raise LookupError(f"no cell defines {exercise}")
+    return i
 
 
 def with_code(lesson: Lesson, exercise: str, code: str, tmp_path: Path, name: str | None = None,
@@ -75,9 +75,9 @@ def _configs(module):
 def run_in_process(lesson: Lesson, path: Path) -> tuple[dict, list[dict]]:
     """The notebook's graded cells run into a fresh namespace, as the child runs them (no time or memory
     limit, no guard: trusted notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
-    from course_cli.notebook import graded_cells, read_notebook
-    from course_cli.child import strip_magics
+    from course_cli.notebook import read_notebook
     from graders.engine import register_source, student_traceback
+    from graders.notebook import graded_cells, strip_magics
 
     if lesson.triton:
         from graders.triton_compat import patch_interpreter
@@ -144,3 +144,27 @@ def judge_in_process(lesson: Lesson, exercise: str, student: dict):
     ex = next(e for e in lesson.exercises if e.name == exercise)
     mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise == exercise}
     return judge_exercise(module, ex, student, ref[exercise], mistakes, gpu=False)
+
+
+def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None):
+    """`course check --notebook path` for a trusted notebook (a test's fixture), in this process: the
+    same cells, probes, mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
+    from course_cli.notebook import read_notebook
+    from graders.engine import probe_exercise
+    from graders.notebook import graded_cells
+    from graders.verdict import StudentRun, judge_lesson
+
+    module = importlib.import_module(lesson.module)
+    _, ref = reference(lesson)
+    wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
+    cells = graded_cells(read_notebook(path))
+    ns, reports = run_in_process(lesson, path)
+    obs = {e.name: probe_exercise(module, ns, e.name, _configs(module)) for e in wanted}
+    mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise in {e.name for e in wanted}}
+    return judge_lesson(lesson, module, StudentRun(obs, reports), ref, mistakes, cells, str(path), wanted)
+
+
+def check_one(lesson: Lesson, path: Path, exercise: str):
+    """`grade_one`, in process (for the course's own fixtures): only `exercise`'s ExerciseResult."""
+    (ex,) = check_in_process(lesson, path, [exercise]).exercises
+    return ex

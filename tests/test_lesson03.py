@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from course_cli.grading import grade_notebook
 from graders.parts import import_lesson
 from graders.registry import find_lesson
-from harness import explain, grade_one, with_code
+from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson03")
 pytestmark = pytest.mark.lesson03
@@ -96,7 +95,7 @@ def test_correct_alternatives_are_accepted(tmp_path):
     path = None
     for name, code in ALTERNATIVES.items():
         path = with_code(LESSON, name, code.strip("\n"), tmp_path, "alternatives.ipynb", base=path)
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -155,7 +154,7 @@ def test_lesson_specific_slips_are_rejected_with_a_reason(tmp_path):
     path = None
     for name, code in SLIPS.items():
         path = with_code(LESSON, name, code.strip("\n"), tmp_path, "slips.ipynb", base=path)
-    result = grade_notebook(LESSON, path, list(SLIPS))
+    result = check_in_process(LESSON, path, list(SLIPS))
     by_id = {ex.id: ex for ex in result.exercises}
 
     def failed(ex, check):
@@ -200,7 +199,7 @@ class MultiHeadAttention(nn.Module):
             w = (s if mask is None else s.masked_fill(~mask, float("-inf"))).softmax(-1)
         return self.out_proj(merge_heads(out)), w
 '''
-    ex = grade_one(LESSON, with_code(LESSON, "MultiHeadAttention", code.strip("\n"), tmp_path), "MultiHeadAttention")
+    ex = check_one(LESSON, with_code(LESSON, "MultiHeadAttention", code.strip("\n"), tmp_path), "MultiHeadAttention")
     assert ex.status == "failed", explain(ex)
     (c,) = [c for c in ex.checks if c.name == "uses no forbidden API"]
     assert c.status == "failed" and "scaled_dot_product_attention" in c.message

@@ -9,9 +9,7 @@ import torch
 
 from graders.engine import Config, JudgeContext
 from graders.registry import find_lesson
-from harness import explain, with_code
-
-from course_cli.grading import grade_notebook
+from harness import check_in_process, explain, with_code
 
 LESSON = find_lesson("lesson06")
 pytestmark = pytest.mark.lesson06
@@ -112,7 +110,7 @@ def _notebook(codes: dict[str, str], tmp_path, name: str):
 
 def test_correct_alternatives_are_accepted(tmp_path):
     path = _notebook(ALTERNATIVES, tmp_path, "alternatives.ipynb")
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -150,7 +148,7 @@ def rope_inv_freq(dim, base=10000.0, scale=1.0, method="none"):
 
 def test_wrong_answers_get_useful_messages(tmp_path):
     path = _notebook(WRONG, tmp_path, "wrong.ipynb")
-    result = grade_notebook(LESSON, path, list(WRONG))
+    result = check_in_process(LESSON, path, list(WRONG))
     by_id = {ex.id: ex for ex in result.exercises}
 
     rope = by_id["apply_rope"]
