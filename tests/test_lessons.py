@@ -122,6 +122,19 @@ def test_registry_matches_the_files(lesson):
         assert f'"grade_id": "test_{name}"' in source, f"no test cell with grade_id test_{name}"
 
 
+@pytest.mark.parametrize("lesson", LESSON_CASES)
+def test_nbgrader_points_of_every_check_cell_equal_the_registry(lesson):
+    import json
+
+    nb = json.loads(lesson.solution_path.read_text())
+    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"].get("points")
+              for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    assert points == {f"test_{e.name}": e.points for e in lesson.exercises}
+    student = json.loads(lesson.student_path.read_text())
+    assert sum(c["metadata"]["nbgrader"].get("points", 0) for c in student["cells"]
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade")) == lesson.max_score
+
+
 def test_no_orphan_notebooks_or_graders():
     known = {l.notebook for l in LESSONS}
     assert {p.name for p in (ROOT / "solutions").glob("*.ipynb")} == known
