@@ -58,6 +58,7 @@ class Check:
     judge: Judge
     configs: tuple[Config, ...] = CPU
     hidden: bool = False  # hidden from the student notebook's public test cell (nbgrader's hidden tests)
+    variant: "Variant | None" = None  # an entry of the standard input battery (the probe's inputs, changed)
 
     def key(self, config: Config) -> str:
         return f"{self.name} @ {config.key}"
@@ -81,6 +82,28 @@ class Checks(list):
 
     def of(self, exercise: str) -> list[Check]:
         return [c for c in self if c.exercise == exercise]
+
+    def add_battery(self, skip: dict[str, str | dict[str, str]] | None = None,
+                    base: dict[str, str] | None = None) -> None:
+        """Add the standard input battery (BATTERY) to every exercise: each entry re-runs the exercise's
+        first check (or `base[exercise]`, a check name) on changed inputs, judged by that check's judge
+        against the reference run on the same inputs. `skip` opts out with a reason: {exercise: reason}
+        for the whole battery, or {exercise: {entry name: reason}} for some entries. Entries whose probe
+        draws no floating-point tensor from ctx are dropped by the engine (the exercise takes none)."""
+        skip, base = skip or {}, base or {}
+        for exercise in dict.fromkeys(c.exercise for c in list(self)):
+            why = skip.get(exercise)
+            if isinstance(why, str):
+                continue
+            checks = self.of(exercise)
+            b = next((c for c in checks if c.name == base[exercise]), None) if exercise in base else checks[0]
+            if b is None:
+                raise ValueError(f"{self.lesson}: no check {base[exercise]!r} of {exercise} for the battery")
+            for v in BATTERY:
+                if why and v.name in why:
+                    continue
+                self.append(Check(exercise, f"{v.name}", b.probe, _battery_judge(b.judge, v),
+                                  (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v))
 
 
 @dataclass(frozen=True)
@@ -162,7 +185,7 @@ class ProbeContext:
     """What a probe gets: the namespace, the target exercise, seeded inputs on the config's device."""
 
     def __init__(self, ns: dict, exercise: str, config: Config, seed: int,
-                 watched: dict[int, str] | None = None):
+                 watched: dict[int, str] | None = None, layout: str | None = None):
         self.ns, self.exercise, self.config = ns, exercise, config
         self.device = torch.device(config.device)
         self.dtype = getattr(torch, config.dtype)
@@ -172,6 +195,8 @@ class ProbeContext:
         self.forbidden_seen: set[str] = set()
         self.mutated: list[str] = []
         self.not_implemented: BaseException | None = None  # a NotImplementedError raised by student code
+        self.layout = layout  # None, "transposed" or "strided": how put() lays out floating inputs
+        self.drawn = 0  # floating-point inputs handed out by put()
 
     @property
     def target(self) -> Any:
@@ -200,7 +225,10 @@ class ProbeContext:
     def put(self, t: torch.Tensor, dtype: torch.dtype | None = None, requires_grad: bool = False) -> torch.Tensor:
         if t.is_floating_point():
             t = t.to(dtype or self.dtype)
+            self.drawn += 1
         t = t.to(self.device)
+        if t.is_floating_point() and t.dim() >= 2 and self.layout:
+            t = _relaid(t, self.layout)
         return t.requires_grad_(True) if requires_grad else t
 
     def unpack(self, result: Any, n: int, what: str) -> tuple:
@@ -242,6 +270,54 @@ class ProbeContext:
         except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
             return {"raised": type(exc).__name__[:100], "message": _safe_str(exc)[:300]}
         return {"raised": "nothing", "message": ""}
+
+
+def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values in another memory layout: "transposed" (the last two axes' strides swapped) or
+    "strided" (each row a view into a wider row, so the row stride is larger than the row)."""
+    if layout == "transposed":
+        return t.mT.contiguous().mT
+    wide = torch.zeros(*t.shape[:-1], t.shape[-1] + 3, dtype=t.dtype, device=t.device)
+    wide[..., : t.shape[-1]] = t
+    return wide[..., : t.shape[-1]]
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard input battery: inputs a careful grader tries, each a check of its own
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the check's name, as the student reads it
+    message: str  # said before the judge's message when the check fails
+    dtype: str | None = None  # inputs in this dtype, on the CPU
+    layout: str | None = None  # inputs in this memory layout
+    judged_as: str | None = None  # judge as if at this dtype (its tolerance), when not the inputs'
+
+
+BATTERY = (
+    # float64 is judged with float32's tolerance: a reference may compute in float32 inside (RMSNorm, RoPE),
+    # and a student computing in float64 is not wrong. It catches a float32 result and float32 constants.
+    Variant("float64 inputs", "with float64 inputs the result must be float64 (values within float32's "
+            "tolerance)", dtype="float64", judged_as="float32"),
+    Variant("bfloat16 inputs on the CPU", "with bfloat16 inputs (on the CPU) the result must be bfloat16 and close "
+            "to the reference's", dtype="bfloat16"),
+    Variant("float16 inputs on the CPU", "with float16 inputs (on the CPU) the result must be float16 and close "
+            "to the reference's", dtype="float16"),
+    Variant("transposed (non-contiguous) inputs", "with inputs laid out transposed in memory (same values, "
+            "not contiguous: .view() fails on them, .reshape() does not)", layout="transposed"),
+    Variant("row-strided inputs (views of wider rows)", "with inputs that are views of wider rows (same "
+            "values, the row stride larger than the row)", layout="strided"),
+)
+
+
+def _battery_judge(judge: Judge, v: Variant) -> Judge:
+    def battery(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        if v.judged_as:
+            ctx = JudgeContext(Config(ctx.config.device, v.judged_as))
+        msg = judge(s, r, ctx)
+        return f"{v.message}: {msg}" if msg else None
+    return battery
 
 
 def clean(obs: Any, depth: int = 0) -> Any:
@@ -367,11 +443,14 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
         for config in check.configs:
             if config not in configs:
                 continue
-            ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched)
+            ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched,
+                               check.variant.layout if check.variant else None)
             try:
                 obs = clean(check.probe(ctx))
                 if ctx.not_implemented is not None:  # raised by student code, caught by the probe
                     obs = error_obs(ctx.not_implemented)
+                elif check.variant and not ctx.drawn:
+                    obs = {"__inapplicable__": "the exercise takes no floating-point tensor"}
             except BaseException as exc:  # student code may raise anything, SystemExit included
                 obs = error_obs(exc)
                 if obs["__error__"]["kind"] == "timeout":
@@ -496,6 +575,8 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
             res.status, res.message = "failed", err["message"]
         elif kind == "memory":
             res.status, res.message = "error", f"ran out of memory: {err['message']}"
+        elif check.variant:  # code that runs on the usual inputs but raises on these: a wrong answer
+            res.status, res.message = "failed", f"{check.variant.message}: it raised {err['message']}"
         else:
             res.status, res.message = "error", err["message"]
         return res
@@ -573,8 +654,10 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                 results.append(CheckResult(check.name, "skipped", config.device, config.dtype,
                                            "no CUDA device here: GPU check skipped (not passed)"))
                 continue
-            results.append(_verdict(check, config, s_checks.get(check.key(config)),
-                                    r_checks.get(check.key(config))))
+            r_obs = r_checks.get(check.key(config))
+            if check.variant and isinstance(r_obs, dict) and "__inapplicable__" in r_obs:
+                continue  # a battery entry for an exercise that takes no tensor input
+            results.append(_verdict(check, config, s_checks.get(check.key(config)), r_obs))
     forbidden = getattr(module, "FORBIDDEN", {}).get(name)
     if forbidden:
         used = student.get("forbidden", [])

@@ -244,3 +244,6 @@ MISTAKES = (
             "last two with `k.transpose(-2, -1)` (or `k.mT`).",
             edits={"k.transpose(-2, -1)": "k.T"}),
 )
+
+
+CHECKS.add_battery()

@@ -548,3 +548,6 @@ MISTAKES = (
                    "scores = scores.masked_fill(~visible, 0.0)": "pass",
                    "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"}),
 )
+
+
+CHECKS.add_battery()

@@ -577,3 +577,6 @@ MISTAKES = (
                    "repeat_kv(split_heads(self.v_proj(x), self.num_kv_heads), n_rep)":
                        "split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)"}),
 )
+
+
+CHECKS.add_battery()

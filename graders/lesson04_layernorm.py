@@ -489,3 +489,7 @@ def benchmark(ns: dict, device: str) -> dict:
             "ratio", "GB/s (yours)"], "rows": rows,
             "notes": ["a layer_norm written with separate torch ops reads and writes x several times; "
                       "torch's fused kernel does it once"]}
+
+
+# The battery re-runs LayerNorm's state-dict check (its first check compares with a float32 nn.LayerNorm).
+CHECKS.add_battery(base={"LayerNorm": "loads nn.LayerNorm's state dict and matches its output"})

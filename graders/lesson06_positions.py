@@ -458,3 +458,6 @@ MISTAKES = (
             "position i + (t_k − t_q) (bottom-right aligned), not at i.",
             edits={"torch.arange(t_q)[:, None] + (t_k - t_q)": "torch.arange(t_q)[:, None]"}),
 )
+
+
+CHECKS.add_battery()

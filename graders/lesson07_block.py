@@ -618,3 +618,6 @@ MISTAKES = (
             "(True = may attend) and combine it with any mask passed in.",
             edits={"if self.causal:": "if False:  # causal ignored"}),
 )
+
+
+CHECKS.add_battery()

@@ -178,3 +178,40 @@ def test_diagnose_names_the_mistake_whose_observations_match():
     assert diagnose(Module, "f", [check], student, {key: ref}, mistakes, failed) == "negates"
     student = {key: {"output": torch.zeros(3)}}  # wrong, but like no known mistake
     assert diagnose(Module, "f", [check], student, {key: ref}, mistakes, failed) != "negates"
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard input battery
+
+from graders.engine import BATTERY, _relaid  # noqa: E402
+
+
+def test_relaid_inputs_keep_their_values_in_another_layout():
+    t = torch.randn(2, 3, 5)
+    tr, st = _relaid(t, "transposed"), _relaid(t, "strided")
+    assert torch.equal(tr, t) and torch.equal(st, t)
+    assert not tr.is_contiguous() and tr.stride(-1) != 1
+    assert not st.is_contiguous() and st.stride(-1) == 1 and st.stride(-2) > t.shape[-1]
+
+
+def test_every_exercise_of_lessons_01_to_07_gets_the_battery():
+    from graders.registry import find_lesson
+
+    for lid in ("lesson01", "lesson02", "lesson03", "lesson04", "lesson05", "lesson06", "lesson07"):
+        module = importlib.import_module(find_lesson(lid).module)
+        for ex in find_lesson(lid).exercises:
+            names = {c.name for c in module.CHECKS.of(ex.name) if c.variant}
+            assert names == {v.name for v in BATTERY}, (lid, ex.name)
+
+
+def test_a_float32_result_for_other_dtypes_fails_the_dtype_entries(tmp_path):
+    from graders.registry import find_lesson
+    from harness import check_one, explain, with_code
+
+    lesson = find_lesson("lesson01")
+    code = ("def softmax(x, dim=-1):\n    x = x.float()  # always float32\n"
+            "    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n    return e / e.sum(dim=dim, keepdim=True)\n")
+    ex = check_one(lesson, with_code(lesson, "softmax", code, tmp_path), "softmax")
+    failed = {c.name: c.message for c in ex.checks if c.status == "failed"}
+    assert set(failed) == {"float64 inputs", "bfloat16 inputs on the CPU", "float16 inputs on the CPU"}, explain(ex)
+    assert "has dtype float32, expected float64" in failed["float64 inputs"]
