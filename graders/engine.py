@@ -243,7 +243,7 @@ class ProbeContext:
         NotImplementedError is remembered even when the probe catches it: the check is then
         not_implemented, whatever the probe made of it (an untouched stub is never "failed")."""
         before = [(i, a, a.detach().clone()) for i, a in enumerate(list(args) + list(kwargs.values()))
-                  if isinstance(a, torch.Tensor)]
+                  if isinstance(a, torch.Tensor) and not a.is_meta]  # a meta tensor holds no values to compare
         try:
             with CallRecorder(self.watched, self.forbidden_seen):
                 out = fn(*args, **kwargs)
@@ -529,6 +529,29 @@ def raises_value_error(*cases: tuple, why: str = "") -> Judge:
             msg = expect_value_error(s.get(key, {}), what, name[0] if name else None, why)
             if msg:
                 return msg
+        return None
+    return judge
+
+
+def on_meta(result: Any) -> dict:
+    """An observation of a result made with device="meta" (a meta tensor holds no values): its device,
+    shape and dtype. Judge with `made_on_meta`."""
+    if not isinstance(result, torch.Tensor):
+        return {"device": None, "got": type(result).__name__[:100]}
+    return {"device": result.device.type, "shape": list(result.shape), "dtype": str(result.dtype).removeprefix("torch.")}
+
+
+def made_on_meta(what: str) -> Judge:
+    """A judge of `on_meta` observations: the result is on the meta device, with the reference's shape
+    and dtype (code that builds on the CPU and moves, or computes values, would not be)."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        if s.get("device") != "meta":
+            got = f"a tensor on {s['device']!r}" if s.get("device") else f"a {s.get('got')}"
+            return (f"{what} with device=\"meta\" gave {got}, not a tensor on the meta device: make every "
+                    f"tensor on `device` (torch.ones(..., device=device), torch.arange(..., device=device))")
+        for k in ("shape", "dtype"):
+            if s.get(k) != r.get(k):
+                return f"{what} with device=\"meta\" gave {k} {s.get(k)}, expected {r.get(k)}"
         return None
     return judge
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, made_on_meta, on_meta, same
 
 CHECKS = Checks("lesson02")
 
@@ -190,6 +190,12 @@ def causal_device(ctx):
     return {"causal_mask(4, 6, device=...)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
 
 
+@CHECKS.probe("causal_mask", 'device="meta": made on the device asked for, whatever it is',
+              made_on_meta("causal_mask(4, 6)"), CPU, hidden=True)
+def causal_meta(ctx):
+    return on_meta(ctx.call(ctx.target, 4, 6, device="meta"))
+
+
 # ----------------------------------------------------------------------------------------------
 # padding_mask(lengths, t) -> BoolTensor[B, 1, 1, t], True at real keys
 
@@ -245,6 +251,12 @@ def _pad_device(s, r, ctx):
 def padding_device(ctx):
     m = ctx.call(ctx.target, _lengths(ctx, [4, 2]), 5)
     return {"padding_mask([4, 2], 5)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
+
+
+@CHECKS.probe("padding_mask", "`lengths` on the meta device: the mask is made there too",
+              made_on_meta("padding_mask(lengths, 5)"), CPU, hidden=True)
+def padding_meta(ctx):
+    return on_meta(ctx.call(ctx.target, torch.empty(2, dtype=torch.long, device="meta"), 5))
 
 
 # ----------------------------------------------------------------------------------------------

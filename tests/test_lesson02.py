@@ -101,3 +101,17 @@ def test_grader_imports_without_dynamo():
     import graders.lesson02_masks as g
     lower_right = [c for c in g.CHECKS if "causal_lower_right" in c.name]
     assert lower_right and all(c.hidden for c in lower_right)
+
+
+@pytest.mark.causal_mask
+def test_a_mask_that_ignores_device_fails_on_the_meta_device_without_a_gpu(tmp_path):
+    path = with_code(LESSON, "causal_mask", '''
+def causal_mask(t_q, t_k=None, device=None):
+    t_k = t_q if t_k is None else t_k
+    return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)   # device ignored
+''', tmp_path, "causal-no-device.ipynb")
+    ex = check_one(LESSON, path, "causal_mask")
+    failed = [c for c in ex.checks if c.status == "failed"]
+    assert ex.status == "failed" and [c.name for c in failed] == [
+        'device="meta": made on the device asked for, whatever it is'], explain(ex)
+    assert "not a tensor on the meta device" in failed[0].message
