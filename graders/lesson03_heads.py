@@ -287,6 +287,50 @@ def mha_dropout(ctx):
             "train output, dropout=0.0": _call_mha(ctx, plain, x)[0]}
 
 
+def _dropout_on_weights(s, r, ctx):
+    """The values are one-hot and the projections identities (plus a bias b after out_proj), so the output
+    is b plus each head's weights: in training mode, dropout on the weights leaves out − b at 0 or at the
+    eval-mode weights / (1 − p); dropout anywhere after out_proj would leave −b where it dropped."""
+    p, b = r["p"], r["out_proj bias"]
+    w_eval, w_train = s["eval output"] - b, s["train output"] - b
+    tol = 1e-4
+    dropped = w_train.abs() <= tol
+    kept_ok = (w_train - w_eval / (1 - p)).abs() <= tol + 1e-3 * w_eval.abs()
+    if not (dropped | kept_ok).all():
+        i = tuple(int(j) for j in (~(dropped | kept_ok)).nonzero()[0])
+        return (f"with dropout={p} in training mode, an entry of the attention weights (seen through one-hot values "
+                f"and identity projections) is {w_train[i].item():.4g}, neither 0 nor the eval-mode weight "
+                f"{w_eval[i].item():.4g} / (1 − p): apply dropout to the softmax weights, before weights @ v, and "
+                f"nowhere after out_proj")
+    live = w_eval.abs() > tol
+    frac = float((dropped & live).sum()) / max(int(live.sum()), 1)
+    if not 0.2 < frac < 0.8:
+        return (f"with dropout={p} in training mode {frac:.0%} of the attention weights were dropped: about "
+                f"{p:.0%} should be")
+    return None
+
+
+@CHECKS.probe("MultiHeadAttention", "dropout drops attention weights (where the zeros appear)", _dropout_on_weights,
+              CPU, hidden=True)
+def mha_dropout_placement(ctx):
+    p, tk, dh = 0.5, 5, D // H
+    module = _build(ctx, D, H, dropout=p)
+    bias = torch.linspace(0.5, 1.5, D)
+    weights = _weights(ctx, _proj_shapes(D))
+    weights.update({"v_proj.weight": torch.eye(D), "v_proj.bias": torch.zeros(D),
+                    "out_proj.weight": torch.eye(D), "out_proj.bias": bias})
+    _load(ctx, module, {k: ctx.put(v) for k, v in weights.items()})
+    value = torch.zeros(2, tk, D)
+    for j in range(tk):  # key j's value is e_j inside every head, so head h's output is its weights
+        value[:, j, j::dh] = 1.0
+    query, key = ctx.randn(2, 4, D), ctx.randn(2, tk, D)
+    out_eval = _call_mha(ctx, module, query, key, ctx.put(value))[0]
+    module.train()
+    torch.manual_seed(ctx.seed)
+    out_train = _call_mha(ctx, module, query, key, ctx.put(value))[0]
+    return {"eval output": out_eval, "train output": out_train, "out_proj bias": bias, "p": p}
+
+
 @CHECKS.probe("MultiHeadAttention", "gradients reach every projection and the inputs", same(scale=10), CPU,
               hidden=True)
 def mha_grads(ctx):

@@ -222,3 +222,18 @@ def test_solved_modules_keep_the_layout_later_lessons_load():
     assert gqa.k_proj.weight.shape == (16, 32) and gqa.q_proj.bias is None
     with pytest.raises(ValueError, match="num_heads"):
         l03.split_heads(torch.randn(2, 3, 10), 4)
+
+
+@pytest.mark.MultiHeadAttention
+def test_dropout_after_the_output_projection_is_caught_by_where_the_zeros_are(tmp_path):
+    from graders.engine import solved_cell
+
+    code = solved_cell("lesson03", "MultiHeadAttention")
+    code = code.replace("weights = F.dropout(weights, p=self.dropout, training=self.training)", "pass")
+    code = code.replace("return out, (weights", "return F.dropout(out, self.dropout, self.training), (weights")
+    assert "F.dropout(out" in code and "F.dropout(weights" not in code
+    ex = check_one(LESSON, with_code(LESSON, "MultiHeadAttention", code, tmp_path), "MultiHeadAttention")
+    failed = [c for c in ex.checks if c.status == "failed"]
+    assert "dropout drops attention weights (where the zeros appear)" in [c.name for c in failed], explain(ex)
+    (placement,) = [c for c in failed if c.name.startswith("dropout drops")]
+    assert "nowhere after out_proj" in placement.message
