@@ -1,8 +1,11 @@
-"""Test helpers shared by every lesson's tests: notebooks with one exercise swapped, graded end to end.
+"""Test helpers shared by every lesson's tests: notebooks with one exercise swapped, graded in process
+(the fast tier) or end to end (the slow tier).
 
-A lesson's mistake variants live beside its reference in graders/<lesson>.py; `with_code` turns one
-into a fixture notebook (the solved notebook with that exercise's solution cell replaced), which is
-then graded by the same path as `course check --notebook`.
+A lesson's known mistakes live beside its checks in graders/<lesson>.py, as edits of the solved cell;
+`with_code` / `with_mistake` turn one into a fixture notebook (the solved notebook with that exercise's
+cell replaced). `check_one` / `check_in_process` grade a fixture in this process (same cells, probes,
+mistakes and verdict rules, no sandbox: for the course's own code only); `grade_one` grades it by the
+path of `course check --notebook`, through the sandboxed child.
 """
 
 from __future__ import annotations
