@@ -25,23 +25,11 @@ import builtins
 import io
 import json
 import os
-import re
 import signal
 import sys
 from pathlib import Path
 
-_MAGIC = re.compile(r"^(\s*)([%!].*)$")
-
-
-def strip_magics(source: str) -> str | None:
-    """IPython magics and shell escapes become `pass`; a cell magic (%%) skips the whole cell."""
-    if source.lstrip().startswith("%%"):
-        return None
-    lines = []
-    for line in source.splitlines():
-        m = _MAGIC.match(line)
-        lines.append(f"{m.group(1)}pass  # skipped: {m.group(2)[:40]}" if m else line)
-    return "\n".join(lines)
+from graders.notebook import strip_magics  # noqa: E402 (the notebook rules live in graders)
 
 
 class _Alarm:

@@ -21,7 +21,7 @@ from graders.registry import Lesson, ROOT
 from graders.results import CheckResult, ExerciseResult, LessonResult
 
 from . import sandbox
-from .notebook import NotebookError, defining_cell, graded_cells, read_notebook
+from .notebook import NotebookError, graded_cells, read_notebook
 
 
 CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
@@ -45,7 +45,7 @@ def _source_files(lesson: Lesson) -> list[Path]:
         todo += [find_lesson(k) for k in re.findall(r"import_lesson\(\s*\\?['\"](\w+)", text)]
     g = ROOT / "graders"
     return ([l.solution_path for l in seen] + [g / f"{l.id}_{l.slug}.py" for l in seen]
-            + [g / "engine.py", g / "compare.py", g / "parts.py", ROOT / "course_cli" / "child.py"])
+            + [g / "engine.py", g / "compare.py", g / "parts.py", g / "notebook.py", ROOT / "course_cli" / "child.py"])
 
 
 def reference_key(lesson: Lesson, device: str) -> str:
@@ -331,42 +331,12 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises
 
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
-    from graders.engine import judge_exercise
+    """Gather what the children left and let graders/verdict.py decide."""
+    from graders.verdict import StudentRun, judge_lesson
 
-    cell_reports = _cell_reports(student)
-    failed_cells = {c["index"]: c for c in cell_reports if c.get("status") not in ("ok", "skipped")}
-    death = student.death()
-    result = LessonResult(lesson.id, notebook)
-    result.notes += [c["error"] for c in failed_cells.values()]
-    if death:
-        result.notes.append(death)
-    for ex in wanted:
-        obs = all_obs[ex.name]
-        missing_reason = None
-        if obs is None or obs.get("missing"):
-            cell = defining_cell(cells, ex.name)
-            if obs is None and death:
-                missing_reason = "!" + death
-                if student.timed_out:
-                    result.exercises.append(ExerciseResult(ex.name, "timeout", 0.0, float(ex.points),
-                                                           [CheckResult("ran", "timeout", message=death)]))
-                    continue
-            elif cell and cell["index"] in failed_cells:
-                missing_reason = f"!`{ex.name}` is not defined because its cell failed: {failed_cells[cell['index']]['error']}"
-            elif cell:
-                missing_reason = f"!`{ex.name}` is not defined after running cell {cell['index']}"
-        if obs is not None and obs.get("timeout"):
-            res = judge_exercise(module, ex, obs, reference.exercises[ex.name], {}, gpu, only_public=only_public)
-            res.status, res.points = "timeout", 0.0
-            if not any(c.status == "timeout" for c in res.checks):
-                res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", "")))
-            result.exercises.append(res)
-            continue
-        mistakes = {m.id: reference.mistakes[m.id] for m in getattr(module, "MISTAKES", ())
-                    if m.exercise == ex.name and m.id in reference.mistakes}
-        result.exercises.append(judge_exercise(module, ex, obs, reference.exercises[ex.name], mistakes, gpu,
-                                               missing_reason, only_public))
-    return result
+    run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))
+    return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes, cells, notebook, wanted, gpu,
+                        only_public)
 
 
 def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None = None,
