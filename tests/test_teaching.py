@@ -134,3 +134,32 @@ def test_known_answer_stays_out_of_the_text(lesson_id, fragment):
     texts += [_squash("".join(c["source"])) for c in _cells(lesson.student_path)
               if c.get("metadata", {}).get("nbgrader", {}).get("solution")]  # the stub's own comments too
     assert not any(_squash(fragment) in t for t in texts), fragment
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS if l.number <= 9])
+def test_lesson_ends_with_self_check_questions(lesson):
+    """Three or four questions at the end, each answer hidden in a <details> block until asked for."""
+    last = _cells(lesson.student_path)[-1]
+    text = "".join(last["source"])
+    assert last["cell_type"] == "markdown" and text.startswith("## Self-check"), lesson.id
+    assert 3 <= text.count("<details>") == text.count("</details>") == text.count("<summary>") <= 4
+
+
+def test_triton_stub_has_a_skeleton_and_no_body():
+    lesson = next(l for l in LESSONS if l.id == "lesson09")
+    stub = next("".join(c["source"]) for c in _cells(lesson.student_path)
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "flash_attention_triton")
+    kernel = stub.split("def flash_attention_triton(")[0]
+    for skeleton in ("tl.program_id(0)", "tl.program_id(1)", "rows = first + tl.arange(0, BLOCK_M)", "for start in range("):
+        assert skeleton in kernel, skeleton
+    assert "tl.dot" not in kernel  # the body is the student's
+    assert kernel.count("raise NotImplementedError()") == 1
+
+
+def test_lesson08_trains_on_real_text_with_stored_figures():
+    lesson = next(l for l in LESSONS if l.id == "lesson08")
+    cells = _cells(lesson.solution_path)
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert "from graders.corpus import" in code and "tiny_corpus" not in code
+    pngs = [o for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pngs) >= 2  # the loss curves and the attention maps of the stored run
