@@ -512,18 +512,22 @@ LESSONS: tuple[Lesson, ...] = (
                 "GPT",
                 points=5,
                 hints=(
-                    "`__init__`: `nn.Embedding(vocab_size, n_embd)` for `wte`, `nn.Embedding(block_size, n_embd)` "
-                    "for `wpe`, an `nn.ModuleList` of `L07.TransformerBlock(..., causal=True, bias=config.bias)`, "
-                    "`L04.LayerNorm(n_embd, bias=config.bias)` and `nn.Linear(n_embd, vocab_size, bias=False)`; "
-                    "then tie with `self.lm_head.weight = self.wte.weight`.",
+                    "Bottom-up. `CachedSelfAttention.forward`: project x with q_proj, k_proj, v_proj and "
+                    "`L03.split_heads` each into (B, H, T_new, Dh); with a cache, `cache.update(layer_idx, k, v)` "
+                    "returns this layer's keys and values so far, (B, H, T_all, Dh). `GPTBlock.forward` is lesson "
+                    "07's pre-LN forward with `cache=cache, layer_idx=layer_idx` passed to `self.attn`.",
+                    "The mask is bottom-right: `torch.ones(T_new, T_all, dtype=torch.bool).tril(T_all - T_new)`, "
+                    "passed to `F.scaled_dot_product_attention` as attn_mask, with `dropout_p` only in training; "
+                    "then `out_proj(L03.merge_heads(y))`. Without a cache T_all = T_new: the usual causal mask.",
+                    "`GPT.__init__`: `nn.Embedding`s for `wte` (vocab_size × n_embd) and `wpe` (block_size × "
+                    "n_embd), an `nn.ModuleList` of GPTBlocks, `L04.LayerNorm(n_embd, bias=config.bias)`, a "
+                    "bias-free `nn.Linear(n_embd, vocab_size)`; tie by assigning the Parameter itself, "
+                    "`self.lm_head.weight = self.wte.weight`.",
                     "Initialise by looping over `self.modules()`: `nn.init.normal_(m.weight, 0.0, 0.02)` for Linear "
                     "and Embedding, zeros for Linear biases; then draw every `block.attn.out_proj.weight` and "
-                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`.",
-                    "`forward`: `start = len(cache)` with a cache, else 0; positions `torch.arange(start, start + T)`. "
-                    "Without a cache `x = block(x)`. With one, per block: q, k, v from `ln1(x)` through the "
-                    "attention's projections and `L03.split_heads`; `k, v = cache.update(i, k, v)`; SDPA with "
-                    "`attn_mask=torch.ones(T, T_all, dtype=torch.bool).tril(T_all - T)`; `out_proj` of the merged "
-                    "heads added to x; then the MLP half.",
+                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`. In `forward`, "
+                    "`start = len(cache)` (0 without one), positions `torch.arange(start, start + T)`, and "
+                    "`x = block(x, cache=cache, layer_idx=i)` for each block.",
                 ),
             ),
             Exercise(
