@@ -72,9 +72,12 @@ def list_cmd() -> None:
 @click.option("--notebook", "notebook", type=click.Path(dir_okay=True), help="Grade this notebook file instead.")
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--detail", is_flag=True, help="Show every check that did not pass, not only the first.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Also write the results, with figures, as a self-contained HTML page.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          verbose: bool) -> None:
+          detail: bool, html_file: str | None, verbose: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -111,10 +114,21 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             click.echo(f"warning: could not record progress ({exc})", err=True)
         for w in store.warnings:
             click.echo(f"warning: {w}", err=True)
+    if html_file:
+        from pathlib import Path
+
+        from .render import lesson_html
+
+        try:
+            Path(html_file).write_text(lesson_html(result, lesson_obj.title), encoding="utf-8")
+        except OSError as exc:
+            raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        render_result(make_console(), result, lesson_obj.title, verbose)
+        render_result(make_console(), result, lesson_obj.title, verbose, detail)
+        if html_file:
+            click.echo(f"wrote {html_file}")
     sys.exit(0 if result.all_passed else 1)
 
 
