@@ -126,3 +126,178 @@ def test_one_mistake_prints_at_most_20_lines_at_80_columns():
     print(f"lines at 80 columns over {len(counts)} mistakes: max {max(counts.values())}, "
           f"mean {statistics.mean(counts.values()):.1f}")
     assert max(counts.values()) <= 20, sorted(counts.items(), key=lambda kv: -kv[1])[:5]
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Structural diagnoses, on planted answers
+
+
+def _ref(*shape, seed=0):
+    import torch
+
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_structural_transposed_and_permuted_axes():
+    from graders.diagnosis import explain
+
+    e = _ref(2, 3, 4, 4)
+    assert "transposed (its last two axes swapped)" in explain(e.transpose(-2, -1), e, "weights")
+    e = _ref(2, 3, 4, 5)
+    assert "every axis reversed" in explain(e.permute(3, 2, 1, 0), e) and "transpose(-2, -1)" in explain(e.permute(3, 2, 1, 0), e)
+    assert "permute(0, 2, 1, 3)" in explain(e.permute(0, 2, 1, 3), e)
+
+
+def test_structural_constant_factor_named_and_constant_shift():
+    import math
+
+    from graders.diagnosis import explain, simple_factor
+
+    e = _ref(3, 4, 5)
+    msg = explain(e / math.sqrt(8), e)
+    assert "constant factor, 0.3536" in msg and "1/√8" in msg
+    assert "constant factor, 8 (= 8)" in explain(e * 8, e)
+    assert "plus a constant, 0.5" in explain(e + 0.5, e)
+    assert simple_factor(0.125) == "1/8" and simple_factor(0.7) is None
+
+
+def test_structural_right_except_at_masked_positions():
+    import torch
+
+    from graders.diagnosis import explain
+
+    scores = _ref(2, 5, 7)
+    mask = torch.ones(5, 7, dtype=torch.bool).tril(2)
+    e = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    leaky = e.clone()
+    leaky[~mask.expand_as(e)] = 0.05  # masked weights leak; the allowed ones are right
+    msg = explain(leaky, e, "weights (causal mask)", r={"mask (causal mask)": mask})
+    assert f"wrong at {2 * int((~mask).sum())} of the {2 * int((~mask).sum())} masked positions" in msg
+    # without a mask among the observations, the reference's exact zeros stand in for it
+    a = e.clone()
+    a[~mask.expand_as(a)] = 0.01
+    assert "where the reference is exactly 0" in explain(a, e, "weights")
+    # right only at the masked positions: the mask's meaning inverted
+    b = e.clone()
+    b[mask.expand_as(b)] += 1
+    assert "other way round" in explain(b, e, "weights (causal mask)", r={"mask (causal mask)": mask})
+
+
+def test_structural_all_zeros_and_nan_rows():
+    import torch
+
+    from graders.diagnosis import explain
+
+    e = _ref(2, 4, 6)
+    assert "all zeros" in explain(torch.zeros_like(e), e)
+    a = e.clone()
+    a[1, 2] = float("nan")
+    msg = explain(a, e)
+    assert "6 NaN values" in msg and "starting at index (1, 2, 0)" in msg and "1 whole rows" in msg
+    b = e.clone()
+    b[0, 0, 3] = float("inf")
+    assert "1 Inf values" in explain(b, e) and "(0, 0, 3)" in explain(b, e)
+
+
+def test_structural_wrong_dtype_and_wrong_shape_same_values():
+    from graders.diagnosis import explain
+
+    e = _ref(3, 4)
+    assert "dtype float64 instead of float32" in explain(e.double(), e)
+    assert "right values in the wrong shape (12,)" in explain(e.reshape(12), e)
+
+
+def test_structural_outputs_in_the_wrong_order():
+    from graders.diagnosis import explain_obs
+
+    out, w = _ref(2, 4, 4, seed=1), _ref(2, 4, 4, seed=2).softmax(-1)
+    msg = explain_obs({"output": w, "weights": out}, {"output": out, "weights": w})
+    assert "`output` holds what `weights` should be" in msg and "wrong order" in msg
+
+
+def test_structural_masks_inverted_shifted_and_too_permissive():
+    import torch
+
+    from graders.diagnosis import explain
+
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert "inverted" in explain(~causal, causal, "mask")
+    assert "shifted by one" in explain(torch.ones(5, 5, dtype=torch.bool).tril(1), causal, "mask")
+    wide = torch.ones(6, 6, dtype=torch.bool).tril() & ~torch.ones(6, 6, dtype=torch.bool).tril(-3)
+    assert "too permissive" in explain(torch.ones(6, 6, dtype=torch.bool).tril(), wide, "mask")
+
+
+def test_structural_right_only_for_the_first_tile():
+    from graders.diagnosis import explain
+
+    e = _ref(2, 10, 4)
+    a = e.clone()
+    a[:, 8:] = 0.0  # a last partial tile (rows 8, 9 of 10) never written
+    assert "right up to index 7 along axis -2" in explain(a, e)
+
+
+def test_structural_right_only_when_tq_equals_tk():
+    from graders.diagnosis import explain_exercise
+    from graders.engine import CPU, Check
+    from graders.results import CheckResult
+
+    square, wide = _ref(2, 4, 4), _ref(2, 4, 6)
+    checks = [Check("sdpa", "square", None, None, CPU), Check("sdpa", "Tq ≠ Tk", None, None, CPU)]
+    s = {"square @ cpu/float32": {"weights": square}, "Tq ≠ Tk @ cpu/float32": {"weights": wide * 2 + 1}}
+    r = {"square @ cpu/float32": {"weights": square}, "Tq ≠ Tk @ cpu/float32": {"weights": wide}}
+    results = [CheckResult("square", "passed"), CheckResult("Tq ≠ Tk", "failed", message="differs")]
+    assert "right only when Tq = Tk" in explain_exercise(checks, s, r, results)
+
+
+def test_catalogued_exception_needs_the_same_message_not_only_the_same_type():
+    from graders.diagnosis import _strict
+    from graders.engine import CPU, Check
+
+    check = Check("sdpa", "shapes", None, None, CPU)
+    err = lambda m: {"__error__": {"kind": "error", "type": "RuntimeError", "message": m}}  # noqa: E731
+    k_t = err("RuntimeError: The size of tensor a (3) must match the size of tensor b (6) at non-singleton "
+              "dimension 1\n  at cell 11, line 2: scores = q @ k.T")
+    same_but_numbers = err("RuntimeError: The size of tensor a (3) must match the size of tensor b (6) at "
+                           "non-singleton dimension 1\n  at cell 3, line 5: s = q @ k.T")  # the same, elsewhere
+    other = err("RuntimeError: mat1 and mat2 shapes cannot be multiplied (12x6 and 5x4)")
+    raised_by_the_probe = err("RuntimeError: The size of tensor a (5) must match the size of tensor b (3) at "
+                              "non-singleton dimension 2")  # e.g. a swapped (weights, output) used by the probe
+    assert _strict(check, CPU[0], same_but_numbers, k_t, {})
+    assert not _strict(check, CPU[0], other, k_t, {})
+    assert not _strict(check, CPU[0], raised_by_the_probe, k_t, {})
+
+
+def _sdpa_with(return_line: str, tmp_path):
+    from harness import grade_one, with_code
+
+    from graders.engine import solved_cell
+
+    lesson = find_lesson("lesson01")
+    src = solved_cell("lesson01", "scaled_dot_product_attention")
+    assert "return weights @ v, weights" in src
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = with_code(lesson, "scaled_dot_product_attention", src.replace("return weights @ v, weights", return_line),
+                     tmp_path)
+    return grade_one(lesson, path, "scaled_dot_product_attention")
+
+
+@pytest.mark.slow
+def test_end_to_end_swapped_outputs_are_named_not_k_T(tmp_path):
+    ex = _sdpa_with("return weights, weights @ v", tmp_path)
+    assert ex.status != "passed"
+    assert "wrong order" in ex.diagnosis and "k.T" not in ex.diagnosis
+
+
+@pytest.mark.slow
+def test_end_to_end_weights_times_k_is_not_told_k_T(tmp_path):
+    ex = _sdpa_with("return weights @ k, weights", tmp_path)
+    assert ex.status != "passed" and "k.T" not in (ex.diagnosis or "")
+    assert "has shape" in render.check_message(render.first_failure(ex))  # the plain shape message comes first
+
+
+@pytest.mark.slow
+def test_end_to_end_all_zeros_and_a_constant_factor(tmp_path):
+    zeros = _sdpa_with("return torch.zeros(*q.shape[:-1], v.shape[-1]), weights", tmp_path / "z")
+    assert "all zeros" in zeros.diagnosis and "k.T" not in zeros.diagnosis
+    doubled = _sdpa_with("return 2 * (weights @ v), weights", tmp_path / "d")
+    assert "constant factor, 2" in doubled.diagnosis
