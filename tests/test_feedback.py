@@ -301,3 +301,36 @@ def test_end_to_end_all_zeros_and_a_constant_factor(tmp_path):
     assert "all zeros" in zeros.diagnosis and "k.T" not in zeros.diagnosis
     doubled = _sdpa_with("return 2 * (weights @ v), weights", tmp_path / "d")
     assert "constant factor, 2" in doubled.diagnosis
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Cascades point back
+
+
+def test_registry_depends_names_exercises_of_the_same_lesson():
+    from graders.registry import LESSONS
+
+    mha = find_lesson("lesson03").exercise("MultiHeadAttention")
+    assert set(mha.depends) == {"split_heads", "merge_heads"}
+    for lesson in LESSONS:
+        names = [e.name for e in lesson.exercises]
+        for e in lesson.exercises:
+            assert set(e.depends) <= set(names[:names.index(e.name)]), (lesson.id, e.name)  # earlier ones only
+
+
+def test_a_failing_dependency_is_named_first():
+    bad = [CheckResult("values", "failed", message=VALUES)]
+    good = [CheckResult("values", "passed")]
+    result = LessonResult("lesson03", "nb", [
+        ExerciseResult("split_heads", "passed", 1, 1, good),
+        ExerciseResult("merge_heads", "failed", 0, 1, bad, "reshaping straight to (B, T, H·Dh) mixes positions"),
+        ExerciseResult("MultiHeadAttention", "failed", 0, 4, bad * 3),
+        ExerciseResult("repeat_kv", "passed", 1, 1, good),
+        ExerciseResult("GroupedQueryAttention", "failed", 0, 3, bad)])
+    assert render.blocked_by("lesson03", result) == {"MultiHeadAttention": ["merge_heads"],
+                                                     "GroupedQueryAttention": ["merge_heads"]}
+    out = printed(result)
+    assert flat(out).count("fix merge_heads first") == 2
+    assert "course hint lesson03 merge_heads" in out  # the next step is the root cause
+    html = render.exercise_html(result.exercises[2], "lesson03", ["merge_heads"], figures=False)
+    assert "fix <code>merge_heads</code> first" in html
