@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -25,6 +26,26 @@ def _lesson(key: str):
         return find_lesson(key)
     except UnknownLesson as exc:
         raise CourseError(str(exc)) from None
+
+
+def _workspace():
+    """The workspace a command uses; outside any, say so (on stderr) and which one is used instead."""
+    from .workspace import find_workspace, outside_note
+
+    note = outside_note()
+    if note:
+        click.echo(f"note: {note}", err=True)
+    return find_workspace()
+
+
+def _workspace_or_fail():
+    from .workspace import locate
+
+    path, how = locate()
+    if how == "clone":
+        raise CourseError(f"no workspace here (no .course/ folder in {Path.cwd()} or above); make one with "
+                          f"`course init DIR`, then run this command inside it")
+    return path
 
 
 def _version() -> str:
@@ -69,7 +90,8 @@ def list_cmd() -> None:
 @cli.command()
 @click.argument("lesson")
 @click.argument("exercise", required=False)
-@click.option("--notebook", "notebook", type=click.Path(dir_okay=True), help="Grade this notebook file instead.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Grade this notebook file instead.")
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--detail", is_flag=True, help="Show every check that did not pass, not only the first.")
@@ -86,7 +108,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     """
     from .grading import grade_notebook
     from .render import make_console, render_result
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -96,7 +118,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             raise CourseError(str(exc)) from None
     if notebook and solution:
         raise CourseError("give either --notebook or --solution, not both")
-    workspace = find_workspace()
+    workspace = None if solution or notebook else _workspace()
     if solution:
         path = lesson_obj.solution_path
     elif notebook:
@@ -144,9 +166,8 @@ def status(as_json: bool) -> None:
 
     from .progress import ProgressStore
     from .render import make_console, status_text
-    from .workspace import find_workspace
 
-    data = ProgressStore(find_workspace()).load()
+    data = ProgressStore(_workspace()).load()
     rows = []
     for lesson in LESSONS:
         rec = data["lessons"].get(lesson.id, {"attempts": [], "best": {}})
@@ -198,14 +219,13 @@ def hint(lesson: str, exercise: str) -> None:
     Example: course hint lesson01 softmax
     """
     from .progress import ProgressStore
-    from .workspace import find_workspace
 
     lesson_obj = _lesson(lesson)
     try:
         ex = lesson_obj.exercise(exercise)
     except LookupError as exc:
         raise CourseError(str(exc)) from None
-    store = ProgressStore(find_workspace())
+    store = ProgressStore(_workspace())
     shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
     for i in range(shown):
         click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
@@ -232,7 +252,35 @@ def init(directory: str | None) -> None:
         click.echo(f"added   {p}")
     for p in kept:
         click.echo(f"kept    {p} (yours, untouched)")
-    click.echo(f"Workspace ready in {target}. Next: cd there, `jupyter lab lessons/`, then `course check lesson01`.")
+    click.echo(f"Workspace ready in {target}. Next: cd there, `course lab`, then `course check lesson01`.")
+
+
+@cli.command()
+@click.argument("lesson", required=False)
+@click.option("--print-command", is_flag=True, help="Only print the command that would start JupyterLab.")
+def lab(lesson: str | None, print_command: bool) -> None:
+    """Open JupyterLab on your workspace's lessons, as a student (no nbgrader instructor panels).
+
+    Example: course lab lesson01
+    """
+    import os
+    import shlex
+    import shutil
+
+    from .workspace import notebook_path
+    from .workspace_ops import JUPYTER_DIR, jupyter_config
+
+    workspace = _workspace_or_fail()
+    jupyter_config(workspace)
+    target = notebook_path(_lesson(lesson), workspace) if lesson else workspace / "lessons"
+    beside = Path(sys.executable).parent / "jupyter"  # the environment the course is installed in
+    exe = str(beside) if beside.exists() else shutil.which("jupyter") or "jupyter"
+    env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR)}
+    argv = [exe, "lab", str(target)]
+    if print_command:
+        click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
+        return
+    os.execvpe(exe, argv, {**os.environ, **env})
 
 
 @cli.command()
@@ -247,11 +295,11 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     from pathlib import Path
 
     from .notebook import NotebookError
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
     from .workspace_ops import reset as reset_nb
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
@@ -272,17 +320,18 @@ def watch(lesson: str, exercise: str | None, notebook: str | None, interval: flo
     from pathlib import Path
 
     from .watch import watch as watch_nb
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     watch_nb(lesson_obj, path, workspace, [exercise] if exercise else None, interval, record=not notebook)
 
 
 @cli.command()
 @click.argument("lesson")
-@click.option("--notebook", "notebook", type=click.Path(), help="Benchmark this notebook instead of yours.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Benchmark this notebook instead of yours.")
 @click.option("--solution", is_flag=True, help="Benchmark the course's reference solution.")
 def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """Time your code against torch's (on GPU: GB/s or TFLOP/s, and the ratio to torch).
@@ -291,10 +340,10 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """
     from .grading import run_benchmark
     from .render import make_console, render_bench
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, find_workspace())
+    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, _workspace())
     try:
         reports = run_benchmark(lesson_obj, path)
     except (LookupError, RuntimeError) as exc:

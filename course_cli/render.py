@@ -392,7 +392,7 @@ def exercise_html(ex, lesson: str, blockers: list[str] | None = None, figures: b
         items = "".join(f"<li>{_inline_code(check_message(c))}</li>" for c in rest)
         out.append(f"<details><summary>{len(rest)} more {'check' if len(rest) == 1 else 'checks'} "
                    f"failed</summary><ul>{items}</ul></details>")
-    tols = [t for t in (split_tolerance(c.message or "")[1] for c in rows[:1]) if t]
+    tols = [t for t in (split_tolerance(c.message or "")[1] for c in rows) if t]
     if tols:
         out.append(f'<div class="dim">Values are compared within {html.escape(tols[0])}.</div>')
     skipped = sum(c.status == "skipped" for c in ex.checks)

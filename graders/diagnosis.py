@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 
 import torch
 

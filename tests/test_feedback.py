@@ -334,3 +334,37 @@ def test_a_failing_dependency_is_named_first():
     assert "course hint lesson03 merge_heads" in out  # the next step is the root cause
     html = render.exercise_html(result.exercises[2], "lesson03", ["merge_heads"], figures=False)
     assert "fix <code>merge_heads</code> first" in html
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. The notebook
+
+
+def test_notebook_report_is_html_that_wraps_with_a_collapsed_rest():
+    checks = [CheckResult("Tq ≠ Tk", "failed", message=VALUES), CheckResult("masks", "failed", message=VALUES),
+              CheckResult("grads", "error", message="RuntimeError: boom")]
+    ex = ExerciseResult("scaled_dot_product_attention", "error", 0, 6, checks, "the scores are divided by `dk`")
+    page = render.exercise_html(ex, "lesson01", figures=False)
+    assert "white-space:normal" in page and "overflow-wrap:anywhere" in page and "<pre" not in page
+    assert "<details><summary>2 more checks failed</summary>" in page
+    assert page.count("atol=1e-05") == 1 and "<code>dk</code>" in page
+    assert "Traceback" not in page
+
+
+def test_init_writes_a_student_jupyter_config_without_nbgrader_instructor_ui(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from course_cli.main import cli
+    from course_cli.workspace_ops import init
+
+    init(tmp_path / "ws")
+    lab = json.loads((tmp_path / "ws" / ".jupyter" / "labconfig" / "page_config.json").read_text())
+    assert lab["disabledExtensions"]["@jupyter/nbgrader"] is True
+    server = json.loads((tmp_path / "ws" / ".jupyter" / "jupyter_server_config.d" / "attention-course.json").read_text())
+    assert server["ServerApp"]["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
+    monkeypatch.setenv("COURSE_WORKSPACE", str(tmp_path / "ws"))
+    r = CliRunner().invoke(cli, ["lab", "lesson01", "--print-command"])
+    assert r.exit_code == 0 and f"JUPYTER_CONFIG_DIR={tmp_path / 'ws' / '.jupyter'}" in r.output
+    assert "lesson01_sdpa.ipynb" in r.output
