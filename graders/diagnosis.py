@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import torch
 
@@ -365,6 +366,7 @@ def settle(best, module, name, checks, s_checks, r_checks, mistakes, results) ->
 # Figures: a readable matrix, student against reference
 
 MAX_SIDE = 24
+READABLE = re.compile(r"weight|mask|bias|score|attn|attention|table|position|mean|var|std|stat", re.I)  # drawn first
 
 
 def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None:
@@ -404,8 +406,9 @@ def attach_figure(checks, s_checks, r_checks, results) -> None:
             if "__error__" in s or "__error__" in r:
                 continue
             tol = JudgeContext(config).tol
-            for k, e in _tensors(r).items():
-                data = figure_data(s.get(k), e, k, r, tol)
+            keys = sorted(_tensors(r), key=lambda k: not READABLE.search(re.sub(r"\(.*?\)", "", k)))  # weights first
+            for k in keys:
+                data = figure_data(s.get(k), r[k], k, r, tol)
                 if data is not None:
                     res.figure = data
                     return

@@ -368,3 +368,52 @@ def test_init_writes_a_student_jupyter_config_without_nbgrader_instructor_ui(tmp
     r = CliRunner().invoke(cli, ["lab", "lesson01", "--print-command"])
     assert r.exit_code == 0 and f"JUPYTER_CONFIG_DIR={tmp_path / 'ws' / '.jupyter'}" in r.output
     assert "lesson01_sdpa.ipynb" in r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. Pictures where a person would look
+
+
+def _planted_mask_leak():
+    import torch
+
+    from graders.engine import CPU, Check
+
+    mask = torch.ones(5, 7, dtype=torch.bool).tril(2)
+    w = _ref(2, 5, 7).masked_fill(~mask, float("-inf")).softmax(-1)
+    leaky = w.clone()
+    leaky[0, 1, 4] = 0.2  # a masked cell (key 4 > query 1 + 2) that got weight
+    checks = [Check("sdpa", "boolean mask", None, None, CPU)]
+    key = "boolean mask @ cpu/float32"
+    s = {key: {"output (causal mask)": _ref(2, 5, 3), "weights (causal mask)": leaky, "mask (causal mask)": mask}}
+    r = {key: {"output (causal mask)": _ref(2, 5, 3, seed=9), "weights (causal mask)": w, "mask (causal mask)": mask}}
+    return checks, s, r
+
+
+def test_a_failing_matrix_carries_a_figure_with_the_leak_and_the_first_bad_cell():
+    from course_cli.figures import exercise_figures
+    from graders.diagnosis import attach_figure
+
+    checks, s, r = _planted_mask_leak()
+    results = [CheckResult("boolean mask", "failed", message="weights differ")]
+    attach_figure(checks, s, r, results)
+    fig = results[0].figure
+    assert fig["what"] == "weights (causal mask)"  # the weights, a matrix a person reads, before the output
+    assert fig["index"] == [0] and fig["first"] == [1, 4] and fig["leaked"][1][4] == 1
+    assert sum(map(sum, fig["leaked"])) == 1
+    ex = ExerciseResult("scaled_dot_product_attention", "failed", 0, 6, results)
+    (svg,) = exercise_figures(ex)
+    assert svg.startswith("<svg") and svg.count('class="leaked"') == 3  # outlined in all three panels
+    assert 'class="first-bad"' in svg and "yours" in svg and "reference" in svg and "difference" in svg
+    page = render.lesson_html(LessonResult("lesson01", "nb", [ex]), "Scaled dot-product attention")
+    assert page.startswith("<!doctype html>") and "<svg" in page and "http" not in page.replace(
+        "http://www.w3.org/2000/svg", "")  # self-contained
+
+
+def test_nothing_is_drawn_when_every_check_passes():
+    from course_cli.figures import exercise_figures
+
+    checks, s, r = _planted_mask_leak()
+    ok = ExerciseResult("scaled_dot_product_attention", "passed", 6, 6, [CheckResult("boolean mask", "passed")])
+    ok.checks[0].figure = {"student": [[1]], "reference": [[0]]}
+    assert exercise_figures(ok) == [] and "<svg" not in render.exercise_html(ok, "lesson01")
