@@ -95,7 +95,7 @@ def caption(data: dict) -> str:
     fi, fj = data.get("first", [None, None])
     text = (f"{label}: blue negative, red positive; the first bad cell, ({fi}, {fj}) of the last two axes, is "
             f"framed in black")
-    if data.get("blocked") and data.get("kind") != "bool":
+    if any(any(row) for row in (data.get("blocked") or [])) and data.get("kind") != "bool":
         text += "; masked cells are crossed"
     if any(any(row) for row in (data.get("leaked") or [])):
         text += "; masked cells that got a value are outlined in orange"

@@ -275,7 +275,8 @@ def lab(lesson: str | None, print_command: bool) -> None:
     target = notebook_path(_lesson(lesson), workspace) if lesson else workspace / "lessons"
     beside = Path(sys.executable).parent / "jupyter"  # the environment the course is installed in
     exe = str(beside) if beside.exists() else shutil.which("jupyter") or "jupyter"
-    env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR)}
+    # the workspace's config first, ahead of the environment's (where nbgrader enables its instructor extensions)
+    env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR), "JUPYTER_PREFER_ENV_PATH": "0"}
     argv = [exe, "lab", str(target)]
     if print_command:
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))

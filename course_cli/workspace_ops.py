@@ -80,7 +80,8 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
     return f"Restored `{exercise}` in {where} of {notebook.name}; {kept}."
 
 
-# A student's JupyterLab, as `course lab` starts it (JUPYTER_CONFIG_DIR=<workspace>/.jupyter): nbgrader's
+# A student's JupyterLab, as `course lab` starts it (JUPYTER_CONFIG_DIR=<workspace>/.jupyter and
+# JUPYTER_PREFER_ENV_PATH=0, so that this config wins over the environment's, where nbgrader enables itself): nbgrader's
 # instructor UI (the Formgrader, the "Create Assignment" panel, its menu and course list) is not shown;
 # grading runs in the check cells and `course check`.
 NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"

@@ -367,6 +367,7 @@ def test_init_writes_a_student_jupyter_config_without_nbgrader_instructor_ui(tmp
     monkeypatch.setenv("COURSE_WORKSPACE", str(tmp_path / "ws"))
     r = CliRunner().invoke(cli, ["lab", "lesson01", "--print-command"])
     assert r.exit_code == 0 and f"JUPYTER_CONFIG_DIR={tmp_path / 'ws' / '.jupyter'}" in r.output
+    assert "JUPYTER_PREFER_ENV_PATH=0" in r.output  # else the environment's nbgrader config wins
     assert "lesson01_sdpa.ipynb" in r.output
 
 
