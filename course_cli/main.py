@@ -68,23 +68,29 @@ def cli() -> None:
 
 @cli.command("list")
 def list_cmd() -> None:
-    """List the lessons and their exercises.
+    """List the lessons and their exercises (every name in full: they are what you type).
 
     Example: course list
     """
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
-    from .render import make_console
+    from .render import make_console, plural
 
-    table = Table(title="The attention course", title_justify="left")
-    table.add_column("lesson", no_wrap=True)
-    table.add_column("title")
-    table.add_column("exercises")
-    table.add_column("points", justify="right")
+    console = make_console()
+    console.print(Text("The attention course", style="bold"))
     for lesson in LESSONS:
-        names = ", ".join(e.name + (" (challenge)" if e.challenge else "") for e in lesson.exercises)
-        table.add_row(f"{lesson.id} ({lesson.slug})", lesson.title, names, f"{lesson.max_score:g}")
-    make_console().print(table)
+        head = Text(f"{lesson.id}", style="bold").append(f" ({lesson.slug})").append(f" — {lesson.title}")
+        head.append(f" · {plural(lesson.max_score, 'point')}", style="dim")
+        console.print(head, overflow="fold")
+        names = Text()
+        for i, e in enumerate(lesson.exercises):
+            if i:
+                names.append(", ")
+            names.append(e.name, style="cyan")
+            names.append(f" ({e.points:g}" + (", challenge" if e.challenge else "") + ")", style="dim")
+        console.print(Padding(names, (0, 0, 0, 2)), overflow="fold")
+    console.print(Text("A lesson is named by its id, number or topic: lesson01, 1 and sdpa are the same.", style="dim"))
 
 
 @cli.command()
@@ -157,7 +163,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print progress as JSON.")
 def status(as_json: bool) -> None:
-    """Show your progress across the course.
+    """Show your progress across the course: per lesson your best points and your last attempt's.
 
     Example: course status
     """
@@ -174,25 +180,33 @@ def status(as_json: bool) -> None:
         best = rec.get("best", {})
         points = sum(best.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         last = rec["attempts"][-1]["time"] if rec["attempts"] else None
+        latest = {}  # each exercise as its latest attempt left it (an attempt may check one exercise only)
+        for attempt in rec["attempts"]:
+            latest.update(attempt.get("exercises", {}))
+        last_points = sum(latest.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         nxt = next((e.name for e in lesson.exercises if best.get(e.name, {}).get("status") != "passed"), None)
-        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "max_points": lesson.max_score,
+        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "best_points": points,
+                     "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
                                    for e in lesson.exercises}})
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
-    table = Table(title="Your progress", title_justify="left")
-    table.add_column("lesson", no_wrap=True, min_width=8)
-    table.add_column("progress", no_wrap=True, min_width=10)
-    table.add_column("points", no_wrap=True, justify="right", min_width=6)
-    table.add_column("tries", no_wrap=True, justify="right", min_width=5)
-    table.add_column("last", no_wrap=True, min_width=10)
-    table.add_column("next", overflow="ellipsis", no_wrap=True, min_width=12, max_width=24)
+    table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
+                  "kept across attempts; last: where your latest attempts left each exercise", caption_justify="left")
+    table.add_column("lesson", no_wrap=True)
+    table.add_column("best", no_wrap=True)
+    table.add_column("", no_wrap=True, justify="right")
+    table.add_column("last", no_wrap=True, justify="right")
+    table.add_column("tries", no_wrap=True, justify="right")
+    table.add_column("when", no_wrap=True)
+    table.add_column("next", overflow="fold")
     for r in rows:
         ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
-        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=10)
-        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}",
+        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=8)
+        last = "–" if r["last_points"] is None else f"{r['last_points']:g}/{r['max_points']:g}"
+        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}", last,
                       str(r["attempts"]), ago, r["next"] or status_text("passed"))
     make_console().print(table)
     pending = next((r for r in rows if r["next"]), None)
@@ -324,6 +338,11 @@ def watch(lesson: str, exercise: str | None, notebook: str | None, interval: flo
     from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
+    if exercise is not None:
+        try:
+            lesson_obj.exercise(exercise)
+        except LookupError as exc:
+            raise CourseError(str(exc)) from None
     workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     watch_nb(lesson_obj, path, workspace, [exercise] if exercise else None, interval, record=not notebook)

@@ -67,8 +67,10 @@ class Lesson:
         for ex in self.exercises:
             if ex.name == name:
                 return ex
-        names = ", ".join(e.name for e in self.exercises)
-        raise LookupError(f"{self.id} has no exercise {name!r}; its exercises are: {names}")
+        names = [e.name for e in self.exercises]
+        near = did_you_mean(name, names)
+        raise LookupError(f"{self.id} has no exercise {name!r}" + (f"; did you mean {near!r}?" if near else ".")
+                          + f" Its exercises are: {', '.join(names)}")
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -681,9 +683,20 @@ class UnknownLesson(LookupError):
     pass
 
 
+def did_you_mean(word: str, choices) -> str | None:
+    """The closest of `choices` to a misspelt `word` (case aside), or None."""
+    import difflib
+
+    lower = {c.lower(): c for c in choices}
+    near = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
+    return lower[near[0]] if near else None
+
+
 def find_lesson(key: str) -> Lesson:
-    """A lesson by id (`lesson01`), number (`1`, `01`) or slug (`sdpa`)."""
+    """A lesson by id (`lesson01`, `lesson1`), number (`1`, `01`) or slug (`sdpa`)."""
     k = str(key).strip().lower()
+    if k.startswith("lesson") and k[6:].isdigit():  # lesson1, lesson01, lesson001
+        k = k[6:]
     for lesson in LESSONS:
         if k in (lesson.id, lesson.slug, *lesson.aliases, f"{lesson.id}_{lesson.slug}"):
             return lesson
@@ -692,4 +705,7 @@ def find_lesson(key: str) -> Lesson:
         if k.removesuffix(".ipynb") == lesson.notebook.removesuffix(".ipynb"):
             return lesson
     known = ", ".join(f"{l.id} ({l.slug})" for l in LESSONS)
-    raise UnknownLesson(f"no lesson {key!r}; the lessons are: {known}")
+    near = did_you_mean(k, [l.slug for l in LESSONS] + [l.id for l in LESSONS]
+                        + [a for l in LESSONS for a in l.aliases])
+    raise UnknownLesson(f"no lesson {key!r}" + (f"; did you mean {near!r}?" if near else ".")
+                        + f" The lessons are: {known}")

@@ -418,3 +418,139 @@ def test_nothing_is_drawn_when_every_check_passes():
     ok = ExerciseResult("scaled_dot_product_attention", "passed", 6, 6, [CheckResult("boolean mask", "passed")])
     ok.checks[0].figure = {"student": [[1]], "reference": [[0]]}
     assert exercise_figures(ok) == [] and "<svg" not in render.exercise_html(ok, "lesson01")
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. The terminal commands, as a student types them
+
+
+def _cli(*args, **kw):
+    from click.testing import CliRunner
+
+    from course_cli.main import cli
+
+    return CliRunner().invoke(cli, list(args), **kw)
+
+
+@pytest.mark.parametrize("key", ["lesson1", "lesson01", "LESSON1", "1", "01", "sdpa"])
+def test_lesson_names_a_student_types(key):
+    assert find_lesson(key).id == "lesson01"
+
+
+def test_did_you_mean_for_a_misspelt_lesson_or_exercise():
+    r = _cli("check", "mask")
+    assert r.exit_code == 2 and "did you mean 'masks'?" in r.output
+    r = _cli("check", "lesson01", "sofmax")
+    assert r.exit_code == 2 and "did you mean 'softmax'?" in r.output and "Traceback" not in r.output
+    r = _cli("hint", "lesson03", "merge_head")
+    assert r.exit_code == 2 and "did you mean 'merge_heads'?" in r.output
+
+
+def test_a_missing_notebook_file_is_a_usage_error(tmp_path):
+    r = _cli("check", "lesson01", "--notebook", str(tmp_path / "nowhere.ipynb"))
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_list_never_truncates_a_name_the_student_types(monkeypatch):
+    import re
+
+    from graders.registry import LESSONS
+
+    monkeypatch.setenv("COLUMNS", "50")
+    out = _cli("list").output
+    words = set(re.findall(r"[A-Za-z_0-9]+", out))
+    for lesson in LESSONS:
+        assert lesson.id in words and lesson.slug in words
+        for e in lesson.exercises:
+            assert e.name in words, e.name
+    assert "…" not in out
+
+
+def test_status_labels_the_best_and_the_last_attempt(tmp_path, monkeypatch):
+    import json
+
+    from course_cli.progress import ProgressStore
+
+    ws = tmp_path / "ws"
+    (ws / ".course").mkdir(parents=True)
+    monkeypatch.setenv("COURSE_WORKSPACE", str(ws))
+    store = ProgressStore(ws)
+    good = LessonResult("lesson01", "nb", [ExerciseResult("softmax", "passed", 4, 4),
+                                           ExerciseResult("scaled_dot_product_attention", "passed", 6, 6)])
+    worse = LessonResult("lesson01", "nb", [ExerciseResult("softmax", "failed", 0, 4)])
+    store.record(good)
+    store.record(worse)  # the last attempt broke softmax; the best is kept
+    row = json.loads(_cli("status", "--json").output)["lessons"][0]
+    assert row["best_points"] == 10 and row["last_points"] == 6 and row["attempts"] == 2
+    monkeypatch.setenv("COLUMNS", "100")
+    out = _cli("status").output
+    assert "best" in out and "last" in out and "10/10" in out and "6/10" in out
+
+
+def test_outside_a_workspace_commands_say_which_workspace_they_use(tmp_path, monkeypatch):
+    monkeypatch.delenv("COURSE_WORKSPACE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = _cli("status")
+    assert r.exit_code == 0 and "no workspace here" in r.output and "course init" in r.output
+    r = _cli("lab")
+    assert r.exit_code == 2 and "course init" in r.output
+    (tmp_path / ".course").mkdir()
+    assert "no workspace here" not in _cli("status").output
+
+
+def test_file_commands_do_not_import_torch(tmp_path):
+    import subprocess
+    import sys
+
+    from course_cli.workspace_ops import init
+    from graders.registry import ROOT
+
+    init(tmp_path / "ws")
+    script = ("import sys\nfrom course_cli.main import cli\n"
+              "for args in (['reset', 'lesson01', 'softmax'], ['list'], ['status'], ['hint', 'lesson01', 'softmax'],"
+              " ['init', '.']):\n"
+              "    try:\n        cli(args, standalone_mode=False)\n    except SystemExit:\n        pass\n"
+              "heavy = [m for m in ('torch', 'nbgrader', 'matplotlib') if m in sys.modules]\n"
+              "print('HEAVY', heavy)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "ws", capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=120)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+    assert "Restored `softmax`" in out.stdout
+
+
+def test_watch_with_an_exercise_grades_and_reports_only_that_one(tmp_path, monkeypatch):
+    import course_cli.grading as grading
+    from course_cli import watch
+
+    seen = []
+
+    def fake(lesson, path, exercises=None, **kw):
+        seen.append(exercises)
+        raise KeyboardInterrupt  # one round, then Ctrl-C
+
+    monkeypatch.setattr(grading, "grade_notebook", fake)
+    nb = tmp_path / "lesson01_sdpa.ipynb"
+    nb.write_text("{}")
+    watch.watch(find_lesson("lesson01"), nb, tmp_path, ["softmax"], interval=0.01, debounce=0.01)
+    assert seen == [["softmax"]]
+    r = _cli("watch", "lesson01", "sofmax", "--notebook", str(nb))
+    assert r.exit_code == 2 and "did you mean 'softmax'?" in r.output
+
+
+@pytest.mark.slow
+def test_lesson02_window_below_one_is_graded_as_its_text_says(tmp_path):
+    from harness import grade_one, with_code
+
+    from graders.engine import solved_cell
+
+    lesson = find_lesson("lesson02")
+    src = solved_cell("lesson02", "sliding_window_mask")
+    guard = [l for l in src.splitlines(keepends=True) if "window < 1" in l or "raise ValueError" in l]
+    assert len(guard) == 2
+    path = with_code(lesson, "sliding_window_mask", "".join(l for l in src.splitlines(keepends=True)
+                                                            if l not in guard), tmp_path)
+    ex = grade_one(lesson, path, "sliding_window_mask")
+    assert ex.status == "failed"
+    assert any(c.name == "a window below 1 raises ValueError" and c.status == "failed" and
+               "raised nothing" in c.message for c in ex.checks)
+    assert grade_one(lesson, lesson.solution_path, "sliding_window_mask").status == "passed"
