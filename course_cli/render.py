@@ -135,7 +135,7 @@ def blocked_by(lesson_id: str, result) -> dict[str, list[str]]:
     bad = {e.id for e in result.exercises if e.status not in ("passed", "skipped")}
     out = {}
     for e in result.exercises:
-        if e.id not in bad:
+        if e.id not in bad or e.status == "not_implemented":  # its own message says where it stops
             continue
         try:
             deps = getattr(lesson.exercise(e.id), "depends", ())
@@ -161,6 +161,9 @@ def summary_parts(ex, lesson: str, blockers: list[str] | None = None,
         return [("", blocker_line(blockers), "bold")]
     rows = failing_checks(ex)
     parts: list[tuple[str, str, str]] = []
+    if ex.status == "not_implemented" and rows and rows[0].status == "not_implemented":
+        msg = split_tolerance(rows[0].message or "not implemented")[0].splitlines()[0]
+        return [("", msg, "")]  # one line: every other check fails for the same reason
     if rows:
         parts.append(("", check_message(rows[0]), ""))
     else:
@@ -245,9 +248,13 @@ def _stacked(console: Console, result, blockers: dict, detail: bool = False) -> 
         line.append(ex.id.ljust(width), style="bold")
         line.append(f"  {ex.status.replace('_', ' '):<{swidth}}", style=style)
         line.append(f" {_points(ex.points, ex.max_points):>5}")
-        if ex.id in blockers:  # one line: the exercise to fix first
-            line.append("  ").append_text(_styled(blocker_line(blockers[ex.id]), "bold"))
-            console.print(line, overflow="fold")
+        if ex.id in blockers:  # one line if it fits: the exercise to fix first
+            pointer = _styled(blocker_line(blockers[ex.id]), "bold")
+            if len(line) + 2 + len(pointer) <= console.width:
+                console.print(line.append("  ").append_text(pointer), overflow="fold")
+            else:
+                console.print(line, overflow="fold")
+                console.print(Padding(pointer, (0, 0, 0, 2)), overflow="fold")
             continue
         console.print(line, overflow="fold")
         parts = summary_parts(ex, result.lesson, blockers.get(ex.id), detail)
@@ -387,7 +394,7 @@ def exercise_html(ex, lesson: str, blockers: list[str] | None = None, figures: b
         else:
             out.append(f"<div>{_inline_code(text)}</div>")
     rows = failing_checks(ex)
-    rest = rows if blockers else rows[1:]
+    rest = rows if blockers else [] if ex.status == "not_implemented" else rows[1:]
     if rest:
         items = "".join(f"<li>{_inline_code(check_message(c))}</li>" for c in rest)
         out.append(f"<details><summary>{len(rest)} more {'check' if len(rest) == 1 else 'checks'} "

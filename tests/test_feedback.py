@@ -554,3 +554,13 @@ def test_lesson02_window_below_one_is_graded_as_its_text_says(tmp_path):
     assert any(c.name == "a window below 1 raises ValueError" and c.status == "failed" and
                "raised nothing" in c.message for c in ex.checks)
     assert grade_one(lesson, lesson.solution_path, "sliding_window_mask").status == "passed"
+
+
+def test_not_implemented_is_one_line():
+    checks = [CheckResult(f"check {i}", "not_implemented", message="not implemented yet: it raises "
+                                                                    "NotImplementedError (cell 3, line 4)")
+              for i in range(3)]
+    ex = ExerciseResult("softmax", "not_implemented", 0, 4, checks)
+    assert render.summary_parts(ex, "lesson01") == [
+        ("", "not implemented yet: it raises NotImplementedError (cell 3, line 4)", "")]
+    assert "more check" not in render.exercise_html(ex, "lesson01")
