@@ -139,6 +139,10 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
                     f"{tuple(e.shape)}): reshape it back")
         return None
     if a.dtype != e.dtype:
+        if e.dtype == torch.bool and a.dtype != torch.bool and bool(((a == 0) | (a == 1)).all()) and \
+                torch.equal(a.bool(), e):
+            return (f"`{what}` has the right True/False pattern as {str(a.dtype).removeprefix('torch.')} 0s and 1s; "
+                    f"return a bool tensor (masks are `torch.bool`: `masked_fill` and `~` need it)")
         if e.dtype != torch.bool and a.dtype != torch.bool and _close(a.to(e.dtype), e, tol):
             dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
             return (f"`{what}` has the right values but dtype {dt(a)} instead of {dt(e)}: compute in the input's "
@@ -167,6 +171,9 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
     p = _permutation(a, e, tol)
     if p is not None:
         return _axes_message(what, p)
+    for axis in range(a.dim()):
+        if a.shape[axis] > 1 and _close(a, e.flip(axis), tol):
+            return f"`{what}` is the reference reversed along axis {axis - a.dim()} (size {a.shape[axis]})"
     fin = e_finite & torch.isfinite(ad)
     if fin.any() and bool((torch.isfinite(ad) == e_finite).all()):
         x, y = ad[fin], ed[fin]
@@ -247,15 +254,16 @@ def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str |
     if not isinstance(s, dict) or not isinstance(r, dict) or "__error__" in s or "__error__" in r:
         return None
     rt = _tensors(r)
-    wrong = [k for k, e in rt.items() if not (isinstance(s.get(k), torch.Tensor) and
+    wrong = [k for k, e in rt.items() if not (isinstance(s.get(k), torch.Tensor) and s[k].dtype == e.dtype and
                                               _close(s[k], e, tol or compare.tolerance(e.dtype)))]
     for k in wrong:  # does the student's k hold what another observation should be?
         a = s.get(k)
         if not isinstance(a, torch.Tensor):
             continue
         for k2 in wrong:
-            if k2 != k and isinstance(s.get(k2), torch.Tensor) and \
-                    _close(a, rt[k2], tol or compare.tolerance(rt[k2].dtype)):
+            t = tol or compare.tolerance(rt[k2].dtype)
+            if k2 != k and isinstance(s.get(k2), torch.Tensor) and _close(a, rt[k2], t) and \
+                    _close(s[k2], rt[k], t) and not _close(rt[k], rt[k2], t):  # a real swap, of two different things
                 return (f"`{k}` holds what `{k2}` should be: the outputs are returned in the wrong order "
                         f"(check the order in the `return` line)")
     for k in wrong:

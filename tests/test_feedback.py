@@ -200,10 +200,16 @@ def test_structural_all_zeros_and_nan_rows():
 
 
 def test_structural_wrong_dtype_and_wrong_shape_same_values():
-    from graders.diagnosis import explain
+    import torch
+
+    from graders.diagnosis import explain, explain_obs
 
     e = _ref(3, 4)
     assert "dtype float64 instead of float32" in explain(e.double(), e)
+    assert "dtype float64" in explain_obs({"output": e.double()}, {"output": e})
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    assert "return a bool tensor" in explain(mask.float(), mask)
+    assert "reversed along axis -2" in explain(e.flip(0), e)
     assert "right values in the wrong shape (12,)" in explain(e.reshape(12), e)
 
 
