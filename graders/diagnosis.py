@@ -317,7 +317,9 @@ def _first_line(err: dict) -> str:
     """The exception's own text, without where it was raised. Student and mistake run on the same seeded
     inputs, so the same mistake raises the same text, sizes included; another mistake that happens to raise
     the same exception type (a swapped pair the grader then multiplies) says other sizes."""
-    return (err.get("message") or "").split("\n  at ")[0].strip()
+    text = (err.get("message") or "").split("\n  at ")[0].strip()
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)  # object addresses
+    return re.sub(r"(/[\w.+-]+)+/|<cell \d+>", "…/", text)  # where the code happened to live
 
 
 def _strict(check, config, s_obs, m_obs, r_obs) -> bool:

@@ -271,6 +271,8 @@ def test_catalogued_exception_needs_the_same_message_not_only_the_same_type():
     assert _strict(check, CPU[0], same_but_numbers, k_t, {})
     assert not _strict(check, CPU[0], other, k_t, {})
     assert not _strict(check, CPU[0], raised_by_the_probe, k_t, {})
+    at = lambda where: err(f"TypeError: <function f at {where}> is not a tensor")  # noqa: E731
+    assert _strict(check, CPU[0], at("0x7f00aa"), at("0x7f11bb"), {})  # addresses aside
 
 
 def _sdpa_with(return_line: str, tmp_path):
