@@ -95,7 +95,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "scaled_dot_product_attention",
                 points=6,
-                depends=('softmax',),
+                depends=("softmax",),
                 hints=(
                     "Scores are q @ kᵀ with the last two axes of k swapped, shape (..., Tq, Tk), divided "
                     "by √dk. `k.T` reverses *every* axis of a batched tensor: use `k.transpose(-2, -1)`.",
@@ -199,7 +199,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "MultiHeadAttention",
                 points=4,
-                depends=('split_heads', 'merge_heads'),
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "In __init__ store num_heads and head_dim = d_model // num_heads, and create four "
                     "`nn.Linear(d_model, d_model, bias=bias)` named q_proj, k_proj, v_proj, out_proj.",
@@ -215,7 +215,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "CausalSelfAttention",
                 points=2,
-                depends=('split_heads', 'merge_heads'),
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "One `nn.Linear(d_model, 3 * d_model)` named qkv_proj: its output is [q | k | v], three "
                     "blocks of d_model features, in that order; plus out_proj.",
@@ -238,7 +238,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GroupedQueryAttention",
                 points=3,
-                depends=('split_heads', 'merge_heads', 'repeat_kv'),
+                depends=("split_heads", "merge_heads", "repeat_kv"),
                 hints=(
                     "head_dim = d_model // num_heads. q_proj maps d_model → d_model; k_proj and v_proj map "
                     "d_model → num_kv_heads * head_dim; out_proj d_model → d_model; all with bias=bias.",
@@ -273,7 +273,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "LayerNorm",
                 points=2,
-                depends=('layer_norm',),
+                depends=("layer_norm",),
                 hints=(
                     "The parameters must be `nn.Parameter`s named `weight` and `bias`, of shape "
                     "`(normalized_shape,)`, so that nn.LayerNorm's state dict loads into your module.",
@@ -342,7 +342,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "RMSNorm",
                 points=2,
-                depends=('rms_norm',),
+                depends=("rms_norm",),
                 hints=(
                     "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have exactly "
                     "that: no bias.",
@@ -449,7 +449,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "alibi_bias",
                 points=1,
-                depends=('alibi_slopes',),
+                depends=("alibi_slopes",),
                 hints=(
                     "The bias is −m_h·|i − j|: zero on the diagonal, more negative with distance, one slope per "
                     "head, broadcast as slopes[:, None, None] * distances[None].",
@@ -480,7 +480,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "TransformerBlock",
                 points=7,
-                depends=('MLP',),
+                depends=("MLP",),
                 hints=(
                     "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, num_heads, "
                     "dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, dropout, bias), and "
@@ -515,7 +515,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GPT",
                 points=5,
-                depends=('GPTConfig',),
+                depends=("GPTConfig",),
                 hints=(
                     "`__init__`: `nn.Embedding(vocab_size, n_embd)` for `wte`, `nn.Embedding(block_size, n_embd)` "
                     "for `wpe`, an `nn.ModuleList` of `L07.TransformerBlock(..., causal=True, bias=config.bias)`, "
@@ -553,7 +553,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "generate",
                 points=3,
-                depends=('KVCache',),
+                depends=("KVCache",),
                 hints=(
                     "Loop `max_new_tokens` times: run the model, keep `logits[:, -1, :]`, pick a token and "
                     "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with one, feed "
@@ -567,7 +567,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "load_gpt2_state_dict",
                 points=3,
-                depends=('GPT',),
+                depends=("GPT",),
                 hints=(
                     "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, and map "
                     "names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, `mlp.c_fc` → "
@@ -660,7 +660,7 @@ LESSONS: tuple[Lesson, ...] = (
                 "FlashAttentionFunction",
                 points=3,
                 challenge=True,
-                depends=('flash_attention',),
+                depends=("flash_attention",),
                 hints=(
                     "forward: `out, lse = flash_attention(q, k, v, causal=causal)`, then "
                     "`ctx.save_for_backward(q, k, v, out, lse)` and keep `ctx.causal = causal`. backward "
