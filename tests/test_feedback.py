@@ -572,3 +572,19 @@ def test_not_implemented_is_one_line():
     assert render.summary_parts(ex, "lesson01") == [
         ("", "not implemented yet: it raises NotImplementedError (cell 3, line 4)", "")]
     assert "more check" not in render.exercise_html(ex, "lesson01")
+
+
+def test_nbgrader_verdict_carries_the_report_and_its_figure_and_scores_zero():
+    from course_cli.nbgrader_course import verdict_outputs
+    from graders.diagnosis import attach_figure
+
+    checks, s, r = _planted_mask_leak()
+    results = [CheckResult("boolean mask", "failed", message="weights differ")]
+    attach_figure(checks, s, r, results)
+    ex = ExerciseResult("scaled_dot_product_attention", "failed", 0, 6, results, "the mask is applied after")
+    shown, error = verdict_outputs(ex, "lesson01")
+    assert "<svg" in shown["data"]["text/html"] and "Likely mistake" in shown["data"]["text/html"]
+    assert error["output_type"] == "error"  # nbgrader gives the cell 0 points
+    ok = ExerciseResult("to_additive", "passed", 1, 1, [CheckResult("x", "passed")])
+    (only,) = verdict_outputs(ok, "lesson02")
+    assert "(1/1 point)" in only["data"]["text/plain"]
