@@ -588,3 +588,13 @@ def test_nbgrader_verdict_carries_the_report_and_its_figure_and_scores_zero():
     ok = ExerciseResult("to_additive", "passed", 1, 1, [CheckResult("x", "passed")])
     (only,) = verdict_outputs(ok, "lesson02")
     assert "(1/1 point)" in only["data"]["text/plain"]
+
+
+def test_a_misspelt_check_is_one_line_without_the_course_traceback():
+    from course_cli.incell import CheckError, check
+
+    with pytest.raises(CheckError) as info:
+        check("sofmax")
+    assert "did you mean 'softmax'?" in str(info.value)
+    (line,) = info.value._render_traceback_()  # what IPython shows instead of a traceback
+    assert "sofmax" in line and "incell.py" not in line
