@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -25,6 +26,26 @@ def _lesson(key: str):
         return find_lesson(key)
     except UnknownLesson as exc:
         raise CourseError(str(exc)) from None
+
+
+def _workspace():
+    """The workspace a command uses; outside any, say so (on stderr) and which one is used instead."""
+    from .workspace import find_workspace, outside_note
+
+    note = outside_note()
+    if note:
+        click.echo(f"note: {note}", err=True)
+    return find_workspace()
+
+
+def _workspace_or_fail():
+    from .workspace import locate
+
+    path, how = locate()
+    if how == "clone":
+        raise CourseError(f"no workspace here (no .course/ folder in {Path.cwd()} or above); make one with "
+                          f"`course init DIR`, then run this command inside it")
+    return path
 
 
 def _version() -> str:
@@ -47,36 +68,46 @@ def cli() -> None:
 
 @cli.command("list")
 def list_cmd() -> None:
-    """List the lessons and their exercises.
+    """List the lessons and their exercises (every name in full: they are what you type).
 
     Example: course list
     """
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
-    from .render import make_console
+    from .render import make_console, plural
 
-    table = Table(title="The attention course", title_justify="left")
-    table.add_column("lesson", no_wrap=True)
-    table.add_column("title")
-    table.add_column("exercises")
-    table.add_column("points", justify="right")
+    console = make_console()
+    console.print(Text("The attention course", style="bold"))
     for lesson in LESSONS:
-        names = ", ".join(e.name + (" (challenge)" if e.challenge else "") for e in lesson.exercises)
-        table.add_row(f"{lesson.id} ({lesson.slug})", lesson.title, names, f"{lesson.max_score:g}")
-    make_console().print(table)
+        head = Text(f"{lesson.id}", style="bold").append(f" ({lesson.slug})").append(f" — {lesson.title}")
+        head.append(f" · {plural(lesson.max_score, 'point')}", style="dim")
+        console.print(head, overflow="fold")
+        names = Text()
+        for i, e in enumerate(lesson.exercises):
+            if i:
+                names.append(", ")
+            names.append(e.name, style="cyan")
+            names.append(f" ({e.points:g}" + (", challenge" if e.challenge else "") + ")", style="dim")
+        console.print(Padding(names, (0, 0, 0, 2)), overflow="fold")
+    console.print(Text("A lesson is named by its id, number or topic: lesson01, 1 and sdpa are the same.", style="dim"))
 
 
 @cli.command()
 @click.argument("lesson")
 @click.argument("exercise", required=False)
-@click.option("--notebook", "notebook", type=click.Path(dir_okay=True), help="Grade this notebook file instead.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Grade this notebook file instead.")
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--detail", is_flag=True, help="Show every check that did not pass, not only the first.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Also write the results, with figures, as a self-contained HTML page.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
 @click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
               "GitHub Classroom's workflow uses this).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          verbose: bool, public: bool) -> None:
+          detail: bool, html_file: str | None, verbose: bool, public: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -85,7 +116,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     """
     from .grading import grade_notebook
     from .render import make_console, render_result
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -95,7 +126,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             raise CourseError(str(exc)) from None
     if notebook and solution:
         raise CourseError("give either --notebook or --solution, not both")
-    workspace = find_workspace()
+    workspace = None if solution or notebook else _workspace()
     if solution:
         path = lesson_obj.solution_path
     elif notebook:
@@ -113,17 +144,28 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             click.echo(f"warning: could not record progress ({exc})", err=True)
         for w in store.warnings:
             click.echo(f"warning: {w}", err=True)
+    if html_file:
+        from pathlib import Path
+
+        from .render import lesson_html
+
+        try:
+            Path(html_file).write_text(lesson_html(result, lesson_obj.title), encoding="utf-8")
+        except OSError as exc:
+            raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        render_result(make_console(), result, lesson_obj.title, verbose)
+        render_result(make_console(), result, lesson_obj.title, verbose, detail)
+        if html_file:
+            click.echo(f"wrote {html_file}")
     sys.exit(0 if result.all_passed else 1)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print progress as JSON.")
 def status(as_json: bool) -> None:
-    """Show your progress across the course.
+    """Show your progress across the course: per lesson your best points and your last attempt's.
 
     Example: course status
     """
@@ -132,34 +174,41 @@ def status(as_json: bool) -> None:
 
     from .progress import ProgressStore
     from .render import make_console, status_text
-    from .workspace import find_workspace
 
-    data = ProgressStore(find_workspace()).load()
+    data = ProgressStore(_workspace()).load()
     rows = []
     for lesson in LESSONS:
         rec = data["lessons"].get(lesson.id, {"attempts": [], "best": {}})
         best = rec.get("best", {})
         points = sum(best.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         last = rec["attempts"][-1]["time"] if rec["attempts"] else None
+        latest = {}  # each exercise as its latest attempt left it (an attempt may check one exercise only)
+        for attempt in rec["attempts"]:
+            latest.update(attempt.get("exercises", {}))
+        last_points = sum(latest.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         nxt = next((e.name for e in lesson.exercises if best.get(e.name, {}).get("status") != "passed"), None)
-        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "max_points": lesson.max_score,
+        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "best_points": points,
+                     "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
                                    for e in lesson.exercises}})
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
-    table = Table(title="Your progress", title_justify="left")
-    table.add_column("lesson", no_wrap=True, min_width=8)
-    table.add_column("progress", no_wrap=True, min_width=10)
-    table.add_column("points", no_wrap=True, justify="right", min_width=6)
-    table.add_column("tries", no_wrap=True, justify="right", min_width=5)
-    table.add_column("last", no_wrap=True, min_width=10)
-    table.add_column("next", overflow="ellipsis", no_wrap=True, min_width=12, max_width=24)
+    table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
+                  "kept across attempts; last: where your latest attempts left each exercise", caption_justify="left")
+    table.add_column("lesson", no_wrap=True)
+    table.add_column("best", no_wrap=True)
+    table.add_column("", no_wrap=True, justify="right")
+    table.add_column("last", no_wrap=True, justify="right")
+    table.add_column("tries", no_wrap=True, justify="right")
+    table.add_column("when", no_wrap=True)
+    table.add_column("next", overflow="fold")
     for r in rows:
         ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
-        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=10)
-        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}",
+        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=8)
+        last = "–" if r["last_points"] is None else f"{r['last_points']:g}/{r['max_points']:g}"
+        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}", last,
                       str(r["attempts"]), ago, r["next"] or status_text("passed"))
     make_console().print(table)
     pending = next((r for r in rows if r["next"]), None)
@@ -186,14 +235,13 @@ def hint(lesson: str, exercise: str) -> None:
     Example: course hint lesson01 softmax
     """
     from .progress import ProgressStore
-    from .workspace import find_workspace
 
     lesson_obj = _lesson(lesson)
     try:
         ex = lesson_obj.exercise(exercise)
     except LookupError as exc:
         raise CourseError(str(exc)) from None
-    store = ProgressStore(find_workspace())
+    store = ProgressStore(_workspace())
     shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
     for i in range(shown):
         click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
@@ -220,7 +268,36 @@ def init(directory: str | None) -> None:
         click.echo(f"added   {p}")
     for p in kept:
         click.echo(f"kept    {p} (yours, untouched)")
-    click.echo(f"Workspace ready in {target}. Next: cd there, `jupyter lab lessons/`, then `course check lesson01`.")
+    click.echo(f"Workspace ready in {target}. Next: cd there, `course lab`, then `course check lesson01`.")
+
+
+@cli.command()
+@click.argument("lesson", required=False)
+@click.option("--print-command", is_flag=True, help="Only print the command that would start JupyterLab.")
+def lab(lesson: str | None, print_command: bool) -> None:
+    """Open JupyterLab on your workspace's lessons, as a student (no nbgrader instructor panels).
+
+    Example: course lab lesson01
+    """
+    import os
+    import shlex
+    import shutil
+
+    from .workspace import notebook_path
+    from .workspace_ops import JUPYTER_DIR, jupyter_config
+
+    workspace = _workspace_or_fail()
+    jupyter_config(workspace)
+    target = notebook_path(_lesson(lesson), workspace) if lesson else workspace / "lessons"
+    beside = Path(sys.executable).parent / "jupyter"  # the environment the course is installed in
+    exe = str(beside) if beside.exists() else shutil.which("jupyter") or "jupyter"
+    # the workspace's config first, ahead of the environment's (where nbgrader enables its instructor extensions)
+    env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR), "JUPYTER_PREFER_ENV_PATH": "0"}
+    argv = [exe, "lab", str(target)]
+    if print_command:
+        click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
+        return
+    os.execvpe(exe, argv, {**os.environ, **env})
 
 
 @cli.command()
@@ -235,11 +312,11 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     from pathlib import Path
 
     from .notebook import NotebookError
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
     from .workspace_ops import reset as reset_nb
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
@@ -260,17 +337,23 @@ def watch(lesson: str, exercise: str | None, notebook: str | None, interval: flo
     from pathlib import Path
 
     from .watch import watch as watch_nb
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    if exercise is not None:
+        try:
+            lesson_obj.exercise(exercise)
+        except LookupError as exc:
+            raise CourseError(str(exc)) from None
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     watch_nb(lesson_obj, path, workspace, [exercise] if exercise else None, interval, record=not notebook)
 
 
 @cli.command()
 @click.argument("lesson")
-@click.option("--notebook", "notebook", type=click.Path(), help="Benchmark this notebook instead of yours.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Benchmark this notebook instead of yours.")
 @click.option("--solution", is_flag=True, help="Benchmark the course's reference solution.")
 def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """Time your code against torch's (on GPU: GB/s or TFLOP/s, and the ratio to torch).
@@ -279,10 +362,10 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """
     from .grading import run_benchmark
     from .render import make_console, render_bench
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, find_workspace())
+    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, _workspace())
     try:
         reports = run_benchmark(lesson_obj, path)
     except (LookupError, RuntimeError) as exc:

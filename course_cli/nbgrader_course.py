@@ -19,7 +19,6 @@ graders/).
 
 from __future__ import annotations
 
-import html
 import os
 import shutil
 from pathlib import Path
@@ -260,10 +259,13 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             if lesson is not None:
                 apply_partial(result, lesson)
         by_id = {e.id: e for e in result.exercises}
+        from .render import blocked_by
+
+        blockers = blocked_by(result.lesson, result)
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
             if cell.cell_type == "code" and gid.startswith("test_") and gid[5:] in by_id:
-                cell.outputs = verdict_outputs(by_id[gid[5:]])
+                cell.outputs = verdict_outputs(by_id[gid[5:]], result.lesson, blockers.get(gid[5:]))
         from .grading import hidden_seed
 
         nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
@@ -272,30 +274,22 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
         return nb, resources
 
 
-def verdict_outputs(ex) -> list:
-    """The outputs of an autograder cell, as the course judged the exercise: a readable report, and an
-    error output when it did not pass (nbgrader then gives the cell 0 points)."""
+def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> list:
+    """The outputs of an autograder cell, as the course judged the exercise: the report a student sees in
+    the notebook (HTML with its figure, and plain text), and an error output when it did not pass (nbgrader
+    then gives the cell 0 points; a student's own kernel does not raise, so Run All goes on)."""
     from nbformat.v4 import new_output
 
-    lines = [f"{ex.id}: {ex.status.replace('_', ' ')} ({ex.points:g}/{ex.max_points:g} points)"]
-    for c in ex.checks:
-        if c.status not in ("passed", "skipped"):
-            lines.append(f"  ✗ {c.name} [{c.device}/{c.dtype}]: {c.message}")
-    skipped = sum(c.status == "skipped" for c in ex.checks)
-    passed = sum(c.status == "passed" for c in ex.checks)
-    lines.append(f"  {passed} checks passed" + (f", {skipped} GPU checks skipped (no CUDA here)" if skipped else ""))
-    if ex.diagnosis:
-        lines.append(f"  Likely mistake: {ex.diagnosis}")
-    text = "\n".join(lines)
-    rows = "".join(f"<li>{html.escape(l.strip())}</li>" for l in lines[1:])
-    outputs = [new_output("display_data", data={
-        "text/plain": text,
-        "text/html": f"<p><b>{html.escape(lines[0])}</b></p><ul>{rows}</ul>"})]
+    from .render import exercise_html, exercise_plain
+
+    outputs = [new_output("display_data", data={"text/plain": exercise_plain(ex, lesson, blockers),
+                                                "text/html": exercise_html(ex, lesson, blockers)})]
     if ex.status != "passed" and ex.points > 0:  # partial credit: nbgrader scores a numeric result as the points
         outputs.append(new_output("execute_result", data={"text/plain": repr(float(ex.points))}, execution_count=1))
     elif ex.status != "passed":
-        outputs.append(new_output("error", ename="AssertionError", evalue=f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}",
-                                  traceback=[f"AssertionError: {ex.id} did not pass: {ex.reason}"]))
+        line = f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}"
+        outputs.append(new_output("error", ename="AssertionError", evalue=line,
+                                  traceback=[f"AssertionError: {line}"]))
     return outputs
 
 

@@ -721,7 +721,8 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
                     count += 1
         if count > best_count:
             best, best_count = mistake, count
-    return best.message if best else None
+    from .diagnosis import settle  # a catalogued mistake that really matches, else a structural diagnosis
+    return settle(best, module, name, checks, s_checks, r_checks, mistakes, results)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ class Exercise:
     challenge: bool = False  # optional; still graded and scored
     # partial credit (`course grade --partial`): a check's weight by name; every other check weighs 1
     weights: tuple[tuple[str, float], ...] = ()
+    depends: tuple[str, ...] = ()  # exercises of the same lesson this one calls: fix those first when both fail
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,10 @@ class Lesson:
         for ex in self.exercises:
             if ex.name == name:
                 return ex
-        names = ", ".join(e.name for e in self.exercises)
-        raise LookupError(f"{self.id} has no exercise {name!r}; its exercises are: {names}")
+        names = [e.name for e in self.exercises]
+        near = did_you_mean(name, names)
+        raise LookupError(f"{self.id} has no exercise {name!r}" + (f"; did you mean {near!r}?" if near else ".")
+                          + f" Its exercises are: {', '.join(names)}")
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -99,6 +102,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "scaled_dot_product_attention",
                 points=6,
+                depends=("softmax",),
                 hints=(
                     "Scores are q @ kᵀ with the last two axes of k swapped, shape (..., Tq, Tk), divided "
                     "by √dk. `k.T` reverses *every* axis of a batched tensor: use `k.transpose(-2, -1)`.",
@@ -202,6 +206,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "MultiHeadAttention",
                 points=4,
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "In __init__ store num_heads and head_dim = d_model // num_heads, and create four "
                     "`nn.Linear(d_model, d_model, bias=bias)` named q_proj, k_proj, v_proj, out_proj.",
@@ -217,6 +222,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "CausalSelfAttention",
                 points=2,
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "One `nn.Linear(d_model, 3 * d_model)` named qkv_proj: its output is [q | k | v], three "
                     "blocks of d_model features, in that order; plus out_proj.",
@@ -239,6 +245,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GroupedQueryAttention",
                 points=3,
+                depends=("split_heads", "merge_heads", "repeat_kv"),
                 hints=(
                     "head_dim = d_model // num_heads. q_proj maps d_model → d_model; k_proj and v_proj map "
                     "d_model → num_kv_heads * head_dim; out_proj d_model → d_model; all with bias=bias.",
@@ -273,6 +280,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "LayerNorm",
                 points=2,
+                depends=("layer_norm",),
                 hints=(
                     "The parameters must be `nn.Parameter`s named `weight` and `bias`, of shape "
                     "`(normalized_shape,)`, so that nn.LayerNorm's state dict loads into your module.",
@@ -341,6 +349,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "RMSNorm",
                 points=2,
+                depends=("rms_norm",),
                 hints=(
                     "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have exactly "
                     "that: no bias.",
@@ -447,6 +456,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "alibi_bias",
                 points=1,
+                depends=("alibi_slopes",),
                 hints=(
                     "The bias is −m_h·|i − j|: zero on the diagonal, more negative with distance, one slope per "
                     "head, broadcast as slopes[:, None, None] * distances[None].",
@@ -477,6 +487,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "TransformerBlock",
                 points=7,
+                depends=("MLP",),
                 hints=(
                     "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, num_heads, "
                     "dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, dropout, bias), and "
@@ -511,6 +522,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GPT",
                 points=5,
+                depends=("GPTConfig",),
                 hints=(
                     "Bottom-up. `CachedSelfAttention.forward`: project x with q_proj, k_proj, v_proj and "
                     "`L03.split_heads` each into (B, H, T_new, Dh); with a cache, `cache.update(layer_idx, k, v)` "
@@ -552,6 +564,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "generate",
                 points=3,
+                depends=("KVCache",),
                 hints=(
                     "Loop `max_new_tokens` times: run the model, keep `logits[:, -1, :]`, pick a token and "
                     "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with one, feed "
@@ -565,6 +578,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "load_gpt2_state_dict",
                 points=3,
+                depends=("GPT",),
                 hints=(
                     "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, and map "
                     "names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, `mlp.c_fc` → "
@@ -657,6 +671,7 @@ LESSONS: tuple[Lesson, ...] = (
                 "FlashAttentionFunction",
                 points=3,
                 challenge=True,
+                depends=("flash_attention",),
                 hints=(
                     "forward: `out, lse = flash_attention(q, k, v, causal=causal)`, then "
                     "`ctx.save_for_backward(q, k, v, out, lse)` and keep `ctx.causal = causal`. backward "
@@ -804,9 +819,20 @@ class UnknownLesson(LookupError):
     pass
 
 
+def did_you_mean(word: str, choices) -> str | None:
+    """The closest of `choices` to a misspelt `word` (case aside), or None."""
+    import difflib
+
+    lower = {c.lower(): c for c in choices}
+    near = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
+    return lower[near[0]] if near else None
+
+
 def find_lesson(key: str) -> Lesson:
-    """A lesson by id (`lesson01`), number (`1`, `01`) or slug (`sdpa`)."""
+    """A lesson by id (`lesson01`, `lesson1`), number (`1`, `01`) or slug (`sdpa`)."""
     k = str(key).strip().lower()
+    if k.startswith("lesson") and k[6:].isdigit():  # lesson1, lesson01, lesson001
+        k = k[6:]
     for lesson in LESSONS:
         if k in (lesson.id, lesson.slug, *lesson.aliases, f"{lesson.id}_{lesson.slug}"):
             return lesson
@@ -815,4 +841,7 @@ def find_lesson(key: str) -> Lesson:
         if k.removesuffix(".ipynb") == lesson.notebook.removesuffix(".ipynb"):
             return lesson
     known = ", ".join(f"{l.id} ({l.slug})" for l in LESSONS)
-    raise UnknownLesson(f"no lesson {key!r}; the lessons are: {known}")
+    near = did_you_mean(k, [l.slug for l in LESSONS] + [l.id for l in LESSONS]
+                        + [a for l in LESSONS for a in l.aliases])
+    raise UnknownLesson(f"no lesson {key!r}" + (f"; did you mean {near!r}?" if near else ".")
+                        + f" The lessons are: {known}")
