@@ -13,19 +13,48 @@ from pathlib import Path
 from graders.registry import LESSONS, Lesson
 
 
+def guard_demo(source: str, names: set[str]) -> str:
+    """A demo cell that uses one of `names` (the lesson's exercises), run under `with demo():`, so that while
+    an exercise is still a stub the cell says so instead of raising, and a student's Run All goes on to the
+    end. A final expression is still displayed. Cells that use no exercise are left as they are."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    if not tree.body or not any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(tree)):
+        return source
+    lines = source.splitlines()
+    last = tree.body[-1]
+    if isinstance(last, ast.Expr) and not (isinstance(last.value, ast.Call) and isinstance(last.value.func, ast.Attribute)
+                                           and last.value.func.attr in ("show", "print")):
+        first = last.lineno - 1
+        lines[first] = lines[first][:last.col_offset] + "_shown = " + lines[first][last.col_offset:]
+        lines += ["if _shown is not None:", "    display(_shown)"]
+    body = "\n".join(("    " + l) if l.strip() else l for l in lines)
+    return ("from course_cli.incell import demo\n"
+            "with demo():  # says so, instead of stopping, while an exercise it uses is not written yet\n" + body)
+
+
 def student_notebook(lesson: Lesson) -> str:
     """The student notebook's text, derived from the lesson's solved source."""
     import nbformat
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
 
+    from graders.notebook import is_demo
+
     nb = nbformat.read(lesson.solution_path, as_version=4)
     resources: dict = {}
     for step in (ClearSolutions(), ClearHiddenTests(), ClearOutput()):
         nb, resources = step.preprocess(nb, resources)
+    names = {e.name for e in lesson.exercises}
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.execution_count = None
             cell.outputs = []
+            if is_demo(cell):
+                cell.source = guard_demo(cell.source, names)
     return nbformat.writes(nb) + "\n"
 
 

@@ -147,8 +147,11 @@ def _cell_reports(child) -> list[dict]:
 
 
 def visible_solutions(lesson: Lesson) -> list[Path]:
-    """The solved notebooks a lesson's notebook builds on (`import_lesson`, transitively), never its own."""
-    return [p for p in _source_files(lesson) if p.suffix == ".ipynb" and p != lesson.solution_path and p.exists()]
+    """The solved notebooks a lesson's notebook may build on (`import_lesson`): the earlier lessons', never
+    its own or a later one's."""
+    from graders.registry import LESSONS
+
+    return [l.solution_path for l in LESSONS if l.number < lesson.number and l.solution_path.exists()]
 
 
 def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
@@ -259,6 +262,9 @@ class Grading:
 
     def __init__(self, lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
                  only_public: bool = False, cwd: str | None = None, trusted: bool = False):
+        from graders.registry import STUDENT_DISTRIBUTION
+
+        only_public = only_public or STUDENT_DISTRIBUTION  # the distribution ships the public references only
         self.lesson, self.cells, self.notebook, self.only_public, self.cwd = lesson, cells, notebook, only_public, cwd
         self.trusted = trusted
         self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
