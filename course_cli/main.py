@@ -297,18 +297,31 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
 @click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
               "the file's other students are kept.")
-def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...]) -> None:
+@click.option("--scheduler", "scheduler", help="Grade on Dask distributed: a scheduler's address "
+              "(tcp://host:8786), or `local` for a LocalCluster on this machine (needs the `cluster` extra).")
+@click.option("--workers", "workers", type=click.IntRange(min=1), help="With --scheduler local: worker "
+              "processes (default: --jobs).")
+@click.option("--journal", "journal", type=click.Path(dir_okay=False), help="The results journal, one line "
+              "per graded submission as it arrives [default: OUT.journal with --out].")
+@click.option("--resume", is_flag=True, help="Continue an interrupted batch: keep the journal's results, "
+              "grade only the missing (or changed) submissions.")
+def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
+          scheduler: str | None, workers: int | None, journal: str | None, resume: bool) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
-    notebooks), in parallel, with pass rates and the most frequent mistakes.
+    notebooks), in parallel, with pass rates and the most frequent mistakes. Results are journalled as they
+    arrive, so an interrupted batch continues with --resume.
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
+    (on Dask: course grade submitted/ --lesson lesson01 --scheduler tcp://head:8786 --out results.csv)
     """
     from pathlib import Path
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_submissions, grade_all, summary, write
+    from .batch import find_submissions, grade_class, summary, write
+    from .cluster import ClusterError  # (Dask is imported only when a cluster is used)
+    from .journal import JournalError
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
@@ -321,11 +334,38 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     if not subs:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
+    if workers and scheduler != "local":
+        raise CourseError("--workers is for --scheduler local (the local pool takes --jobs; a running cluster "
+                          "has the workers it was started with)")
+    if journal is None and out:
+        journal = out + ".journal"
+    if resume and journal is None:
+        raise CourseError("--resume needs the journal: give --out (its journal is OUT.journal) or --journal")
+    if resume and not Path(journal).exists():
+        click.echo(f"no journal at {journal} yet: grading every submission", err=True)
+    if scheduler:
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise CourseError("--scheduler needs Dask distributed: pip install 'attention-course[cluster]'") from None
     console = make_console(file=sys.stderr)
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
-        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task))
+        try:
+            results = grade_class(lesson_obj, subs, jobs, lambda s, r: progress.advance(task), scheduler, workers,
+                                  Path(journal) if journal else None, resume,
+                                  on_resumed=lambda n: progress.advance(task, n))
+        except (JournalError, OSError) as exc:
+            raise CourseError(str(exc)) from None
+        except ClusterError as exc:
+            kept = f"; what was graded is in {journal}: continue with --resume" if journal else ""
+            raise CourseError(f"{exc}{kept}") from None
+        except KeyboardInterrupt:
+            progress.stop()
+            click.echo(f"interrupted{f': the results so far are in {journal}; continue with --resume' if journal else ''}",
+                       err=True)
+            sys.exit(130)
     info = summary(results)
     out_console = make_console()
     table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"

@@ -1,0 +1,204 @@
+"""`course grade --scheduler`: a class graded on Dask distributed, one task per submission.
+
+    client ── the trusted reference, computed once ── scatter (broadcast) ────────────┐
+           └─ per submission: its path, bytes, sha256, the sandbox's limits ── submit ─┴─▶ worker: grade_task
+                                                                                          │ grade_submission
+           journal ◀── on_done ◀── as_completed ◀── the result as a dict ◀────────────────┘ (sandboxed child)
+
+`--scheduler local` starts a `distributed.LocalCluster` here (worker processes, one thread each); any other
+value is the address of a running scheduler (`tcp://host:8786`, see docs/deploying.md). Dask is imported only
+in this module, and this module only when `--scheduler` is given.
+
+- The reference observations are computed once, by this process, from the solved notebook (trusted), and
+  shipped to the workers in memory; a worker never computes one for the CPU, and never writes one to disk
+  (a LocalCluster's workers have no memory limit, so nothing is spilled; see docs/deploying.md for remote
+  workers). A worker checks that it runs the same graders (the same `reference_key`) before it grades.
+- The client's sandbox limits travel with each task, so every worker grades under the same limits.
+- A worker that dies mid-task (killed, lost) is survived: the scheduler reruns the task elsewhere, at most
+  MAX_WORKER_DEATHS more times; past that the submission is an error row (it probably kills its worker).
+  A submission that kills its own sandbox is already an error row (grade_submission), never retried.
+- Without a shared filesystem a worker grades the shipped bytes in a folder of its own; the paths in the
+  result are the client's, as in a local run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+from graders.registry import Lesson
+from graders.results import LessonResult
+
+from . import sandbox
+from .journal import file_digest, result_from_dict, result_to_dict
+
+# what a task takes from the client's sandbox module (the limits; PROCESS_LIMIT follows each worker's cores)
+LIMITS = ("MEMORY_LIMIT", "CELL_TIMEOUT", "EXERCISE_TIMEOUT", "GPU_EXERCISE_TIMEOUT", "NOTEBOOK_TIMEOUT",
+          "OUTPUT_LIMIT", "FILE_LIMIT")
+MAX_WORKER_DEATHS = 2  # Dask's allowed-failures: a task may lose this many workers, then it is an error row
+IN_FLIGHT = 500  # tasks submitted ahead of the results (at least 4 per worker thread): bounded client memory
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
+
+
+def sandbox_limits() -> dict:
+    return {name: getattr(sandbox, name) for name in LIMITS if hasattr(sandbox, name)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The worker's side
+
+_WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
+
+
+def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
+               reference, reference_key: str, limits: dict) -> dict:
+    """Grade one submission on a worker with the shipped reference; the result as `journal.result_to_dict`."""
+    from graders.registry import find_lesson
+
+    from .batch import grade_submission
+    from .grading import Reference
+    from .grading import reference_key as key_of
+
+    lesson = find_lesson(lesson_id)
+    if lesson_id not in _WORKER_KEYS:
+        _WORKER_KEYS[lesson_id] = key_of(lesson, "cpu")
+    if _WORKER_KEYS[lesson_id] != reference_key:
+        raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
+                           f"client (installed at {Path(__file__).resolve().parent.parent}); install the same "
+                           f"version of the course on every worker")
+    for name, value in limits.items():
+        setattr(sandbox, name, value)
+    Reference.inject(lesson, reference)
+    here, tmp = path, None
+    if content is not None and file_digest(Path(path)) != digest:  # no shared filesystem: grade the bytes
+        tmp = Path(tempfile.mkdtemp(prefix="course-task-"))
+        here = str(tmp / student / Path(path).name)
+        Path(here).parent.mkdir()
+        Path(here).write_bytes(content)
+    try:
+        data = result_to_dict(grade_submission(lesson, student, Path(here)))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is not None:  # the client's path, wherever it appears (the notebook field, messages)
+        data = json.loads(json.dumps(data).replace(json.dumps(here)[1:-1], json.dumps(path)[1:-1]))
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The client's side
+
+def trusted_reference(lesson: Lesson):
+    """The reference computed afresh from the solved notebook, kept in this process's memory."""
+    from .grading import Reference
+
+    return Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
+
+
+def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
+    from .grading import _error_result
+
+    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
+                                       f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
+                                       f"retried further ({type(exc).__name__})")
+
+
+def connect(scheduler: str, workers: int):
+    """(client, cluster or None): a LocalCluster of `workers` processes, or a running scheduler's client."""
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS}):
+        if scheduler == "local":
+            # memory_limit=0: no spilling to disk (the reference must stay in memory), no memory-based
+            # restarts; the sandbox limits each grading child's memory instead
+            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                   memory_limit=0, dashboard_address=None, worker_dashboard_address=None,
+                                   silence_logs=logging.ERROR)
+            return Client(cluster), cluster
+        try:
+            return Client(scheduler, timeout=30), None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ClusterError(f"could not reach the Dask scheduler at {scheduler} ({exc})") from None
+
+
+def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], scheduler: str, on_done=None,
+                     workers: int = 2, digests: dict[str, str | None] | None = None,
+                     task=grade_task) -> dict[str, LessonResult]:
+    """Grade every submission on Dask (`scheduler` is "local" or an address); `on_done(student, result)` after
+    each one, in this thread, as results arrive. `digests` are the submissions' sha256 if already known."""
+    from concurrent.futures import CancelledError
+
+    from distributed import as_completed
+    from distributed.scheduler import KilledWorker
+
+    from .grading import reference_key
+
+    digests = dict(digests or {})
+    reference = trusted_reference(lesson)
+    key = reference_key(lesson, "cpu")
+    limits = sandbox_limits()
+    client, cluster = connect(scheduler, workers)
+    results: dict[str, LessonResult] = {}
+    try:
+        ref = client.scatter(reference, broadcast=True, hash=False)
+        run = uuid.uuid4().hex[:8]
+        todo = list(submissions)[::-1]
+        pending: dict = {}
+        done = as_completed()
+        count = iter(range(len(todo)))
+
+        def submit_next() -> None:
+            student, path = todo.pop()
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = None  # graded where it is: the same error row as a local run gives
+            digest = digests.get(student) or file_digest(Path(path))
+            future = client.submit(task, lesson.id, student, str(path), content, digest, ref, key, limits,
+                                   key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200], pure=False,
+                                   retries=1)
+            pending[future] = (student, str(path))
+            done.add(future)
+
+        window = max(IN_FLIGHT, 4 * sum(client.nthreads().values()))
+        while todo and len(pending) < window:
+            submit_next()
+        for future in done:
+            student, path = pending.pop(future)
+            if future.status == "finished":
+                result = result_from_dict(future.result())
+            else:
+                try:
+                    exc = future.exception()
+                except CancelledError:
+                    exc = None
+                if isinstance(exc, KilledWorker):
+                    result = _worker_died_result(lesson, path, exc)
+                elif exc is None:
+                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?); "
+                                       f"the results so far are kept: continue with --resume")
+                else:
+                    raise ClusterError(f"grading {student} failed on the cluster: {type(exc).__name__}: "
+                                       f"{str(exc)[:400]}")
+            future.release()
+            results[student] = result
+            if on_done:
+                on_done(student, result)
+            if todo:
+                submit_next()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return dict(sorted(results.items()))
