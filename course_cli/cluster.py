@@ -96,13 +96,6 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
 # ----------------------------------------------------------------------------------------------------------
 # The client's side
 
-def trusted_reference(lesson: Lesson):
-    """The reference computed afresh from the solved notebook, kept in this process's memory."""
-    from .grading import Reference
-
-    return Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
-
-
 def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
     from .grading import _error_result
 
@@ -111,50 +104,81 @@ def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> Lesson
                                        f"retried further ({type(exc).__name__})")
 
 
-def connect(scheduler: str, workers: int):
-    """(client, cluster or None): a LocalCluster of `workers` processes, or a running scheduler's client."""
+# the scheduler's settings (for a LocalCluster; a remote scheduler is started with them, docs/deploying.md):
+# a task may lose MAX_WORKER_DEATHS workers; a worker holds only the task it runs (so only that one is
+# suspected when the worker dies)
+SCHEDULER_CONFIG = {"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS,
+                    "distributed.scheduler.worker-saturation": 1.0}
+
+
+def local_cluster(workers: int):
+    """A LocalCluster of `workers` processes with one thread each, as `--scheduler local` starts it."""
     import logging
 
     import dask
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS}):
-        if scheduler == "local":
-            # memory_limit=0: no spilling to disk (the reference must stay in memory), no memory-based
-            # restarts; the sandbox limits each grading child's memory instead
-            cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                   memory_limit=0, dashboard_address=None, worker_dashboard_address=None,
-                                   silence_logs=logging.ERROR)
-            return Client(cluster), cluster
-        try:
-            return Client(scheduler, timeout=30), None
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise ClusterError(f"could not reach the Dask scheduler at {scheduler} ({exc})") from None
+    with dask.config.set(SCHEDULER_CONFIG):
+        # memory_limit=0: no spilling to disk (the reference must stay in memory), no memory-based
+        # restarts; the sandbox limits each grading child's memory instead
+        return LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, memory_limit=0,
+                            dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.ERROR)
 
 
-def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], scheduler: str, on_done=None,
+def connect(scheduler: str, workers: int):
+    """(client, cluster or None): a LocalCluster of `workers` processes, or a running scheduler's client."""
+    from distributed import Client
+
+    if scheduler == "local":
+        cluster = local_cluster(workers)
+        return Client(cluster), cluster
+    try:
+        return Client(scheduler, timeout=30), None
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"could not reach the Dask scheduler at {scheduler} ({exc})") from None
+
+
+def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], scheduler, on_done=None,
                      workers: int = 2, digests: dict[str, str | None] | None = None,
                      task=grade_task) -> dict[str, LessonResult]:
-    """Grade every submission on Dask (`scheduler` is "local" or an address); `on_done(student, result)` after
-    each one, in this thread, as results arrive. `digests` are the submissions' sha256 if already known."""
+    """Grade every submission on Dask; `on_done(student, result)` after each one, in this thread, as results
+    arrive. `scheduler`: "local", a scheduler's address, or a `distributed.Client` (used, not closed).
+    `digests` are the submissions' sha256 if already known."""
     from concurrent.futures import CancelledError
 
-    from distributed import as_completed
+    from distributed import Client, as_completed
     from distributed.scheduler import KilledWorker
 
-    from .grading import reference_key
+    from .grading import Reference, reference_key
 
     digests = dict(digests or {})
-    reference = trusted_reference(lesson)
     key = reference_key(lesson, "cpu")
     limits = sandbox_limits()
-    client, cluster = connect(scheduler, workers)
+    # the reference's child runs while the cluster starts (or the client connects)
+    path, child = Reference.start(lesson, "cpu", trusted=True)
+    try:
+        client, cluster = (scheduler, None) if isinstance(scheduler, Client) else connect(scheduler, workers)
+    except BaseException:
+        if child is not None:
+            child.kill_all()
+            child.proc.wait()
+            shutil.rmtree(child.out, ignore_errors=True)
+        raise
+    try:
+        reference = Reference.finish(lesson, path, child, "cpu")
+    except BaseException:
+        if client is not scheduler:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
     results: dict[str, LessonResult] = {}
+    pending: dict = {}
+    ref = None
     try:
         ref = client.scatter(reference, broadcast=True, hash=False)
         run = uuid.uuid4().hex[:8]
         todo = list(submissions)[::-1]
-        pending: dict = {}
         done = as_completed()
         count = iter(range(len(todo)))
 
@@ -198,7 +222,13 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             if todo:
                 submit_next()
     finally:
-        client.close()
+        if client is scheduler:  # a client the caller keeps: leave nothing of this batch on its cluster
+            if pending:
+                client.cancel(list(pending))
+            if ref is not None:
+                ref.release()
+        else:
+            client.close()
         if cluster is not None:
             cluster.close()
     return dict(sorted(results.items()))
