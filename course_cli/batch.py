@@ -69,11 +69,12 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
 
 def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
                 scheduler: str | None = None, workers: int | None = None, journal: Path | None = None,
-                resume: bool = False, on_resumed=None) -> dict[str, LessonResult]:
+                resume: bool = False, on_resumed=None, regrade=()) -> dict[str, LessonResult]:
     """Grade a class on the local pool (`jobs` at a time), or on Dask when `scheduler` is given ("local" or
     a scheduler's address; see cluster.py). With a `journal` path each result is journalled as it arrives;
     with resume=True the journal's results for unchanged submissions are kept (`on_resumed(n)` is told how
-    many) and only the others are graded. Either way the result is the same as one uninterrupted run's."""
+    many; the students in `regrade` are graded anyway) and only the others are graded. Either way the
+    result is the same as one uninterrupted run's."""
     from .grading import reference_key
     from .journal import Journal, file_digest
 
@@ -84,7 +85,7 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
     try:
         if log is not None:
             for student, _ in submissions:
-                kept = log.finished(student, digests[student])
+                kept = None if student in regrade else log.finished(student, digests[student])
                 if kept is not None:
                     results[student] = kept
             if on_resumed:

@@ -13,7 +13,8 @@ in this module, and this module only when `--scheduler` is given.
   shipped to the workers in memory; a worker never computes one for the CPU, and never writes one to disk
   (a LocalCluster's workers have no memory limit, so nothing is spilled; see docs/deploying.md for remote
   workers). A worker checks that it runs the same graders (the same `reference_key`) before it grades.
-- The client's sandbox limits travel with each task, so every worker grades under the same limits.
+- The client's sandbox limits (and --insecure) travel with each task, so every worker grades under the same
+  limits; a worker that cannot sandbox refuses, and the batch stops with its reason.
 - A worker that dies mid-task (killed, lost) is survived: the scheduler reruns the task elsewhere, at most
   MAX_WORKER_DEATHS more times; past that the submission is an error row (it probably kills its worker).
   A submission that kills its own sandbox is already an error row (grade_submission), never retried.
@@ -48,8 +49,35 @@ class ClusterError(RuntimeError):
     """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
 
 
+SANDBOX_ENV = ("COURSE_INSECURE",)  # the client's choices a worker follows (--insecure), unset when unset here
+
+
 def sandbox_limits() -> dict:
     return {name: getattr(sandbox, name) for name in LIMITS if hasattr(sandbox, name)}
+
+
+def sandbox_env() -> dict:
+    return {name: os.environ[name] for name in SANDBOX_ENV if name in os.environ}
+
+
+def _worker_sandbox(limits: dict, env: dict) -> None:
+    """Grade under the client's limits and choices; refuse (ClusterError) where the sandbox is missing."""
+    for name, value in limits.items():
+        setattr(sandbox, name, value)
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers (distributed.nanny.pre-spawn-environ); the
+    # grading children get the environment a local pool's children get
+    os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    for name in SANDBOX_ENV:
+        if name in env:
+            os.environ[name] = env[name]
+        else:
+            os.environ.pop(name, None)
+    require = getattr(sandbox, "require_sandbox", None)  # (the bubblewrap sandbox's check, where it exists)
+    if require is not None:
+        try:
+            require()
+        except Exception as exc:
+            raise ClusterError(f"the worker on {socket.gethostname()} cannot sandbox the submissions: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -59,7 +87,7 @@ _WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this work
 
 
 def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
-               reference, reference_key: str, limits: dict) -> dict:
+               reference, reference_key: str, limits: dict, env: dict | None = None) -> dict:
     """Grade one submission on a worker with the shipped reference; the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
 
@@ -74,8 +102,7 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
         raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
                            f"client (installed at {Path(__file__).resolve().parent.parent}); install the same "
                            f"version of the course on every worker")
-    for name, value in limits.items():
-        setattr(sandbox, name, value)
+    _worker_sandbox(limits, sandbox_env() if env is None else env)
     Reference.inject(lesson, reference)
     here, tmp = path, None
     if content is not None and file_digest(Path(path)) != digest:  # no shared filesystem: grade the bytes
@@ -153,7 +180,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
-    limits = sandbox_limits()
+    limits, env = sandbox_limits(), sandbox_env()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)
     try:
@@ -189,7 +216,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             except OSError:
                 content = None  # graded where it is: the same error row as a local run gives
             digest = digests.get(student) or file_digest(Path(path))
-            future = client.submit(task, lesson.id, student, str(path), content, digest, ref, key, limits,
+            future = client.submit(task, lesson.id, student, str(path), content, digest, ref, key, limits, env,
                                    key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200], pure=False,
                                    retries=1)
             pending[future] = (student, str(path))

@@ -104,6 +104,15 @@ class Journal:
         journal._write(header)
         return journal
 
+    @classmethod
+    def matches(cls, path: Path, lesson: str, reference: str) -> bool:
+        """Can the journal at `path` be resumed for this lesson and these graders?"""
+        try:
+            cls.open(path, lesson, reference, resume=True).close()
+            return True
+        except (JournalError, OSError):
+            return False
+
     def finished(self, student: str, digest: str | None) -> LessonResult | None:
         """The journalled result of `student`, if it was graded from the same bytes."""
         entry = self.done.get(student)

@@ -321,7 +321,8 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     from .batch import find_submissions, grade_class, summary, write
     from .cluster import ClusterError  # (Dask is imported only when a cluster is used)
-    from .journal import JournalError
+    from .grading import reference_key
+    from .journal import Journal, JournalError
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
@@ -352,10 +353,15 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
+        # re-grading some students (--student) adds their new results to the class's journal
+        # (another lesson's or other graders' journal: started afresh, the old one kept as .bak)
+        append = (bool(students) and not resume and journal is not None and Path(journal).exists()
+                  and Journal.matches(Path(journal), lesson_obj.id, reference_key(lesson_obj, "cpu")))
         try:
             results = grade_class(lesson_obj, subs, jobs, lambda s, r: progress.advance(task), scheduler, workers,
-                                  Path(journal) if journal else None, resume,
-                                  on_resumed=lambda n: progress.advance(task, n))
+                                  Path(journal) if journal else None, resume or append,
+                                  on_resumed=lambda n: resumed(progress, task, n, journal),
+                                  regrade=set(students) if append else ())
         except (JournalError, OSError) as exc:
             raise CourseError(str(exc)) from None
         except ClusterError as exc:
@@ -387,6 +393,12 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     if out:
         write(results, Path(out), update=bool(students))
         click.echo(f"wrote {out}")
+
+
+def resumed(progress, task, n: int, journal: str) -> None:
+    progress.advance(task, n)
+    if n:
+        progress.console.print(f"{n} result{'s' if n != 1 else ''} kept from {journal}")
 
 
 @cli.command("nbgrader")
