@@ -1,18 +1,19 @@
 """`course grade --scheduler`: a class graded on Dask distributed, one task per submission.
 
-    client ── the trusted reference, computed once ── scatter (broadcast) ────────────┐
+    client ── the trusted reference, computed once ── a worker plugin (every worker) ─┐
            └─ per submission: its path, bytes, sha256, the sandbox's limits ── submit ─┴─▶ worker: grade_task
                                                                                           │ grade_submission
            journal ◀── on_done ◀── as_completed ◀── the result as a dict ◀────────────────┘ (sandboxed child)
 
 `--scheduler local` starts a `distributed.LocalCluster` here (worker processes, one thread each); any other
 value is the address of a running scheduler (`tcp://host:8786`, see docs/deploying.md). Dask is imported only
-in this module, and this module only when `--scheduler` is given.
+inside this module's functions (and by cluster_plugin.py), which run only when `--scheduler` is given.
 
 - The reference observations are computed once, by this process, from the solved notebook (trusted), and
-  shipped to the workers in memory; a worker never computes one for the CPU, and never writes one to disk
-  (a LocalCluster's workers have no memory limit, so nothing is spilled; see docs/deploying.md for remote
-  workers). A worker checks that it runs the same graders (the same `reference_key`) before it grades.
+  shipped to the workers in memory by a worker plugin (cluster_plugin.py), which the scheduler also gives to
+  workers that join or restart mid-batch; they are not in Dask's data store, so never spilled to disk, and a
+  worker never computes a CPU reference. A worker checks that it runs the same graders (the same
+  `reference_key`) before it grades.
 - The client's sandbox limits (and --insecure) travel with each task, so every worker grades under the same
   limits; a worker that cannot sandbox refuses, and the batch stops with its reason.
 - A worker that dies mid-task (killed, lost) is survived: the scheduler reruns the task elsewhere, at most
@@ -24,6 +25,7 @@ in this module, and this module only when `--scheduler` is given.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -84,11 +86,13 @@ def _worker_sandbox(limits: dict, env: dict) -> None:
 # The worker's side
 
 _WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
+_SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference (cluster_plugin)
 
 
 def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
                reference, reference_key: str, limits: dict, env: dict | None = None) -> dict:
-    """Grade one submission on a worker with the shipped reference; the result as `journal.result_to_dict`."""
+    """Grade one submission on a worker with the client's reference (`reference`, or None: the one the
+    ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
 
     from .batch import grade_submission
@@ -103,6 +107,10 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
                            f"client (installed at {Path(__file__).resolve().parent.parent}); install the same "
                            f"version of the course on every worker")
     _worker_sandbox(limits, sandbox_env() if env is None else env)
+    if reference is None:
+        reference = _SHIPPED.get((lesson_id, reference_key))
+        if reference is None:
+            raise ClusterError(f"the worker on {socket.gethostname()} did not receive the reference")
     Reference.inject(lesson, reference)
     here, tmp = path, None
     if content is not None and file_digest(Path(path)) != digest:  # no shared filesystem: grade the bytes
@@ -146,8 +154,8 @@ def local_cluster(workers: int):
     from distributed import LocalCluster
 
     with dask.config.set(SCHEDULER_CONFIG):
-        # memory_limit=0: no spilling to disk (the reference must stay in memory), no memory-based
-        # restarts; the sandbox limits each grading child's memory instead
+        # memory_limit=0: nothing of the batch spilled to disk, no memory-based pauses or restarts; the
+        # sandbox limits each grading child's memory instead
         return LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, memory_limit=0,
                             dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.ERROR)
 
@@ -201,13 +209,18 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
         raise
     results: dict[str, LessonResult] = {}
     pending: dict = {}
-    ref = None
+    plugin = None
     try:
-        ref = client.scatter(reference, broadcast=True, hash=False)
+        from .cluster_plugin import ReferencePlugin
+
+        plugin = ReferencePlugin(lesson.id, key, reference)
+        client.register_plugin(plugin)
+        del reference
         run = uuid.uuid4().hex[:8]
         todo = list(submissions)[::-1]
         done = as_completed()
-        count = iter(range(len(todo)))
+        count = itertools.count()
+        lost: dict[str, int] = {}  # student -> results lost with their worker before they could be fetched
 
         def submit_next() -> None:
             student, path = todo.pop()
@@ -216,7 +229,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             except OSError:
                 content = None  # graded where it is: the same error row as a local run gives
             digest = digests.get(student) or file_digest(Path(path))
-            future = client.submit(task, lesson.id, student, str(path), content, digest, ref, key, limits, env,
+            future = client.submit(task, lesson.id, student, str(path), content, digest, None, key, limits, env,
                                    key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200], pure=False,
                                    retries=1)
             pending[future] = (student, str(path))
@@ -227,34 +240,43 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             submit_next()
         for future in done:
             student, path = pending.pop(future)
-            if future.status == "finished":
-                result = result_from_dict(future.result())
-            else:
-                try:
-                    exc = future.exception()
-                except CancelledError:
-                    exc = None
-                if isinstance(exc, KilledWorker):
-                    result = _worker_died_result(lesson, path, exc)
-                elif exc is None:
-                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?); "
-                                       f"the results so far are kept: continue with --resume")
+            data = exc = None
+            try:
+                if future.status == "finished":
+                    data = future.result()
                 else:
-                    raise ClusterError(f"grading {student} failed on the cluster: {type(exc).__name__}: "
-                                       f"{str(exc)[:400]}")
+                    exc = future.exception()
+            except CancelledError:
+                pass  # lost: its worker died after the task finished, or the scheduler went away
             future.release()
+            if data is not None:
+                result = result_from_dict(data)
+            elif isinstance(exc, KilledWorker):
+                result = _worker_died_result(lesson, path, exc)
+            elif exc is not None:
+                raise ClusterError(f"grading {student} failed on the cluster: {type(exc).__name__}: "
+                                   f"{str(exc)[:400]}")
+            else:
+                lost[student] = lost.get(student, 0) + 1
+                if client.status != "running" or lost[student] > MAX_WORKER_DEATHS:
+                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?)")
+                todo.append((student, Path(path)))
+                submit_next()  # graded again: the same submission, the same result
+                continue
             results[student] = result
             if on_done:
                 on_done(student, result)
             if todo:
                 submit_next()
     finally:
-        if client is scheduler:  # a client the caller keeps: leave nothing of this batch on its cluster
-            if pending:
-                client.cancel(list(pending))
-            if ref is not None:
-                ref.release()
-        else:
+        if client is scheduler and pending:  # a client the caller keeps: cancel what this batch left
+            client.cancel(list(pending))
+        if plugin is not None and cluster is None and client.status == "running":
+            try:  # a running cluster keeps no reference after the batch
+                client.unregister_worker_plugin(plugin.name)
+            except Exception:  # (a cluster going away as the batch stops)
+                pass
+        if client is not scheduler:
             client.close()
         if cluster is not None:
             cluster.close()

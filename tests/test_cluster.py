@@ -292,6 +292,7 @@ def test_a_cluster_batch_stopped_after_k_results_resumes_to_the_same_output(klas
         if len(seen) == 3:
             raise Stop
 
+    client.wait_for_workers(2)  # (a worker killed by an earlier test is back)
     client.run(_spy_on_reference_children)
     with pytest.raises(Stop):
         batch.grade_class(L01, subs, scheduler=client, journal=journal, on_done=stop_after_3)
