@@ -62,6 +62,13 @@ def sandbox_env() -> dict:
     return {name: os.environ[name] for name in SANDBOX_ENV if name in os.environ}
 
 
+# ----------------------------------------------------------------------------------------------------------
+# The worker's side
+
+_WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
+_SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference (cluster_plugin)
+
+
 def _worker_sandbox(limits: dict, env: dict) -> None:
     """Grade under the client's limits and choices; refuse (ClusterError) where the sandbox is missing."""
     for name, value in limits.items():
@@ -80,13 +87,6 @@ def _worker_sandbox(limits: dict, env: dict) -> None:
             require()
         except Exception as exc:
             raise ClusterError(f"the worker on {socket.gethostname()} cannot sandbox the submissions: {exc}") from None
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The worker's side
-
-_WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
-_SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference (cluster_plugin)
 
 
 def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,

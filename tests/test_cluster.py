@@ -9,6 +9,7 @@ short sandbox limits; on the cluster they travel with each task (monkeypatching 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -31,6 +32,9 @@ from graders.results import CheckResult, ExerciseResult, LessonResult
 from harness import mistakes_of, with_code, with_mistake
 
 L01 = find_lesson("lesson01")
+# the `cluster` extra (pip install -e ".[cluster]"); without it only the journal and the local pool are tested
+needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                reason="the cluster extra (dask, distributed) is not installed")
 LIMITS = {"CELL_TIMEOUT": 3.0, "EXERCISE_TIMEOUT": 6.0}  # the hang ends soon; two cores, several children
 ENV_LIMITS = {"COURSE_CELL_TIMEOUT": "3", "COURSE_EXERCISE_TIMEOUT": "6"}  # the same, for a child process
 
@@ -188,6 +192,7 @@ def _table(stdout: str) -> str:
 
 
 @pytest.mark.slow
+@needs_dask
 def test_a_local_cluster_gives_the_local_pools_results_field_by_field(klass, local, tmp_path, monkeypatch):
     def no_local_pool(*args, **kwargs):
         raise AssertionError("--scheduler graded on the local pool")
@@ -208,10 +213,11 @@ def test_a_local_cluster_gives_the_local_pools_results_field_by_field(klass, loc
 
 @pytest.fixture(scope="module")
 def client(limits):
+    distributed = pytest.importorskip("distributed")
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test file
-    c = pytest.importorskip("distributed").Client(cluster.local_cluster(2))
+    c = distributed.Client(cluster.local_cluster(2))
     yield c
     cluster_obj = c.cluster
     c.close()
@@ -223,6 +229,7 @@ def _subset(klass: Path, names: list[str]) -> list[tuple[str, Path]]:
 
 
 @pytest.mark.slow
+@needs_dask
 def test_a_worker_killed_mid_batch_is_survived(klass, local, client):
     pids = client.run(os.getpid)  # worker address -> process id
     killed = []
@@ -249,6 +256,7 @@ def _kills_its_worker(lesson_id, student, *args):
 
 
 @pytest.mark.slow
+@needs_dask
 def test_a_submission_that_kills_its_worker_is_an_error_row_not_retried_forever(klass, local, client):
     subs = [("killer", klass / "solved1.ipynb"), ("solved0", klass / "solved0.ipynb")]
     got = cluster.grade_on_cluster(L01, subs, client, task=_kills_its_worker)
@@ -278,6 +286,7 @@ def _children_started():
 
 
 @pytest.mark.slow
+@needs_dask
 def test_a_cluster_batch_stopped_after_k_results_resumes_to_the_same_output(klass, local, client, tmp_path):
     subs = _subset(klass, ["solved2", "stub1", "half", "mistake-divide_by_dk", "mistake-inverted_mask",
                            "mistake-sum_wrong_dim", "torn"])
