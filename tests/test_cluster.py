@@ -211,8 +211,9 @@ def test_a_local_cluster_gives_the_local_pools_results_field_by_field(klass, loc
     assert csv_cluster.read_text() == csv_local.read_text()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def client(limits):
+    """A fresh LocalCluster of 2 for each test (a test that kills workers leaves its cluster changed)."""
     distributed = pytest.importorskip("distributed")
     import cloudpickle
 
@@ -301,7 +302,6 @@ def test_a_cluster_batch_stopped_after_k_results_resumes_to_the_same_output(klas
         if len(seen) == 3:
             raise Stop
 
-    client.wait_for_workers(2)  # (a worker killed by an earlier test is back)
     client.run(_spy_on_reference_children)
     with pytest.raises(Stop):
         batch.grade_class(L01, subs, scheduler=client, journal=journal, on_done=stop_after_3)
