@@ -51,7 +51,8 @@ class ClusterError(RuntimeError):
     """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
 
 
-SANDBOX_ENV = ("COURSE_INSECURE",)  # the client's choices a worker follows (--insecure), unset when unset here
+# the client's choices a worker follows (--insecure, the run's hidden seed), unset there when unset here
+SANDBOX_ENV = ("COURSE_INSECURE", "COURSE_HIDDEN_SEED")
 
 
 def sandbox_limits() -> dict:
@@ -184,10 +185,11 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     from distributed import Client, as_completed
     from distributed.scheduler import KilledWorker
 
-    from .grading import Reference, reference_key
+    from .grading import Reference, hidden_seed, reference_key
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
+    hidden_seed()  # drawn (or taken from COURSE_HIDDEN_SEED) here, and shipped to the workers
     limits, env = sandbox_limits(), sandbox_env()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)

@@ -53,6 +53,16 @@ def result_from_dict(data: dict) -> LessonResult:
     return LessonResult(**{**_fields(LessonResult, data), "exercises": exercises})
 
 
+def journal_seed(path: Path) -> int | None:
+    """The hidden seed a journal's run was graded with (None if it has none or is not a journal)."""
+    try:
+        with open(path, "rb") as f:
+            seed = json.loads(f.readline()).get("seed")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return seed if isinstance(seed, int) else None
+
+
 class Journal:
     """Append-only; `record` returns once the line is on disk."""
 
@@ -61,11 +71,13 @@ class Journal:
         self._f = None
 
     @classmethod
-    def open(cls, path: Path, lesson: str, reference: str, resume: bool) -> "Journal":
+    def open(cls, path: Path, lesson: str, reference: str, resume: bool, seed: int | None = None) -> "Journal":
         """Start a journal at `path`, or with resume=True continue the one there. Starting afresh over an
-        existing journal keeps it as `<path>.bak`."""
+        existing journal keeps it as `<path>.bak`. `seed`: the run's hidden checks' seed (resumed alike)."""
         path = Path(path)
         header = {"journal": FORMAT, "lesson": lesson, "reference": reference}
+        if seed is not None:
+            header["seed"] = seed
         done: dict[str, dict] = {}
         if path.exists() and resume:
             raw = path.read_bytes()
@@ -84,6 +96,9 @@ class Journal:
             if old.get("reference") != reference:
                 raise JournalError(f"{path} was written with other graders or another solved notebook (the "
                                    f"course changed since); grade afresh, without --resume")
+            if old.get("seed") != seed:
+                raise JournalError(f"{path} was graded with the hidden seed {old.get('seed')}, not {seed}: "
+                                   f"resume without --seed (or with --seed {old.get('seed')})")
             for line in lines[1:]:
                 try:
                     entry = json.loads(line)
@@ -105,10 +120,10 @@ class Journal:
         return journal
 
     @classmethod
-    def matches(cls, path: Path, lesson: str, reference: str) -> bool:
-        """Can the journal at `path` be resumed for this lesson and these graders?"""
+    def matches(cls, path: Path, lesson: str, reference: str, seed: int | None = None) -> bool:
+        """Can the journal at `path` be resumed for this lesson, these graders and this seed?"""
         try:
-            cls.open(path, lesson, reference, resume=True).close()
+            cls.open(path, lesson, reference, resume=True, seed=seed).close()
             return True
         except (JournalError, OSError):
             return False

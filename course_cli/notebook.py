@@ -1,8 +1,7 @@
-"""Reading a notebook and choosing which of its cells the grader runs.
+"""Reading a notebook for grading, with a student-facing message for every way it can be unreadable.
 
-Run: every code cell, in order, except demo cells (metadata `course.role == "demo"`) and nbgrader's
-autograder test cells (`grade: true`, `solution: false`). So a helper in a cell of its own, a cell
-split in two, or a copied cell is graded as the student wrote it; plots and checks are not re-run.
+Which of its cells the grader runs, and which cell defines a name, are the notebook rules of
+graders/notebook.py (re-exported here for the CLI's modules).
 """
 
 from __future__ import annotations
@@ -10,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from graders.notebook import defining_cell, graded_cells, is_demo, is_test  # noqa: F401 (re-exported)
 
 
 class NotebookError(Exception):
@@ -59,35 +60,10 @@ def read_notebook(path: str | Path):
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell.get("source", ""), str):
             raise NotebookError(f"{p}: cell {i + 1} has no readable source")
+        meta = cell.get("metadata", {})
+        bad = "metadata" if not isinstance(meta, dict) else next(
+            (f"metadata.{k}" for k in ("course", "nbgrader") if k in meta and not isinstance(meta[k], dict)), None)
+        if bad:
+            raise NotebookError(f"{p}: cell {i + 1} has malformed {bad} (not a JSON object); "
+                                f"`course reset` restores a fresh copy of that cell")
     return nb
-
-
-def is_demo(cell) -> bool:
-    return cell.get("metadata", {}).get("course", {}).get("role") == "demo"
-
-
-def is_test(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
-def graded_cells(nb) -> list[dict]:
-    """The code cells the grader runs, as {"index": 1-based cell number, "source": text}."""
-    cells = []
-    for i, cell in enumerate(nb.cells, start=1):
-        if cell.cell_type != "code" or is_demo(cell) or is_test(cell):
-            continue
-        cells.append({"index": i, "source": cell.source})
-    return cells
-
-
-def defining_cell(cells: list[dict], name: str) -> dict | None:
-    """The cell whose text defines `name` (even one that fails to compile)."""
-    import re
-
-    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(name)}\b", re.M)
-    found = None
-    for cell in cells:
-        if pattern.search(cell["source"]):
-            found = cell  # the last definition wins, as when the notebook runs top to bottom
-    return found

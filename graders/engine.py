@@ -22,7 +22,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import compare
-from .results import CheckResult, ExerciseResult, exercise_status
+from .results import Absent, CheckResult, ExerciseResult, exercise_status
 
 # ----------------------------------------------------------------------------------------------
 # The device/dtype matrix
@@ -58,6 +58,7 @@ class Check:
     judge: Judge
     configs: tuple[Config, ...] = CPU
     hidden: bool = False  # hidden from the student notebook's public test cell (nbgrader's hidden tests)
+    variant: "Variant | None" = None  # an entry of the standard input battery (the probe's inputs, changed)
 
     def key(self, config: Config) -> str:
         return f"{self.name} @ {config.key}"
@@ -82,6 +83,28 @@ class Checks(list):
     def of(self, exercise: str) -> list[Check]:
         return [c for c in self if c.exercise == exercise]
 
+    def add_battery(self, skip: dict[str, str | dict[str, str]] | None = None,
+                    base: dict[str, str] | None = None) -> None:
+        """Add the standard input battery (BATTERY) to every exercise: each entry re-runs the exercise's
+        first check (or `base[exercise]`, a check name) on changed inputs, judged by that check's judge
+        against the reference run on the same inputs. `skip` opts out with a reason: {exercise: reason}
+        for the whole battery, or {exercise: {entry name: reason}} for some entries. Entries whose probe
+        draws no floating-point tensor from ctx are dropped by the engine (the exercise takes none)."""
+        skip, base = skip or {}, base or {}
+        for exercise in dict.fromkeys(c.exercise for c in list(self)):
+            why = skip.get(exercise)
+            if isinstance(why, str):
+                continue
+            checks = self.of(exercise)
+            b = next((c for c in checks if c.name == base[exercise]), None) if exercise in base else checks[0]
+            if b is None:
+                raise ValueError(f"{self.lesson}: no check {base[exercise]!r} of {exercise} for the battery")
+            for v in BATTERY:
+                if why and v.name in why:
+                    continue
+                self.append(Check(exercise, f"{v.name}", b.probe, _battery_judge(b.judge, v),
+                                  (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v))
+
 
 @dataclass(frozen=True)
 class Mistake:
@@ -96,11 +119,12 @@ class Mistake:
     message: str  # one sentence for the diagnosis: what the code does wrong and what to do instead
     impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
     edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
+    observed: bool = False  # known only by its shipped observations (the student distribution has no code)
 
     def __post_init__(self):
         if isinstance(self.edits, dict):
             object.__setattr__(self, "edits", tuple(self.edits.items()))
-        if (self.impl is None) == (not self.edits):
+        if not self.observed and (self.impl is None) == (not self.edits):
             raise ValueError(f"mistake {self.id}: give either impl or edits")
 
 
@@ -117,13 +141,22 @@ class WrongResult(Exception):
     is shown as the check's failure."""
 
 
-class _ForbiddenRecorder(TorchFunctionMode):
-    """Records which watched torch functions the student's code calls (torch function modes see
-    calls through torch.*, torch.nn.functional.* and Tensor methods alike)."""
+class CallRecorder(TorchFunctionMode):
+    """Records which of the watched torch functions the code it wraps calls (torch function modes see
+    calls through torch.*, torch.nn.functional.* and Tensor methods alike). One recorder serves both
+    rules: FORBIDDEN ("must not call", through `ctx.call`) and `ctx.recording(...)` ("must call").
 
-    def __init__(self, watched: dict[int, str], seen: set[str]):
+        with ctx.recording(F.scaled_dot_product_attention) as rec:
+            out = ctx.call(module, x)
+        {"calls SDPA": rec.called(F.scaled_dot_product_attention)}
+    """
+
+    def __init__(self, watched: dict[int, str], seen: set[str] | None = None):
         super().__init__()
-        self.watched, self.seen = watched, seen
+        self.watched, self.seen = watched, (set() if seen is None else seen)
+
+    def called(self, fn: Any) -> bool:
+        return self.watched.get(id(fn)) in self.seen
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.watched.get(id(func))
@@ -153,7 +186,7 @@ class ProbeContext:
     """What a probe gets: the namespace, the target exercise, seeded inputs on the config's device."""
 
     def __init__(self, ns: dict, exercise: str, config: Config, seed: int,
-                 watched: dict[int, str] | None = None):
+                 watched: dict[int, str] | None = None, layout: str | None = None):
         self.ns, self.exercise, self.config = ns, exercise, config
         self.device = torch.device(config.device)
         self.dtype = getattr(torch, config.dtype)
@@ -162,6 +195,9 @@ class ProbeContext:
         self.watched = watched or {}
         self.forbidden_seen: set[str] = set()
         self.mutated: list[str] = []
+        self.not_implemented: BaseException | None = None  # a NotImplementedError raised by student code
+        self.layout = layout  # None, "transposed" or "strided": how put() lays out floating inputs
+        self.drawn = 0  # floating-point inputs handed out by put()
 
     @property
     def target(self) -> Any:
@@ -190,7 +226,10 @@ class ProbeContext:
     def put(self, t: torch.Tensor, dtype: torch.dtype | None = None, requires_grad: bool = False) -> torch.Tensor:
         if t.is_floating_point():
             t = t.to(dtype or self.dtype)
+            self.drawn += 1
         t = t.to(self.device)
+        if t.is_floating_point() and t.dim() >= 2 and self.layout:
+            t = _relaid(t, self.layout)
         return t.requires_grad_(True) if requires_grad else t
 
     def unpack(self, result: Any, n: int, what: str) -> tuple:
@@ -201,15 +240,85 @@ class ProbeContext:
         return tuple(result)
 
     def call(self, fn: Callable, *args, **kwargs) -> Any:
-        """Call student code: record forbidden APIs, and notice inputs modified in place."""
+        """Call student code: record forbidden APIs, and notice inputs modified in place. A
+        NotImplementedError is remembered even when the probe catches it: the check is then
+        not_implemented, whatever the probe made of it (an untouched stub is never "failed")."""
         before = [(i, a, a.detach().clone()) for i, a in enumerate(list(args) + list(kwargs.values()))
-                  if isinstance(a, torch.Tensor)]
-        with _ForbiddenRecorder(self.watched, self.forbidden_seen):
-            out = fn(*args, **kwargs)
+                  if isinstance(a, torch.Tensor) and not a.is_meta]  # a meta tensor holds no values to compare
+        try:
+            with CallRecorder(self.watched, self.forbidden_seen):
+                out = fn(*args, **kwargs)
+        except NotImplementedError as exc:
+            self.not_implemented = self.not_implemented or exc
+            raise
         for i, a, copy in before:
             if a.shape != copy.shape or not torch.equal(torch.nan_to_num(a.detach()), torch.nan_to_num(copy)):
                 self.mutated.append(f"argument {i + 1}")
         return out
+
+    def recording(self, *fns: Any) -> CallRecorder:
+        """A context in which calls of `fns` are recorded ("must call" checks); see CallRecorder."""
+        return CallRecorder({id(f): getattr(f, "__qualname__", repr(f)) for f in fns})
+
+    def raised(self, fn: Callable, *args, **kwargs) -> dict:
+        """Call student code that should raise, and observe what it raised:
+        {"raised": "ValueError" | ... | "nothing", "message": ...}. NotImplementedError propagates
+        (the stub is not_implemented); judge with `raises_value_error`."""
+        try:
+            self.call(fn, *args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
+            return {"raised": type(exc).__name__[:100], "message": _safe_str(exc)[:300]}
+        return {"raised": "nothing", "message": ""}
+
+
+def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values in another memory layout: "transposed" (the last two axes' strides swapped) or
+    "strided" (each row a view into a wider row, so the row stride is larger than the row)."""
+    if layout == "transposed":
+        return t.mT.contiguous().mT
+    wide = torch.zeros(*t.shape[:-1], t.shape[-1] + 3, dtype=t.dtype, device=t.device)
+    wide[..., : t.shape[-1]] = t
+    return wide[..., : t.shape[-1]]
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard input battery: inputs a careful grader tries, each a check of its own
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the check's name, as the student reads it
+    message: str  # said before the judge's message when the check fails
+    dtype: str | None = None  # inputs in this dtype, on the CPU
+    layout: str | None = None  # inputs in this memory layout
+    judged_as: str | None = None  # judge as if at this dtype (its tolerance), when not the inputs'
+
+
+BATTERY = (
+    # float64 is judged with float32's tolerance: a reference may compute in float32 inside (RMSNorm, RoPE),
+    # and a student computing in float64 is not wrong. It catches a float32 result and float32 constants.
+    Variant("float64 inputs", "with float64 inputs the result must be float64 (values within float32's "
+            "tolerance)", dtype="float64", judged_as="float32"),
+    Variant("bfloat16 inputs on the CPU", "with bfloat16 inputs (on the CPU) the result must be bfloat16 and close "
+            "to the reference's", dtype="bfloat16"),
+    Variant("float16 inputs on the CPU", "with float16 inputs (on the CPU) the result must be float16 and close "
+            "to the reference's", dtype="float16"),
+    Variant("transposed (non-contiguous) inputs", "with inputs laid out transposed in memory (same values, "
+            "not contiguous: .view() fails on them, .reshape() does not)", layout="transposed"),
+    Variant("row-strided inputs (views of wider rows)", "with inputs that are views of wider rows (same "
+            "values, the row stride larger than the row)", layout="strided"),
+)
+
+
+def _battery_judge(judge: Judge, v: Variant) -> Judge:
+    def battery(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        if v.judged_as:
+            ctx = JudgeContext(Config(ctx.config.device, v.judged_as))
+        msg = judge(s, r, ctx)
+        return f"{v.message}: {msg}" if msg else None
+    return battery
 
 
 def clean(obs: Any, depth: int = 0) -> Any:
@@ -305,11 +414,19 @@ def error_obs(exc: BaseException) -> dict:
     return {"__error__": {"kind": kind, "type": type(exc).__name__[:100], "message": student_traceback(exc)}}
 
 
+# Class grading draws the hidden checks' inputs from a seed chosen per run (kept in the results, so a run can be
+# repeated): a notebook that memorised the answers to the fixed inputs fails them. Public checks keep fixed
+# seeds, so their reference observations can ship to students as data. Set by the child from its job.
+HIDDEN_SEED: int | None = None
+
+
 def seed_for(lesson: str, check: Check, config: Config) -> int:
-    return zlib.crc32(f"{lesson}/{check.exercise}/{check.name}/{config.key}".encode())
+    salt = f"/run {HIDDEN_SEED}" if check.hidden and HIDDEN_SEED is not None else ""
+    return zlib.crc32(f"{lesson}/{check.exercise}/{check.name}/{config.key}{salt}".encode())
 
 
 def watched_functions(names: tuple[str, ...]) -> dict[int, str]:
+    """{id(function): dotted name} for the names this torch has (FORBIDDEN's form)."""
     watched = {}
     for name in names:
         obj = resolve(name)
@@ -334,9 +451,14 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
         for config in check.configs:
             if config not in configs:
                 continue
-            ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched)
+            ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched,
+                               check.variant.layout if check.variant else None)
             try:
                 obs = clean(check.probe(ctx))
+                if ctx.not_implemented is not None:  # raised by student code, caught by the probe
+                    obs = error_obs(ctx.not_implemented)
+                elif check.variant and not ctx.drawn:
+                    obs = {"__inapplicable__": "the exercise takes no floating-point tensor"}
             except BaseException as exc:  # student code may raise anything, SystemExit included
                 obs = error_obs(exc)
                 if obs["__error__"]["kind"] == "timeout":
@@ -376,6 +498,81 @@ def same(*keys: str, scale: float = 1.0, check_dtype: bool = True) -> Judge:
     return judge
 
 
+def agrees_with(*keys: str | tuple[str, str], scale: float = 1.0, half_scale: float = 1.0, label: str = "",
+                prefix: str = "torch ", note: str = "") -> Judge:
+    """A judge: the student's observation `key` agrees with torch's answer, which the probe records as
+    `prefix + key` (only the reference child's copy is ever read). A key may be a pair (mine, theirs) to
+    compare with another reference observation. Without keys: every key whose `prefix + key` the
+    reference observed. `half_scale` widens the tolerance for float16/bfloat16 further (torch
+    accumulates in float32); `label` names torch's function in the message; `note` is appended to it."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        pairs = [k if isinstance(k, tuple) else (k, prefix + k) for k in keys] or \
+            [(k, prefix + k) for k in r if not k.startswith(prefix) and prefix + k in r]
+        half = ctx.config.dtype in ("float16", "bfloat16")
+        tol = ctx.tol.scaled(scale * (half_scale if half else 1.0))
+        for mine, theirs in pairs:
+            msg = compare.close(s.get(mine), r[theirs], f"{mine} (against {label or theirs})", tol=tol)
+            if msg:
+                return msg + note
+        return None
+    return judge
+
+
+def expect_value_error(obs: dict, what: str, name: str | None = None, why: str = "") -> str | None:
+    """None when the observation (from `ctx.raised`) is a ValueError whose message names `name`."""
+    if obs.get("raised") != "ValueError":
+        got = "it raised nothing" if obs.get("raised") in ("nothing", None) else \
+            f"it raised {obs.get('raised')}: {obs.get('message')}"
+        return f"{what} should raise ValueError{f' ({why})' if why else ''}, but {got}"
+    if name and name not in obs.get("message", ""):
+        return f"{what} raised ValueError, but its message does not name `{name}`: {obs.get('message')!r}"
+    return None
+
+
+def raises_value_error(*cases: tuple, why: str = "") -> Judge:
+    """A judge of `ctx.raised` observations: each case (key, what[, name]) raised a ValueError, whose
+    message names `name` when given."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        for key, what, *name in cases:
+            msg = expect_value_error(s.get(key, {}), what, name[0] if name else None, why)
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+def on_meta(result: Any) -> dict:
+    """An observation of a result made with device="meta" (a meta tensor holds no values): its device,
+    shape and dtype. Judge with `made_on_meta`."""
+    if not isinstance(result, torch.Tensor):
+        return {"device": None, "got": type(result).__name__[:100]}
+    return {"device": result.device.type, "shape": list(result.shape), "dtype": str(result.dtype).removeprefix("torch.")}
+
+
+def made_on_meta(what: str) -> Judge:
+    """A judge of `on_meta` observations: the result is on the meta device, with the reference's shape
+    and dtype (code that builds on the CPU and moves, or computes values, would not be)."""
+    def judge(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        if s.get("device") != "meta":
+            got = f"a tensor on {s['device']!r}" if s.get("device") else f"a {s.get('got')}"
+            return (f"{what} with device=\"meta\" gave {got}, not a tensor on the meta device: make every "
+                    f"tensor on `device` (torch.ones(..., device=device), torch.arange(..., device=device))")
+        for k in ("shape", "dtype"):
+            if s.get(k) != r.get(k):
+                return f"{what} with device=\"meta\" gave {k} {s.get(k)}, expected {r.get(k)}"
+        return None
+    return judge
+
+
+def median_ms(fn: Callable, *args, min_run_time: float = 0.2) -> float:
+    """The median time of fn(*args) in milliseconds, by torch.utils.benchmark.Timer (which warms up,
+    synchronises CUDA and picks the number of runs): the one timer of every `course bench`."""
+    from torch.utils.benchmark import Timer
+
+    timer = Timer(stmt="fn(*args)", globals={"fn": fn, "args": args})
+    return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
+
+
 @dataclass
 class JudgeContext:
     config: Config
@@ -409,6 +606,8 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
             res.status, res.message = "failed", err["message"]
         elif kind == "memory":
             res.status, res.message = "error", f"ran out of memory: {err['message']}"
+        elif check.variant:  # code that runs on the usual inputs but raises on these: a wrong answer
+            res.status, res.message = "failed", f"{check.variant.message}: it raised {err['message']}"
         else:
             res.status, res.message = "error", err["message"]
         return res
@@ -426,14 +625,21 @@ def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | Non
     if s_obs is None or m_obs is None:
         return False
     s_err, m_err = s_obs.get("__error__"), m_obs.get("__error__")
-    if s_err or m_err:
-        return bool(s_err and m_err and s_err["type"] == m_err["type"] and s_err["kind"] == "error")
+    if s_err or m_err:  # the same error, said the same way: an exception type alone is not an observation
+        return bool(s_err and m_err and s_err["kind"] == m_err["kind"] == "error" and s_err["type"] == m_err["type"]
+                    and _error_head(s_err) == _error_head(m_err))
     try:
         if check.judge(m_obs, r_obs, JudgeContext(config)) is None:
             return False  # the mistake does not show on this check
     except Exception:
         return False
     return same_observations(s_obs, m_obs, JudgeContext(config).tol)
+
+
+def _error_head(err: dict) -> str:
+    """An error observation's first line, "Type: message", without where it was raised (the student's
+    cell numbers and the mistake's differ)."""
+    return err.get("message", "").split("\n  at ")[0].strip()
 
 
 def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:
@@ -457,20 +663,21 @@ def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:
 
 
 def judge_exercise(module, exercise, student: dict | None, reference: dict,
-                   mistakes: dict[str, dict], gpu: bool, missing_reason: str | None = None,
+                   mistakes: dict[str, dict], gpu: bool, absent: Absent | None = None,
                    only_public: bool = False) -> ExerciseResult:
-    """Turn one exercise's observations into its result, checks in order, with a diagnosis."""
+    """Turn one exercise's observations into its result, checks in order, with a diagnosis. Without
+    observations the result is `absent`'s (graders/verdict.py says why), else: never reached ->
+    timeout, defined by no cell -> not_implemented."""
     name, points = exercise.name, float(exercise.points)
     checks = [c for c in CHECKS_OF(module).of(name) if not (only_public and c.hidden)]
     results: list[CheckResult] = []
     if student is None or student.get("missing"):
-        status = "not_implemented"
-        msg = missing_reason or f"no cell defines `{name}` (deleted or renamed?)"
-        if missing_reason and missing_reason.startswith("!"):
-            status, msg = "error", missing_reason[1:]
-        if student is None and not missing_reason:
-            status, msg = "timeout", "the notebook's code did not reach this exercise before the time limit"
-        return ExerciseResult(name, status, 0.0, points, [CheckResult("defined", status, message=msg)])
+        if absent is None and student is None:
+            absent = Absent("timeout", "the notebook's code did not reach this exercise before the time limit")
+        elif absent is None:
+            absent = Absent("not_implemented", f"no cell defines `{name}` (deleted or renamed?)")
+        return ExerciseResult(name, absent.status, 0.0, points,
+                              [CheckResult(absent.check, absent.status, message=absent.message)])
     s_checks, r_checks = student["checks"], reference["checks"]
     for check in checks:
         for config in check.configs:
@@ -478,8 +685,10 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                 results.append(CheckResult(check.name, "skipped", config.device, config.dtype,
                                            "no CUDA device here: GPU check skipped (not passed)"))
                 continue
-            results.append(_verdict(check, config, s_checks.get(check.key(config)),
-                                    r_checks.get(check.key(config))))
+            r_obs = r_checks.get(check.key(config))
+            if check.variant and isinstance(r_obs, dict) and "__inapplicable__" in r_obs:
+                continue  # a battery entry for an exercise that takes no tensor input
+            results.append(_verdict(check, config, s_checks.get(check.key(config)), r_obs))
     forbidden = getattr(module, "FORBIDDEN", {}).get(name)
     if forbidden:
         used = student.get("forbidden", [])
@@ -512,7 +721,8 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
                     count += 1
         if count > best_count:
             best, best_count = mistake, count
-    return best.message if best else None
+    from .diagnosis import settle  # a catalogued mistake that really matches, else a structural diagnosis
+    return settle(best, module, name, checks, s_checks, r_checks, mistakes, results)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -542,21 +752,15 @@ def mistake_source(mistake: Mistake, lesson: str | None = None) -> str:
 def solved_cell(lesson: str, name: str) -> str:
     """The source of the solved notebook's code cell that defines `name` (the last one, as when run)."""
     import json
-    import re
 
+    from .notebook import defining_cell, graded_cells
     from .registry import find_lesson
 
     nb = json.loads(find_lesson(lesson).solution_path.read_text(encoding="utf-8"))
-    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(name)}\b", re.M)
-    found = None
-    for cell in nb.get("cells", []):
-        src = cell.get("source", "")
-        src = "".join(src) if isinstance(src, list) else src
-        if cell.get("cell_type") == "code" and pattern.search(src):
-            found = src
+    found = defining_cell(graded_cells(nb.get("cells", [])), name)
     if found is None:
         raise LookupError(f"{lesson}: no solved cell defines `{name}`")
-    return found
+    return found["source"]
 
 
 def _lesson_of(mistake: Mistake) -> str:

@@ -6,13 +6,12 @@ Probes run in the sandboxed child (student code); judges run in the parent.
 
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Mistake, same
+from .engine import CPU, CPU_AND_GPU, Checks, Mistake, agrees_with, same
 
 CHECKS = Checks("lesson01")
 
@@ -190,17 +189,8 @@ def sdpa_grads(ctx):
     return {f"gradient of {n}": t.grad for n, t in (("q", q), ("k", k), ("v", v))}
 
 
-def _agrees_with_sdpa(s, r, ctx):
-    for key in ("output", "output (masked)"):
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
-                    tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
-
-
-@CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention", _agrees_with_sdpa,
-              CPU_AND_GPU)
+@CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention",
+              agrees_with("output", "output (masked)", scale=2, label="F.scaled_dot_product_attention"), CPU_AND_GPU)
 def sdpa_vs_torch(ctx):
     q, k, v = ctx.randn(1, 4, 9, 16), ctx.randn(1, 4, 11, 16), ctx.randn(1, 4, 11, 8)
     mask = ctx.bernoulli(9, 11, p=0.7)
@@ -214,100 +204,46 @@ def sdpa_vs_torch(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lesson01.py).
-
-
-def softmax__no_max(x, dim=-1):
-    e = torch.exp(x)
-    return e / e.sum(dim=dim, keepdim=True)
-
-
-def softmax__max_wrong_dim(x, dim=-1):
-    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
-    return e / e.sum(dim=dim, keepdim=True)
-
-
-def softmax__sum_wrong_dim(x, dim=-1):
-    e = torch.exp(x - x.max(dim=dim, keepdim=True).values)
-    return e / e.sum(dim=-1, keepdim=True)
-
-
-def sdpa__no_scaling(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax(scores, dim=-1)  # noqa: F821 (the notebook's softmax)
-    return weights @ v, weights
-
-
-def sdpa__divide_by_dk(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / q.shape[-1]
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax(scores, dim=-1)  # noqa: F821
-    return weights @ v, weights
-
-
-def sdpa__softmax_over_queries(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax(scores, dim=-2)  # noqa: F821
-    return weights @ v, weights
-
-
-def sdpa__inverted_mask(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    weights = softmax(scores, dim=-1)  # noqa: F821
-    return weights @ v, weights
-
-
-def sdpa__mask_with_zero(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, 0.0)
-    weights = softmax(scores, dim=-1)  # noqa: F821
-    return weights @ v, weights
-
-
-def sdpa__mask_after_softmax(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    weights = softmax(scores, dim=-1)  # noqa: F821
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
-    return weights @ v, weights
-
-
-def sdpa__k_T(q, k, v, mask=None):
-    scores = q @ k.T / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = softmax(scores, dim=-1)  # noqa: F821
-    return weights @ v, weights
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
-    Mistake("softmax", "no_max", "exp overflows for large inputs: subtract the max along `dim` first "
-            "(softmax(x − c) = softmax(x)).", softmax__no_max),
-    Mistake("softmax", "max_wrong_dim", "the max is taken over the last axis instead of `dim`, so the shift is "
-            "not constant along `dim` and changes the result: take the max along `dim`.", softmax__max_wrong_dim),
+    Mistake("softmax", "no_max", "exp overflows for large inputs: subtract the max along `dim` first (softmax(x − c) "
+            "= softmax(x)).",
+            edits={"shifted = x - x.amax(dim=dim, keepdim=True)": "shifted = x"}),
+    Mistake("softmax", "max_wrong_dim", "the max is taken over the last axis instead of `dim`, so the shift is not "
+            "constant along `dim` and changes the result: take the max along `dim`.",
+            edits={"x.amax(dim=dim,": "x.amax(dim=-1,"}),
     Mistake("softmax", "sum_wrong_dim", "the normalising sum runs over the last axis instead of `dim`, so the "
-            "weights along `dim` do not sum to 1.", softmax__sum_wrong_dim),
-    Mistake("scaled_dot_product_attention", "no_scaling", "the scores are not divided by √dk, so the softmax "
-            "is too peaked: divide q·kᵀ by math.sqrt(dk).", sdpa__no_scaling),
+            "weights along `dim` do not sum to 1.",
+            edits={"e.sum(dim=dim,": "e.sum(dim=-1,"}),
+    Mistake("scaled_dot_product_attention", "no_scaling", "the scores are not divided by √dk, so the softmax is too "
+            "peaked: divide q·kᵀ by math.sqrt(dk).",
+            edits={" / math.sqrt(d_k)": ""}),
     Mistake("scaled_dot_product_attention", "divide_by_dk", "the scores are divided by dk instead of √dk: the "
-            "variance of q·k grows like dk, so its standard deviation, √dk, is the right scale.", sdpa__divide_by_dk),
-    Mistake("scaled_dot_product_attention", "softmax_over_queries", "the softmax runs over the query axis (-2); "
-            "each query's weights must be normalised over the keys, the last axis.", sdpa__softmax_over_queries),
-    Mistake("scaled_dot_product_attention", "inverted_mask", "the mask is inverted: True means 'may attend', so "
-            "fill the scores where the mask is False (~mask) with -inf.", sdpa__inverted_mask),
+            "variance of q·k grows like dk, so its standard deviation, √dk, is the right scale.",
+            edits={"math.sqrt(d_k)": "d_k"}),
+    Mistake("scaled_dot_product_attention", "softmax_over_queries", "the softmax runs over the query axis (-2); each "
+            "query's weights must be normalised over the keys, the last axis.",
+            edits={"softmax(scores, dim=-1)": "softmax(scores, dim=-2)"}),
+    Mistake("scaled_dot_product_attention", "inverted_mask", "the mask is inverted: True means 'may attend', so fill "
+            "the scores where the mask is False (~mask) with -inf.",
+            edits={"masked_fill(~mask,": "masked_fill(mask,"}),
     Mistake("scaled_dot_product_attention", "mask_with_zero", "masked scores are set to 0, but exp(0) = 1 still "
-            "gives them weight: fill them with -inf so exp gives exactly 0.", sdpa__mask_with_zero),
+            "gives them weight: fill them with -inf so exp gives exactly 0.",
+            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, 0.0)"}),
     Mistake("scaled_dot_product_attention", "mask_after_softmax", "the mask is applied after the softmax, so the "
-            "remaining weights no longer sum to 1: mask the scores before the softmax.", sdpa__mask_after_softmax),
+            "remaining weights no longer sum to 1: mask the scores before the softmax.",
+            edits={'scores = scores.masked_fill(~mask, float("-inf"))': "pass",
+                   "weights = softmax(scores, dim=-1)":
+                       "weights = softmax(scores, dim=-1)\n"
+                       "    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)"}),
     Mistake("scaled_dot_product_attention", "k_T", "`k.T` reverses every axis of a batched tensor; swap only the "
-            "last two with `k.transpose(-2, -1)` (or `k.mT`).", sdpa__k_T),
+            "last two with `k.transpose(-2, -1)` (or `k.mT`).",
+            edits={"k.transpose(-2, -1)": "k.T"}),
 )
+
+
+CHECKS.add_battery()

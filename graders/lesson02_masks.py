@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, made_on_meta, on_meta, same
 
 CHECKS = Checks("lesson02")
 
@@ -190,6 +190,12 @@ def causal_device(ctx):
     return {"causal_mask(4, 6, device=...)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
 
 
+@CHECKS.probe("causal_mask", 'device="meta": made on the device asked for, whatever it is',
+              made_on_meta("causal_mask(4, 6)"), CPU, hidden=True)
+def causal_meta(ctx):
+    return on_meta(ctx.call(ctx.target, 4, 6, device="meta"))
+
+
 # ----------------------------------------------------------------------------------------------
 # padding_mask(lengths, t) -> BoolTensor[B, 1, 1, t], True at real keys
 
@@ -247,6 +253,12 @@ def padding_device(ctx):
     return {"padding_mask([4, 2], 5)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
 
 
+@CHECKS.probe("padding_mask", "`lengths` on the meta device: the mask is made there too",
+              made_on_meta("padding_mask(lengths, 5)"), CPU, hidden=True)
+def padding_meta(ctx):
+    return on_meta(ctx.call(ctx.target, torch.empty(2, dtype=torch.long, device="meta"), 5))
+
+
 # ----------------------------------------------------------------------------------------------
 # sliding_window_mask(t, window) -> BoolTensor[t, t]: i − window < j ≤ i
 
@@ -283,6 +295,32 @@ def window_count(ctx):
 def window_wide(ctx):
     return {"sliding_window_mask(5, 5)": ctx.call(ctx.target, 5, 5),
             "sliding_window_mask(4, 100)": ctx.call(ctx.target, 4, 100)}
+
+
+
+# (issue 17, feedback) the lesson's text says a window below 1 is a ValueError: graded as it says
+def _raised(ctx, *args) -> str:
+    try:
+        ctx.call(ctx.target, *args)
+    except NotImplementedError:
+        raise  # the stub: not implemented, not failed
+    except Exception as exc:  # noqa: BLE001 - which exception is the observation
+        return type(exc).__name__
+    return "nothing"
+
+
+def _window_below_one(s, r, ctx):
+    for key, want in r.items():
+        if s.get(key) != want:
+            got = "raised nothing" if s.get(key) == "nothing" else f"raised {s.get(key)}"
+            return (f"{key} {got}; a window below 1 would leave a query no key at all, so raise {want} "
+                    f"(as the exercise says)")
+    return None
+
+
+@CHECKS.probe("sliding_window_mask", "a window below 1 raises ValueError", _window_below_one, CPU)
+def window_below_one(ctx):
+    return {f"sliding_window_mask(5, {w})": _raised(ctx, 5, w) for w in (0, -2)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,13 +377,9 @@ def additive_dtypes(ctx):
     return obs
 
 
-def _same_as_bool(s, r, ctx):
-    return close(s.get("output (additive mask)"), r["torch output (boolean mask)"],
-                 "F.scaled_dot_product_attention with your additive mask, against the same with the boolean mask",
-                 tol=ctx.tol.scaled(2))
-
-
-@CHECKS.probe("to_additive", "as attn_mask, the same attention as the boolean mask", _same_as_bool, CPU_AND_GPU)
+@CHECKS.probe("to_additive", "as attn_mask, the same attention as the boolean mask", agrees_with(
+    ("output (additive mask)", "torch output (boolean mask)"), scale=2,
+    label="F.scaled_dot_product_attention with the boolean mask"), CPU_AND_GPU)
 def additive_in_sdpa(ctx):
     q, k, v = ctx.randn(2, 3, 5, 8), ctx.randn(2, 3, 9, 8), ctx.randn(2, 3, 9, 4)
     mask = ctx.bernoulli(5, 9, p=0.6)
@@ -375,13 +409,7 @@ def attn_random(ctx):
     return {"output": ctx.call(ctx.target, q, k, v, mask)}
 
 
-def _agrees_with_sdpa(s, r, ctx):
-    for key in [k for k in r if k.startswith("output")]:
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
-                    tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
+_agrees_with_sdpa = agrees_with(scale=2, label="F.scaled_dot_product_attention")
 
 
 @CHECKS.probe("masked_attention", "agrees with F.scaled_dot_product_attention(attn_mask=...)", _agrees_with_sdpa,
@@ -512,91 +540,52 @@ def attn_leading(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def causal_mask__triu(t_q, t_k=None, device=None):
-    t_k = t_q if t_k is None else t_k
-    return torch.triu(torch.ones(t_q, t_k, dtype=torch.bool, device=device), diagonal=t_k - t_q)
-
-
-def causal_mask__no_diagonal(t_q, t_k=None, device=None):
-    t_k = t_q if t_k is None else t_k
-    i = torch.arange(t_q, device=device)[:, None]
-    j = torch.arange(t_k, device=device)[None, :]
-    return j < i + (t_k - t_q)
-
-
-def causal_mask__top_left(t_q, t_k=None, device=None):
-    t_k = t_q if t_k is None else t_k
-    return torch.tril(torch.ones(t_q, t_k, dtype=torch.bool, device=device))
-
-
-def padding_mask__inverted(lengths, t):
-    positions = torch.arange(t, device=lengths.device)
-    return (positions[None, :] >= lengths[:, None]).view(-1, 1, 1, t)
-
-
-def sliding_window_mask__off_by_one(t, window):
-    i = torch.arange(t)[:, None]
-    j = torch.arange(t)[None, :]
-    return (j <= i) & (i - j <= window)
-
-
-def to_additive__large_negative(mask, dtype=torch.float32):
-    return torch.where(mask, 0.0, -1e9).to(dtype)
-
-
-def to_additive__times_inf(mask, dtype=torch.float32):
-    return ((~mask).to(dtype) * float("-inf")).to(dtype)
-
-
-def masked_attention__nan_rows(q, k, v, mask):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-
-
-def masked_attention__nan_grads(q, k, v, mask):
-    bias = torch.where(mask, 0.0, float("-inf")).to(q.dtype)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no key: NaN -> 0
-    return weights @ v
-
-
-def masked_attention__finite_fill(q, k, v, mask):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    scores = scores.masked_fill(~mask, -1e9)
-    return torch.softmax(scores, dim=-1) @ v
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
     Mistake("causal_mask", "triu", "`triu` keeps the upper triangle, the future: a causal mask keeps keys at or "
-            "before the query, the lower triangle (`tril`).", causal_mask__triu),
+            "before the query, the lower triangle (`tril`).",
+            edits={"ones.tril(": "ones.triu("}),
     Mistake("causal_mask", "no_diagonal", "the diagonal is excluded, so a query cannot see its own key (and the "
-            "first query sees nothing): use j ≤ i + (t_k − t_q), not <.", causal_mask__no_diagonal),
+            "first query sees nothing): use j ≤ i + (t_k − t_q), not <.",
+            edits={"tril(diagonal=t_k - t_q)": "tril(diagonal=t_k - t_q - 1)"}),
     Mistake("causal_mask", "top_left", "the mask is aligned top-left: with t_k > t_q (a KV cache holding earlier "
             "keys) the queries are the *last* t_q positions, so query i may see keys up to i + (t_k − t_q): "
-            "`tril(diagonal=t_k - t_q)`.", causal_mask__top_left),
+            "`tril(diagonal=t_k - t_q)`.",
+            edits={"tril(diagonal=t_k - t_q)": "tril()"}),
     Mistake("padding_mask", "inverted", "the padding mask is inverted: it is True at the padding. In this course "
-            "(and in SDPA) True means 'may attend', so real keys, j < lengths[b], are True; "
-            "nn.MultiheadAttention's key_padding_mask is the opposite convention.", padding_mask__inverted),
-    Mistake("sliding_window_mask", "off_by_one", "the window is one too wide: i − j ≤ window lets a query see "
-            "window + 1 keys; the window counts the query's own key, so it is i − window < j ≤ i.",
-            sliding_window_mask__off_by_one),
+            "(and in SDPA) True means 'may attend', so real keys, j < lengths[b], are True; nn.MultiheadAttention's "
+            "key_padding_mask is the opposite convention.",
+            edits={"positions[None, :] < lengths": "positions[None, :] >= lengths"}),
+    Mistake("sliding_window_mask", "off_by_one", "the window is one too wide: i − j ≤ window lets a query see window "
+            "+ 1 keys; the window counts the query's own key, so it is i − window < j ≤ i.",
+            edits={"(j > i - window)": "(j >= i - window)"}),
     Mistake("to_additive", "large_negative", "masked positions get −1e9 instead of −inf: write exactly "
             "float('-inf'), which gives weight exactly 0 in every dtype and marks rows with no visible key.",
-            to_additive__large_negative),
+            edits={'float("-inf")': "-1e9"}),
     Mistake("to_additive", "times_inf", "multiplying the inverted mask by −inf gives 0 × −inf = NaN where the mask "
-            "is True: select the two values instead (torch.where or masked_fill).", to_additive__times_inf),
-    Mistake("masked_attention", "nan_rows", "a query whose mask row is all False gets softmax over all −inf "
-            "scores, which is NaN: detect rows with no visible key (mask.any(-1)) and give them zeros.",
-            masked_attention__nan_rows),
+            "is True: select the two values instead (torch.where or masked_fill).",
+            edits={'zeros.masked_fill(~mask, float("-inf"))': '(~mask).to(dtype) * float("-inf")'}),
+    Mistake("masked_attention", "nan_rows", "a query whose mask row is all False gets softmax over all −inf scores, "
+            "which is NaN: detect rows with no visible key (mask.any(-1)) and give them zeros.",
+            edits={"scores = scores.masked_fill(~visible, 0.0)": "pass",
+                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"}),
     Mistake("masked_attention", "nan_grads", "the output is right but a NaN from the softmax of an all −inf row "
-            "survives in the backward pass (0 × NaN = NaN): make those rows' scores finite before the softmax, "
-            "then zero their weights.", masked_attention__nan_grads),
-    Mistake("masked_attention", "finite_fill", "masked scores are filled with a large finite number, so a query "
-            "with no visible key averages all the values instead of giving zeros: fill with −inf and zero the "
-            "rows with no visible key.", masked_attention__finite_fill),
+            "survives in the backward pass (0 × NaN = NaN): make those rows' scores finite before the softmax, then "
+            "zero their weights.",
+            edits={'scores.masked_fill(~mask, float("-inf"))':
+                       'scores + torch.zeros_like(scores).masked_fill(~mask, float("-inf"))',
+                   "scores = scores.masked_fill(~visible, 0.0)": "pass"}),
+    Mistake("masked_attention", "finite_fill", "masked scores are filled with a large finite number, so a query with "
+            "no visible key averages all the values instead of giving zeros: fill with −inf and zero the rows with "
+            "no visible key.",
+            edits={'float("-inf")': "-1e9",
+                   "scores = scores.masked_fill(~visible, 0.0)": "pass",
+                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"}),
 )
+
+
+CHECKS.add_battery()

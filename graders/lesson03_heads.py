@@ -18,10 +18,9 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from .compare import close, first_failure
-from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, same
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")
 
@@ -93,30 +92,6 @@ def _count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def _raises(fn, *args, **kwargs) -> dict:
-    """What calling fn raised (NotImplementedError passes through: the stub is not_implemented)."""
-    try:
-        fn(*args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any exception is an observation here
-        return {"raised": type(exc).__name__, "message": str(exc)[:200]}
-    return {"raised": None, "message": ""}
-
-
-class _Calls(TorchFunctionMode):
-    """Records whether `fn` is called (this grader needs 'must call', the engine's FORBIDDEN is 'must not')."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn, self.called = fn, False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is self.fn:
-            self.called = True
-        return func(*args, **(kwargs or {}))
-
-
 def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = True):
     """The namespace's MultiHeadAttention carrying `weights`, or None when it cannot be built.
 
@@ -127,17 +102,6 @@ def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = T
         return _load(ctx, mha, weights, "MultiHeadAttention")
     except Exception:  # noqa: BLE001
         return None
-
-
-def _judge_against(pairs: list[tuple[str, str]], scale: float = 1.0):
-    """A judge: each student key matches the reference child's observation under the paired key."""
-    def judge(s, r, ctx):
-        for mine, theirs in pairs:
-            msg = close(s.get(mine), r[theirs], f"{mine} (against {theirs})", tol=ctx.tol.scaled(scale))
-            if msg:
-                return msg
-        return None
-    return judge
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,18 +116,11 @@ def split_values(ctx):
             "output with num_heads=3": ctx.call(ctx.target, x, num_heads=3)}  # (2, 3, 5, 8)
 
 
-def _value_error(s, r, ctx):
-    if s["raised"] == "ValueError":
-        return None
-    got = "nothing was raised" if s["raised"] is None else f"it raised {s['raised']}: {s['message']}"
-    return (f"split_heads(x, num_heads) with D={r['D']} and num_heads={r['num_heads']} should raise ValueError "
-            f"(D must be divisible by num_heads), but {got}")
-
-
-@CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", _value_error, CPU)
+@CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", raises_value_error(
+    ("D=10, num_heads=4", "split_heads(x, num_heads) with D=10 and num_heads=4"),
+    why="D must be divisible by num_heads"), CPU)
 def split_not_divisible(ctx):
-    x = ctx.randn(2, 5, 10)
-    return {**_raises(ctx.call, ctx.target, x, 4), "D": 10, "num_heads": 4}
+    return {"D=10, num_heads=4": ctx.raised(ctx.target, ctx.randn(2, 5, 10), 4)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -237,11 +194,11 @@ def mha_self(ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "equals nn.MultiheadAttention(batch_first=True) with the same weights",
-              _judge_against([("self-attention output", "torch self-attention output"),
-                              ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
-                              ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
-                              ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask")],
-                             scale=3), CPU_AND_GPU)
+              agrees_with(("self-attention output", "torch self-attention output"),
+                          ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
+                          ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
+                          ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask"),
+                          scale=3), CPU_AND_GPU)
 def mha_vs_torch(ctx):
     module, weights = _mha(ctx)
     query, key, value, allowed, padding = _mha_inputs(ctx)
@@ -330,6 +287,50 @@ def mha_dropout(ctx):
             "train output, dropout=0.0": _call_mha(ctx, plain, x)[0]}
 
 
+def _dropout_on_weights(s, r, ctx):
+    """The values are one-hot and the projections identities (plus a bias b after out_proj), so the output
+    is b plus each head's weights: in training mode, dropout on the weights leaves out − b at 0 or at the
+    eval-mode weights / (1 − p); dropout anywhere after out_proj would leave −b where it dropped."""
+    p, b = r["p"], r["out_proj bias"]
+    w_eval, w_train = s["eval output"] - b, s["train output"] - b
+    tol = 1e-4
+    dropped = w_train.abs() <= tol
+    kept_ok = (w_train - w_eval / (1 - p)).abs() <= tol + 1e-3 * w_eval.abs()
+    if not (dropped | kept_ok).all():
+        i = tuple(int(j) for j in (~(dropped | kept_ok)).nonzero()[0])
+        return (f"with dropout={p} in training mode, an entry of the attention weights (seen through one-hot values "
+                f"and identity projections) is {w_train[i].item():.4g}, neither 0 nor the eval-mode weight "
+                f"{w_eval[i].item():.4g} / (1 − p): apply dropout to the softmax weights, before weights @ v, and "
+                f"nowhere after out_proj")
+    live = w_eval.abs() > tol
+    frac = float((dropped & live).sum()) / max(int(live.sum()), 1)
+    if not 0.2 < frac < 0.8:
+        return (f"with dropout={p} in training mode {frac:.0%} of the attention weights were dropped: about "
+                f"{p:.0%} should be")
+    return None
+
+
+@CHECKS.probe("MultiHeadAttention", "dropout drops attention weights (where the zeros appear)", _dropout_on_weights,
+              CPU, hidden=True)
+def mha_dropout_placement(ctx):
+    p, tk, dh = 0.5, 5, D // H
+    module = _build(ctx, D, H, dropout=p)
+    bias = torch.linspace(0.5, 1.5, D)
+    weights = _weights(ctx, _proj_shapes(D))
+    weights.update({"v_proj.weight": torch.eye(D), "v_proj.bias": torch.zeros(D),
+                    "out_proj.weight": torch.eye(D), "out_proj.bias": bias})
+    _load(ctx, module, {k: ctx.put(v) for k, v in weights.items()})
+    value = torch.zeros(2, tk, D)
+    for j in range(tk):  # key j's value is e_j inside every head, so head h's output is its weights
+        value[:, j, j::dh] = 1.0
+    query, key = ctx.randn(2, 4, D), ctx.randn(2, tk, D)
+    out_eval = _call_mha(ctx, module, query, key, ctx.put(value))[0]
+    module.train()
+    torch.manual_seed(ctx.seed)
+    out_train = _call_mha(ctx, module, query, key, ctx.put(value))[0]
+    return {"eval output": out_eval, "train output": out_train, "out_proj bias": bias, "p": p}
+
+
 @CHECKS.probe("MultiHeadAttention", "gradients reach every projection and the inputs", same(scale=10), CPU,
               hidden=True)
 def mha_grads(ctx):
@@ -363,9 +364,9 @@ def _split_qkv(weights: dict, d_model: int) -> dict:
 
 
 @CHECKS.probe("CausalSelfAttention", "equals MultiHeadAttention carrying the same weights with a causal mask",
-              _judge_against([("output", "MultiHeadAttention output, causal mask"),
-                              ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
-                              ("output with is_causal=False", "MultiHeadAttention output, no mask")], scale=3),
+              agrees_with(("output", "MultiHeadAttention output, causal mask"),
+                          ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
+                          ("output with is_causal=False", "MultiHeadAttention output, no mask"), scale=3),
               CPU_AND_GPU)
 def csa_vs_mha(ctx):
     module, weights = _csa(ctx, D, H)
@@ -393,9 +394,9 @@ def _calls_sdpa(s, r, ctx):
 def csa_uses_sdpa(ctx):
     module, _ = _csa(ctx, D, H)
     x = ctx.randn(3, 6, D)
-    with _Calls(F.scaled_dot_product_attention) as rec:
+    with ctx.recording(F.scaled_dot_product_attention) as rec:
         out = _tensor(ctx, ctx.call(module, x))
-    return {"output": out, "calls F.scaled_dot_product_attention": rec.called}
+    return {"output": out, "calls F.scaled_dot_product_attention": rec.called(F.scaled_dot_product_attention)}
 
 
 def _future(s, r, ctx):
@@ -504,9 +505,9 @@ def _sdpa_gqa(x: torch.Tensor, weights: dict, num_heads: int, num_kv_heads: int,
 
 
 @CHECKS.probe("GroupedQueryAttention", "agrees with F.scaled_dot_product_attention(enable_gqa=True)",
-              _judge_against([("output", "torch output, causal"),
-                              ("output with is_causal=True", "torch output, causal"),
-                              ("output with is_causal=False", "torch output, not causal")], scale=3),
+              agrees_with(("output", "torch output, causal"),
+                          ("output with is_causal=True", "torch output, causal"),
+                          ("output with is_causal=False", "torch output, not causal"), scale=3),
               CPU_AND_GPU)
 def gqa_vs_sdpa(ctx):
     module, weights = _gqa(ctx)
@@ -521,9 +522,9 @@ def gqa_vs_sdpa(ctx):
 
 
 @CHECKS.probe("GroupedQueryAttention", "num_kv_heads=1 is MQA; num_kv_heads=num_heads equals MultiHeadAttention",
-              _judge_against([("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
-                              ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask")],
-                             scale=3), CPU)
+              agrees_with(("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
+                          ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask"),
+                          scale=3), CPU)
 def gqa_extremes(ctx):
     x = ctx.randn(5, 7, GD)
     mqa, mqa_weights = _gqa(ctx, GD, GH, 1)
@@ -572,191 +573,54 @@ def gqa_fast_path(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def split_heads__view_no_transpose(x, num_heads):
-    B, T, D = x.shape
-    if D % num_heads != 0:
-        raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")
-    return x.view(B, num_heads, T, D // num_heads)
-
-
-def merge_heads__no_transpose(x):
-    B, H, T, Dh = x.shape
-    return x.reshape(B, T, H * Dh)
-
-
-class MultiHeadAttention__head_dim_is_d_model(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model, dropout  # every head as wide as the model
-        self.q_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_heads * d_model, bias=bias)
-        self.out_proj = nn.Linear(num_heads * d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        B, Tq, _ = query.shape
-        Tk = key.shape[1]
-        q = self.q_proj(query).view(B, Tq, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(key).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(value).view(B, Tk, self.num_heads, self.head_dim).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        out = (weights @ v).transpose(1, 2).reshape(B, Tq, -1)
-        return self.out_proj(out), (weights if need_weights else None)
-
-
-class MultiHeadAttention__no_out_proj(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821 (the notebook's split_heads)
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        return merge_heads(weights @ v), (weights if need_weights else None)  # noqa: F821
-
-
-class MultiHeadAttention__scale_by_sqrt_d_model(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.d_model, self.num_heads, self.dropout = d_model, num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        return self.out_proj(merge_heads(weights @ v)), (weights if need_weights else None)  # noqa: F821
-
-
-class MultiHeadAttention__averaged_weights(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.head_dim, self.dropout = num_heads, d_model // num_heads, dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key=None, value=None, mask=None, need_weights=False):
-        key = query if key is None else key
-        value = key if value is None else value
-        q = split_heads(self.q_proj(query), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(key), self.num_heads)  # noqa: F821
-        v = split_heads(self.v_proj(value), self.num_heads)  # noqa: F821
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        out = self.out_proj(merge_heads(weights @ v))  # noqa: F821
-        return out, (weights.mean(dim=1) if need_weights else None)  # like nn.MultiheadAttention's default
-
-
-class CausalSelfAttention__qkv_interleaved(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.dropout = num_heads, dropout
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        B, T, D = x.shape
-        qkv = self.qkv_proj(x).view(B, T, self.num_heads, 3 * (D // self.num_heads)).transpose(1, 2)
-        q, k, v = qkv.chunk(3, dim=-1)  # each (B, H, T, Dh)
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
-                                             is_causal=is_causal)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
-
-class CausalSelfAttention__never_causal(nn.Module):
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        self.num_heads, self.dropout = num_heads, dropout
-        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
-        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # noqa: F821
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
-
-def repeat_kv__tiled(x, n_rep):
-    return x.repeat(1, n_rep, 1, 1)
-
-
-class GroupedQueryAttention__tiled_kv(nn.Module):
-    def __init__(self, d_model, num_heads, num_kv_heads, bias=False):
-        super().__init__()
-        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
-        head_dim = d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
-        self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, is_causal=True):
-        n_rep = self.num_heads // self.num_kv_heads
-        q = split_heads(self.q_proj(x), self.num_heads)  # noqa: F821
-        k = split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
-        v = split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)  # noqa: F821
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
-        return self.out_proj(merge_heads(out))  # noqa: F821
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
     Mistake("split_heads", "view_no_transpose", "`x.view(B, H, T, Dh)` keeps the memory order, so each 'head' gets "
             "whole feature vectors of a few positions: view as (B, T, H, Dh), then transpose(1, 2).",
-            split_heads__view_no_transpose),
+            edits={"x.view(B, T, num_heads, D // num_heads).transpose(1, 2)":
+                       "x.view(B, num_heads, T, D // num_heads)"}),
     Mistake("merge_heads", "merge_no_transpose", "reshaping (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions "
-            "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.", merge_heads__no_transpose),
+            "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.",
+            edits={"x.transpose(1, 2).reshape(": "x.reshape("}),
     Mistake("MultiHeadAttention", "head_dim_is_d_model", "each head is as wide as the model (dh = D), which "
             "multiplies the parameters by H: split d_model into H heads of D/H features each.",
-            MultiHeadAttention__head_dim_is_d_model),
-    Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the "
-            "output projection after merge_heads, it mixes what the heads found.", MultiHeadAttention__no_out_proj),
+            edits={"num_heads, d_model // num_heads, dropout": "num_heads, d_model, dropout",
+                   "q_proj = nn.Linear(d_model, d_model": "q_proj = nn.Linear(d_model, num_heads * d_model",
+                   "k_proj = nn.Linear(d_model, d_model": "k_proj = nn.Linear(d_model, num_heads * d_model",
+                   "v_proj = nn.Linear(d_model, d_model": "v_proj = nn.Linear(d_model, num_heads * d_model",
+                   "out_proj = nn.Linear(d_model,": "out_proj = nn.Linear(num_heads * d_model,"}),
+    Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the output "
+            "projection after merge_heads, it mixes what the heads found.",
+            edits={"self.out_proj(merge_heads(weights @ v))": "merge_heads(weights @ v)"}),
     Mistake("MultiHeadAttention", "scale_by_sqrt_d_model", "the scores are divided by √d_model; each head's dot "
-            "product runs over Dh = D/H features, so divide by √Dh.", MultiHeadAttention__scale_by_sqrt_d_model),
+            "product runs over Dh = D/H features, so divide by √Dh.",
+            edits={"math.sqrt(self.head_dim)": "math.sqrt(self.num_heads * self.head_dim)"}),
     Mistake("MultiHeadAttention", "averaged_weights", "the weights are averaged over the heads (B, Tq, Tk); return "
-            "one map per head, (B, H, Tq, Tk).", MultiHeadAttention__averaged_weights),
+            "one map per head, (B, H, Tq, Tk).",
+            edits={"(weights if need_weights else None)": "(weights.mean(dim=1) if need_weights else None)"}),
     Mistake("CausalSelfAttention", "qkv_interleaved", "the fused projection is split per head (q, k, v interleaved "
             "inside each head's slice); its output is [q | k | v], three blocks of D features: chunk(3, dim=-1) "
-            "first, then split the heads.", CausalSelfAttention__qkv_interleaved),
+            "first, then split the heads.",
+            edits={"self.qkv_proj(x).chunk(3, dim=-1)":
+                       "split_heads(self.qkv_proj(x), self.num_heads).chunk(3, dim=-1)",
+                   "q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))": "pass"}),
     Mistake("CausalSelfAttention", "never_causal", "`is_causal` is not passed to F.scaled_dot_product_attention, so "
-            "every position sees the future: pass is_causal=is_causal.", CausalSelfAttention__never_causal),
-    Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head "
-            "h % Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
-            repeat_kv__tiled),
+            "every position sees the future: pass is_causal=is_causal.",
+            edits={"is_causal=is_causal)": "is_causal=False)"}),
+    Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head h % "
+            "Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
+            edits={"if n_rep == 1:": "return x.repeat(1, n_rep, 1, 1)\n    if n_rep == 1:"}),
     Mistake("GroupedQueryAttention", "tiled_kv", "the KV heads are tiled with `repeat` (h % Hkv) instead of grouped: "
             "query head h must use KV head h // n_rep, as repeat_kv or enable_gqa=True do.",
-            GroupedQueryAttention__tiled_kv),
+            edits={"repeat_kv(split_heads(self.k_proj(x), self.num_kv_heads), n_rep)":
+                       "split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)",
+                   "repeat_kv(split_heads(self.v_proj(x), self.num_kv_heads), n_rep)":
+                       "split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)"}),
 )
+
+
+CHECKS.add_battery()

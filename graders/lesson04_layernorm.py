@@ -9,14 +9,12 @@ against it; only the reference child's copy of those values is ever read.
 
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
 
@@ -41,14 +39,7 @@ def _half(ctx) -> bool:
 def against_torch(*keys: str, scale: float = 1.0, note: str = ""):
     """A judge: each student observation `key` matches torch's answer, recorded as `torch key` by the
     reference child. Half precision gets twice the tolerance: torch accumulates LayerNorm in float32."""
-    def judge(s, r, ctx):
-        for key in keys or [k for k in r if not k.startswith("torch ") and f"torch {k}" in r]:
-            tol = ctx.tol.scaled(scale * (2 if _half(ctx) else 1))
-            msg = close(s.get(key), r[f"torch {key}"], f"{key} (against torch)", tol=tol)
-            if msg:
-                return msg + note
-        return None
-    return judge
+    return agrees_with(*keys, scale=scale, half_scale=2, label="torch", note=note)
 
 
 def _grads(*tensors):
@@ -324,26 +315,11 @@ def group_norm_contiguous(ctx):
             "torch output with num_groups=2": F.group_norm(x, 2)}
 
 
-def _bad_groups(s, r, ctx):
-    if s.get("raised") != "ValueError":
-        got = s.get("raised")
-        return (f"num_groups=4 does not divide C=6: raise ValueError, not "
-                f"{'nothing' if got == 'nothing' else got}")
-    if not s.get("message names num_groups"):
-        return f"the ValueError should name `num_groups`; its message was: {s.get('message')!r}"
-    return None
-
-
-@CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", _bad_groups, CPU)
+@CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", raises_value_error(
+    ("num_groups=4, C=6", "group_norm(x, num_groups=4) with C=6", "num_groups"),
+    why="num_groups must divide the number of channels"), CPU)
 def group_norm_bad(ctx):
-    x = ctx.randn(2, 6, 5)
-    try:
-        ctx.call(ctx.target, x, num_groups=4)
-    except ValueError as exc:
-        return {"raised": "ValueError", "message": str(exc)[:200], "message names num_groups": "num_groups" in str(exc)}
-    except Exception as exc:  # the wrong kind of error is a failure to explain, not a crash
-        return {"raised": type(exc).__name__, "message": str(exc)[:200], "message names num_groups": False}
-    return {"raised": "nothing", "message": "", "message names num_groups": False}
+    return {"num_groups=4, C=6": ctx.raised(ctx.target, ctx.randn(2, 6, 5), num_groups=4)}
 
 
 @CHECKS.probe("group_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU, hidden=True)
@@ -445,173 +421,52 @@ def manual_eps(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def layer_norm__unbiased(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True)  # torch's default: divides by D - 1
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__eps_outside(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    std = x.std(dim=-1, keepdim=True, unbiased=False)
-    out = (x - mean) / (std + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__batch_dim(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean(dim=0, keepdim=True)
-    var = x.var(dim=0, keepdim=True, unbiased=False)
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-def layer_norm__all_dims(x, weight=None, bias=None, eps=1e-5):
-    mean = x.mean()
-    var = x.var(unbiased=False)
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
-
-
-class LayerNorm__zero_weight(nn.Module):
-    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
-        super().__init__()
-        self.eps = eps
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.zeros(normalized_shape))
-            self.bias = nn.Parameter(torch.zeros(normalized_shape)) if bias else None
-        else:
-            self.weight, self.bias = None, None
-
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821 (the notebook's layer_norm)
-
-
-class LayerNorm__plain_tensors(nn.Module):
-    def __init__(self, normalized_shape: int, eps=1e-5, elementwise_affine=True, bias=True):
-        super().__init__()
-        self.eps = eps
-        self.weight = torch.ones(normalized_shape) if elementwise_affine else None
-        self.bias = torch.zeros(normalized_shape) if elementwise_affine and bias else None
-
-    def forward(self, x):
-        return layer_norm(x, self.weight, self.bias, self.eps)  # noqa: F821
-
-
-def batch_norm__per_sample(x, eps=1e-5):
-    dims = tuple(range(1, x.dim()))  # every axis of one sample
-    mean = x.mean(dim=dims, keepdim=True)
-    var = x.var(dim=dims, keepdim=True, unbiased=False)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def batch_norm__unbiased(x, eps=1e-5):
-    dims = (0, *range(2, x.dim()))
-    mean = x.mean(dim=dims, keepdim=True)
-    var = x.var(dim=dims, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps)
-
-
-def group_norm__strided(x, num_groups, eps=1e-5):
-    N, C = x.shape[:2]
-    if C % num_groups != 0:
-        raise ValueError(f"num_groups ({num_groups}) must divide the number of channels ({C})")
-    xg = x.reshape(N, C // num_groups, num_groups, -1)  # (N, C/G, G, rest): channel c lands in group c % G
-    mean = xg.mean(dim=(1, 3), keepdim=True)
-    var = xg.var(dim=(1, 3), keepdim=True, unbiased=False)
-    return ((xg - mean) / torch.sqrt(var + eps)).reshape(x.shape)
-
-
-def layer_norm_manual__constant_stats(x, weight, bias, eps=1e-5):
-    class LayerNormFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, eps):
-            mean = x.mean(dim=-1, keepdim=True)
-            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
-            x_hat = (x - mean) * rstd
-            ctx.save_for_backward(x_hat, weight, rstd)
-            return x_hat * weight + bias
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            x_hat, weight, rstd = ctx.saved_tensors
-            lead = tuple(range(grad_out.dim() - 1))
-            grad_x = grad_out * weight * rstd  # treats the mean and rstd as constants
-            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
-
-    return LayerNormFunction.apply(x, weight, bias, eps)
-
-
-def layer_norm_manual__mean_term_only(x, weight, bias, eps=1e-5):
-    class LayerNormFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, eps):
-            mean = x.mean(dim=-1, keepdim=True)
-            rstd = 1 / torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
-            x_hat = (x - mean) * rstd
-            ctx.save_for_backward(x_hat, weight, rstd)
-            return x_hat * weight + bias
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            x_hat, weight, rstd = ctx.saved_tensors
-            lead = tuple(range(grad_out.dim() - 1))
-            g = grad_out * weight
-            grad_x = rstd * (g - g.mean(dim=-1, keepdim=True))  # the mean's term, but not the variance's
-            return grad_x, (grad_out * x_hat).sum(dim=lead), grad_out.sum(dim=lead), None
-
-    return LayerNormFunction.apply(x, weight, bias, eps)
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
-    Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); "
-            "LayerNorm uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
-            layer_norm__unbiased),
-    Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the "
-            "square root: (x − mean) / √(var + eps).", layer_norm__eps_outside),
-    Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); "
-            "LayerNorm normalises each token over its own features, the last axis (dim=-1).", layer_norm__batch_dim),
-    Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes "
-            "one mean and variance per row, over the last axis only (dim=-1, keepdim=True).", layer_norm__all_dims),
-    Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient "
-            "reaches the input: initialise the gain with torch.ones (and the bias with zeros).",
-            LayerNorm__zero_weight),
-    Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: "
-            "they are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
-            LayerNorm__plain_tensors),
-    Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial "
-            "dims); BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
-            batch_norm__per_sample),
+    Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); LayerNorm "
+            "uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
+            edits={"var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)": "var = x.var(dim=-1, keepdim=True)"}),
+    Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the square "
+            "root: (x − mean) / √(var + eps).",
+            edits={"torch.sqrt(var + eps)": "(torch.sqrt(var) + eps)"}),
+    Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); LayerNorm "
+            "normalises each token over its own features, the last axis (dim=-1).",
+            edits={"x.mean(dim=-1,": "x.mean(dim=0,",
+                   "((x - mean) ** 2).mean(dim=-1,": "((x - mean) ** 2).mean(dim=0,"}),
+    Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes one "
+            "mean and variance per row, over the last axis only (dim=-1, keepdim=True).",
+            edits={"x.mean(dim=-1, keepdim=True)": "x.mean()",
+                   "((x - mean) ** 2).mean(dim=-1, keepdim=True)": "((x - mean) ** 2).mean()"}),
+    Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient reaches "
+            "the input: initialise the gain with torch.ones (and the bias with zeros).",
+            edits={"nn.Parameter(torch.ones(normalized_shape))": "nn.Parameter(torch.zeros(normalized_shape))"}),
+    Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: they "
+            "are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
+            edits={"nn.Parameter(torch.ones(normalized_shape))": "torch.ones(normalized_shape)",
+                   "nn.Parameter(torch.zeros(normalized_shape))": "torch.zeros(normalized_shape)"}),
+    Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial dims); "
+            "BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
+            edits={"dims = (0, *range(2, x.dim()))": "dims = tuple(range(1, x.dim()))"}),
     Mistake("batch_norm", "bn_unbiased_variance", "the variance divides by n − 1; BatchNorm normalises with the "
-            "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.", batch_norm__unbiased),
-    Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); "
-            "a group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
-            group_norm__strided),
+            "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.",
+            edits={"var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)": "var = x.var(dim=dims, keepdim=True)"}),
+    Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); a "
+            "group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
+            edits={"x.reshape(N, num_groups, -1)": "x.reshape(N, C // num_groups, num_groups, -1)",
+                   "xg.mean(dim=-1,": "xg.mean(dim=(1, 3),",
+                   "((xg - mean) ** 2).mean(dim=-1,": "((xg - mean) ** 2).mean(dim=(1, 3),"}),
     Mistake("layer_norm_manual", "constant_stats", "the backward treats the mean and the standard deviation as "
             "constants (grad_x = g·weight/σ); both depend on x, which adds −mean(ĝ) − x̂·mean(ĝ·x̂) inside the "
-            "bracket.", layer_norm_manual__constant_stats),
+            "bracket.",
+            edits={"rstd * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))":
+                       "rstd * g"}),
     Mistake("layer_norm_manual", "mean_term_only", "the backward subtracts mean(ĝ) for the mean but forgets the "
-            "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.", layer_norm_manual__mean_term_only),
+            "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.",
+            edits={" - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))": ")"}),
 )
 
 
@@ -626,25 +481,15 @@ def benchmark(ns: dict, device: str) -> dict:
         x = torch.randn(*shape, device=device)
         w, b = torch.randn(shape[-1], device=device), torch.randn(shape[-1], device=device)
 
-        def timed(f) -> float:
-            for _ in range(3):
-                f()
-            times = []
-            for _ in range(10):
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                f()
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            return sorted(times)[len(times) // 2] * 1e3
-
-        mine = timed(lambda: fn(x, w, b))
-        theirs = timed(lambda: F.layer_norm(x, (shape[-1],), w, b))
+        mine = median_ms(fn, x, w, b)
+        theirs = median_ms(F.layer_norm, x, (shape[-1],), w, b)
         gbs = 2 * x.numel() * x.element_size() / (mine * 1e-3) / 1e9  # read x once, write y once
         rows.append([str(shape), round(mine, 3), round(theirs, 3), round(mine / theirs, 2), round(gbs, 1)])
     return {"title": "layer_norm: yours against F.layer_norm", "columns": ["shape", "yours (ms)", "torch (ms)",
             "ratio", "GB/s (yours)"], "rows": rows,
             "notes": ["a layer_norm written with separate torch ops reads and writes x several times; "
                       "torch's fused kernel does it once"]}
+
+
+# The battery re-runs LayerNorm's state-dict check (its first check compares with a float32 nn.LayerNorm).
+CHECKS.add_battery(base={"LayerNorm": "loads nn.LayerNorm's state dict and matches its output"})

@@ -7,16 +7,13 @@ Probes run in the sandboxed child (student code); judges run in the parent.
 
 from __future__ import annotations
 
-import statistics
-import time
 from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, mistake_source, register_source, same
+from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, same
 
 CHECKS = Checks("lesson05")
 
@@ -103,15 +100,8 @@ def rms_norm_grad(ctx):
     return {"gradient of x": x.grad, "gradient of weight": w.grad}
 
 
-def _agrees_with_torch(s, r, ctx):
-    for key in ("output", "output with eps=0.1"):
-        msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.rms_norm", tol=ctx.tol.scaled(2))
-        if msg:
-            return msg
-    return None
-
-
-@CHECKS.probe("rms_norm", "agrees with F.rms_norm", _agrees_with_torch, CPU_AND_GPU)
+@CHECKS.probe("rms_norm", "agrees with F.rms_norm", agrees_with("output", "output with eps=0.1", scale=2,
+                                                                  label="F.rms_norm"), CPU_AND_GPU)
 def rms_norm_vs_torch(ctx):
     x, w = ctx.randn(6, 32, scale=2.0), ctx.randn(32)
     # torch's own answer, computed here too; the judge only ever reads the reference child's copy
@@ -270,123 +260,51 @@ def triton_layouts(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures.
-
-
-def rms_norm__subtract_mean(x, weight=None, eps=1e-6):
-    xf = x.float()
-    xf = xf - xf.mean(dim=-1, keepdim=True)
-    y = xf / torch.sqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
-    if weight is not None:
-        y = y * weight.float()
-    return y.to(x.dtype)
-
-
-def rms_norm__eps_outside_sqrt(x, weight=None, eps=1e-6):
-    xf = x.float()
-    y = xf / (torch.sqrt(xf.pow(2).mean(dim=-1, keepdim=True)) + eps)
-    if weight is not None:
-        y = y * weight.float()
-    return y.to(x.dtype)
-
-
-def rms_norm__no_upcast(x, weight=None, eps=1e-6):
-    y = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
-    if weight is not None:
-        y = y * weight
-    return y
-
-
-def rms_norm__mean_abs(x, weight=None, eps=1e-6):
-    xf = x.float()
-    y = xf / (xf.abs().mean(dim=-1, keepdim=True) + eps)
-    if weight is not None:
-        y = y * weight.float()
-    return y.to(x.dtype)
-
-
-class RMSNorm__with_bias(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x):
-        return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)  # noqa: F821 (the notebook's)
-
-
-def rms_norm_triton__torch_only(x, weight, eps=1e-6):
-    return rms_norm(x, weight, eps)  # noqa: F821 (the notebook's torch version: no kernel at all)
-
-
-def rms_norm_triton__triton_no_upcast(x, weight, eps=1e-6):
-    @triton.jit  # noqa: F821 (the notebook's triton)
-    def kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):  # noqa: F821
-        row = tl.program_id(0)  # noqa: F821
-        cols = tl.arange(0, BLOCK)  # noqa: F821
-        mask = cols < n_cols
-        xs = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)  # noqa: F821 (stays float16)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0)  # noqa: F821
-        ms = tl.sum(xs * xs, axis=0) / n_cols  # noqa: F821
-        tl.store(y_ptr + row * n_cols + cols, xs * tl.rsqrt(ms + eps) * w, mask=mask)  # noqa: F821
-
-    x2 = x.reshape(-1, x.shape[-1]).contiguous()  # (rows, D)
-    y = torch.empty_like(x2)
-    n_rows, n_cols = x2.shape
-    kernel[(n_rows,)](x2, weight, y, n_cols, eps, BLOCK=triton.next_power_of_2(n_cols))  # noqa: F821
-    return y.view(x.shape)
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
     Mistake("rms_norm", "subtract_mean", "RMSNorm does not re-centre: dividing x − mean(x) by its spread is "
-            "LayerNorm; divide x itself by √(mean(x²) + eps).", rms_norm__subtract_mean),
-    Mistake("rms_norm", "eps_outside_sqrt", "eps is added after the square root; it belongs inside: "
-            "x / √(mean(x²) + eps), which matters when mean(x²) is as small as eps.", rms_norm__eps_outside_sqrt),
-    Mistake("rms_norm", "no_upcast", "x² is computed in the input's dtype: in float16 it overflows to inf for "
-            "|x| ≥ 256; compute in float32 (x.float()) and cast the result back to x.dtype.", rms_norm__no_upcast),
-    Mistake("rms_norm", "mean_abs", "the scale is mean(|x|), not the root mean square: use "
-            "√(mean(x²) + eps).", rms_norm__mean_abs),
+            "LayerNorm; divide x itself by √(mean(x²) + eps).",
+            edits={"xf = x.float()": "xf = x.float()\n    xf = xf - xf.mean(dim=-1, keepdim=True)"}),
+    Mistake("rms_norm", "eps_outside_sqrt", "eps is added after the square root; it belongs inside: x / √(mean(x²) + "
+            "eps), which matters when mean(x²) is as small as eps.",
+            edits={"torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)":
+                       "1 / (xf.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)"}),
+    Mistake("rms_norm", "no_upcast", "x² is computed in the input's dtype: in float16 it overflows to inf for |x| ≥ "
+            "256; compute in float32 (x.float()) and cast the result back to x.dtype.",
+            edits={"xf = x.float()": "xf = x", "weight.float()": "weight"}),
+    Mistake("rms_norm", "mean_abs", "the scale is mean(|x|), not the root mean square: use √(mean(x²) + eps).",
+            edits={"torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)":
+                       "1 / (xf.abs().mean(dim=-1, keepdim=True) + eps)"}),
     Mistake("RMSNorm", "with_bias", "RMSNorm has no bias, only a `weight` (gain) of ones; drop the bias so the "
-            "module matches nn.RMSNorm and its state dict.", RMSNorm__with_bias),
+            "module matches nn.RMSNorm and its state dict.",
+            edits={"self.weight = nn.Parameter(torch.ones(dim))":
+                       "self.weight = nn.Parameter(torch.ones(dim))\n"
+                       "        self.bias = nn.Parameter(torch.zeros(dim))",
+                   "return rms_norm(x, self.weight, self.eps)":
+                       "return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)"}),
     Mistake("rms_norm_triton", "torch_only", "rms_norm_triton must launch a Triton kernel (@triton.jit, "
-            "`kernel[(n_rows,)](...)`); calling torch operations does not count.", rms_norm_triton__torch_only),
-    Mistake("rms_norm_triton", "triton_no_upcast", "the kernel squares x in float16, which overflows to inf for "
-            "|x| ≥ 256: load with `.to(tl.float32)` and accumulate in float32.", rms_norm_triton__triton_no_upcast),
+            "`kernel[(n_rows,)](...)`); calling torch operations does not count.",
+            edits={"n_cols = x.shape[-1]": "return rms_norm(x, weight, eps)"}),
+    Mistake("rms_norm_triton", "triton_no_upcast", "the kernel squares x in float16, which overflows to inf for |x| "
+            "≥ 256: load with `.to(tl.float32)` and accumulate in float32.",
+            edits={"mask=mask, other=0.0).to(tl.float32)\n    w": "mask=mask, other=0.0)\n    w",
+                   "w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)":
+                       "w = tl.load(w_ptr + cols, mask=mask, other=0.0)"}),
 )
 
-
-# Triton reads a kernel's source with inspect.getsource. The child execs each mistake's source as
-# `<mistake ID>` without putting it in linecache (it does that for notebook cells only), so a kernel
-# defined inside a mistake could not be compiled there; register those sources here (engine limitation).
-for _m in MISTAKES:
-    register_source(f"<mistake {_m.id}>", mistake_source(_m))
 
 
 # ----------------------------------------------------------------------------------------------
 # course bench lesson05
 
 
-def _median_ms(fn, *args, device: str, warmup: int = 3, runs: int = 15) -> float:
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-    for _ in range(warmup):
-        fn(*args)
-    sync()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn(*args)
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def _time_or_note(name, fn, args, device, notes):
     try:
-        return _median_ms(fn, *args, device=device)
+        return median_ms(fn, *args)
     except NotImplementedError:
         notes.append(f"{name} is not implemented yet: not timed")
     except Exception as exc:  # the student's code; report, do not crash the bench
@@ -413,7 +331,7 @@ def benchmark(ns: dict, device: str) -> dict:
     for n, d in shapes:
         x = torch.randn(n, d, generator=gen).to(device, dtype)  # (rows, D)
         w = torch.randn(d, generator=gen).to(device, dtype)  # (D,)
-        theirs = _median_ms(F.rms_norm, x, (d,), w, 1e-6, device=device)
+        theirs = median_ms(F.rms_norm, x, (d,), w, 1e-6)
         mine = _time_or_note(name, fn, (x, w, 1e-6), device, notes) if fn is not None else None
         nbytes = (2 * x.numel() + w.numel()) * x.element_size()  # x read, output written, weight read
 
@@ -433,3 +351,7 @@ def benchmark(ns: dict, device: str) -> dict:
     return {"title": f"{name}: yours against torch's F.rms_norm ({device}, {str(dtype).removeprefix('torch.')})",
             "columns": ["shape", "yours (ms)", "torch (ms)", "ratio", "yours (GB/s)", "torch (GB/s)"],
             "rows": rows, "notes": notes}
+
+
+# The battery re-runs a value check of rms_norm_triton (its first check is about the kernel launch).
+CHECKS.add_battery(base={"rms_norm_triton": "rows of any length (the tail is masked)"})

@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn as nn
 
 from .compare import Tolerance, close
-from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, same
+from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
 
 CHECKS = Checks("lesson06")
 
@@ -32,26 +31,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {}  # no built-in makes these trivial
 def _positions(ctx, values) -> torch.Tensor:
     """Integer positions on the check's device."""
     return ctx.put(torch.tensor(values, dtype=torch.long))
-
-
-def _raised(ctx, fn, *args, **kwargs) -> dict:
-    """Call student code that should raise; observe what it raised (NotImplementedError still propagates)."""
-    try:
-        ctx.call(fn, *args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # the judge reads the type and the message
-        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
-    return {"raised": "nothing", "message": ""}
-
-
-def _expect_value_error(obs: dict, what: str, must_name: str) -> str | None:
-    if obs["raised"] != "ValueError":
-        got = "no exception" if obs["raised"] == "nothing" else f"{obs['raised']}: {obs['message']}"
-        return f"{what} should raise ValueError, but it gave {got}"
-    if must_name not in obs["message"]:
-        return f"{what} raised ValueError({obs['message']!r}); its message should name `{must_name}`"
-    return None
 
 
 def _values(s, r, ctx, *keys, tol: Tolerance) -> str | None:
@@ -98,13 +77,10 @@ def table_base(ctx):
     return {"table (23, 10) with base=100": ctx.call(ctx.target, 23, 10, base=100.0)}
 
 
-def _odd_d_model(s, r, ctx):
-    return _expect_value_error(s["d_model=7"], "sinusoidal_table(4, 7)", "d_model")
-
-
-@CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model", _odd_d_model)
+@CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model",
+              raises_value_error(("d_model=7", "sinusoidal_table(4, 7)", "d_model")))
 def table_odd(ctx):
-    return {"d_model=7": _raised(ctx, ctx.target, 4, 7)}
+    return {"d_model=7": ctx.raised(ctx.target, 4, 7)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -165,16 +141,13 @@ def learned_forward(ctx):
             for o in (0, 9, 11)}
 
 
-def _past_max_len(s, r, ctx):
-    return (_expect_value_error(s["offset=13, T=5"], "positions 13..17 with max_len=16", "max_len")
-            or _expect_value_error(s["offset=0, T=17"], "17 positions with max_len=16", "max_len"))
-
-
-@CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table", _past_max_len)
+@CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table",
+              raises_value_error(("offset=13, T=5", "positions 13..17 with max_len=16", "max_len"),
+                                 ("offset=0, T=17", "17 positions with max_len=16", "max_len")))
 def learned_too_long(ctx):
     module, _ = _module_with_known_table(ctx, 16, 12)
-    return {"offset=13, T=5": _raised(ctx, module, ctx.randn(2, 5, 12), offset=13),
-            "offset=0, T=17": _raised(ctx, module, ctx.randn(2, 17, 12))}
+    return {"offset=13, T=5": ctx.raised(module, ctx.randn(2, 5, 12), offset=13),
+            "offset=0, T=17": ctx.raised(module, ctx.randn(2, 17, 12))}
 
 
 @CHECKS.probe("LearnedPositionalEmbedding", "gradients reach the table's rows", same(), hidden=True)
@@ -372,15 +345,12 @@ def freq_ntk_ends(ctx):
             "plain": ctx.call(ctx.target, 32, base=10000.0)}
 
 
-def _bad_args(s, r, ctx):
-    return (_expect_value_error(s["method='yarn'"], "rope_inv_freq(16, method='yarn')", "method")
-            or _expect_value_error(s["scale=0.5"], "rope_inv_freq(16, scale=0.5, method='linear')", "scale"))
-
-
-@CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", _bad_args)
+@CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", raises_value_error(
+    ("method='yarn'", "rope_inv_freq(16, method='yarn')", "method"),
+    ("scale=0.5", "rope_inv_freq(16, scale=0.5, method='linear')", "scale")))
 def freq_bad_args(ctx):
-    return {"method='yarn'": _raised(ctx, ctx.target, 16, method="yarn"),
-            "scale=0.5": _raised(ctx, ctx.target, 16, scale=0.5, method="linear")}
+    return {"method='yarn'": ctx.raised(ctx.target, 16, method="yarn"),
+            "scale=0.5": ctx.raised(ctx.target, 16, scale=0.5, method="linear")}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -425,194 +395,69 @@ def bias_rect(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. Their source doubles as test fixtures (tests/test_lessons.py).
-
-
-def sinusoidal_table__sin_cos_swapped(max_len, d_model, base=10000.0):
-    if d_model % 2:
-        raise ValueError(f"d_model must be even, got {d_model}")
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
-    inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.cos(pos * inv_freq)
-    pe[:, 1::2] = torch.sin(pos * inv_freq)
-    return pe
-
-
-def sinusoidal_table__exponent_i(max_len, d_model, base=10000.0):
-    if d_model % 2:
-        raise ValueError(f"d_model must be even, got {d_model}")
-    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
-    i = torch.arange(d_model // 2, dtype=torch.float32)
-    inv_freq = base ** (-i / d_model)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.sin(pos * inv_freq)
-    pe[:, 1::2] = torch.cos(pos * inv_freq)
-    return pe
-
-
-class LearnedPositionalEmbedding__offset_ignored(nn.Module):
-    def __init__(self, max_len, d_model):
-        super().__init__()
-        self.max_len = max_len
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-
-    def forward(self, x, offset=0):
-        T = x.shape[-2]
-        if offset + T > self.max_len:
-            raise ValueError(f"positions up to {offset + T - 1} run past max_len={self.max_len}")
-        return x + self.weight[:T]
-
-
-class LearnedPositionalEmbedding__default_init(nn.Module):
-    def __init__(self, max_len, d_model):
-        super().__init__()
-        self.max_len = max_len
-        self.emb = nn.Embedding(max_len, d_model)
-
-    def forward(self, x, offset=0):
-        T = x.shape[-2]
-        if offset + T > self.max_len:
-            raise ValueError(f"positions up to {offset + T - 1} run past max_len={self.max_len}")
-        return x + self.emb(torch.arange(offset, offset + T, device=x.device))
-
-
-def apply_rope__half_split(x, positions, base=10000.0):
-    D = x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
-    angles = positions[..., None].float() * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x[..., : D // 2], x[..., D // 2 :]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).to(x.dtype)
-
-
-def apply_rope__positions_ignored(x, positions, base=10000.0):
-    T, D = x.shape[-2], x.shape[-1]
-    pos = torch.arange(T, device=x.device, dtype=torch.float32)
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
-    angles = pos[:, None] * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
-
-
-def apply_rope__base_ignored(x, positions, base=10000.0):
-    D = x.shape[-1]
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D))
-    angles = positions[..., None].float() * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
-
-
-def apply_rope_half__interleaved(x, positions, base=10000.0):
-    D = x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
-    angles = positions[..., None].float() * inv_freq
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).to(x.dtype)
-
-
-def apply_rope_half__positions_ignored(x, positions, base=10000.0):
-    T, D = x.shape[-2], x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)
-    angles = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * inv_freq
-    cos, sin = torch.cat([angles.cos()] * 2, dim=-1), torch.cat([angles.sin()] * 2, dim=-1)
-    rotated = torch.cat([-x[..., D // 2 :], x[..., : D // 2]], dim=-1)
-    return (x * cos + rotated * sin).to(x.dtype)
-
-
-def rope_inv_freq__ntk_exponent_inverted(dim, base=10000.0, scale=1.0, method="none"):
-    if method not in ("none", "linear", "ntk"):
-        raise ValueError(f"unknown method {method!r}")
-    if scale < 1:
-        raise ValueError(f"scale must be at least 1, got {scale}")
-    if method == "ntk":
-        base = base * scale ** ((dim - 2) / dim)
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
-    if method == "linear":
-        inv_freq = inv_freq / scale
-    return inv_freq
-
-
-def rope_inv_freq__linear_multiplies(dim, base=10000.0, scale=1.0, method="none"):
-    if method not in ("none", "linear", "ntk"):
-        raise ValueError(f"unknown method {method!r}")
-    if scale < 1:
-        raise ValueError(f"scale must be at least 1, got {scale}")
-    if method == "ntk":
-        base = base * scale ** (dim / (dim - 2))
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
-    if method == "linear":
-        inv_freq = inv_freq * scale
-    return inv_freq
-
-
-def alibi_slopes__reversed(num_heads):
-    def powers(n):
-        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
-    closest = 2 ** math.floor(math.log2(num_heads))
-    slopes = powers(closest) + powers(2 * closest)[0::2][: num_heads - closest]
-    return torch.tensor(slopes).flip(0)
-
-
-def alibi_slopes__one_rule_for_all(num_heads):
-    return torch.tensor([2 ** (-8 * (h + 1) / num_heads) for h in range(num_heads)])
-
-
-def alibi_bias__positive(num_heads, t_q, t_k):
-    slopes = alibi_slopes(num_heads)  # noqa: F821 (the notebook's alibi_slopes)
-    i = torch.arange(t_q)[:, None] + (t_k - t_q)
-    j = torch.arange(t_k)[None, :]
-    return slopes[:, None, None] * (i - j).abs()
-
-
-def alibi_bias__top_left(num_heads, t_q, t_k):
-    slopes = alibi_slopes(num_heads)  # noqa: F821
-    i = torch.arange(t_q)[:, None]
-    j = torch.arange(t_k)[None, :]
-    return -slopes[:, None, None] * (i - j).abs()
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
-    Mistake("sinusoidal_table", "sin_cos_swapped", "sin and cos are swapped: the even columns 2i take "
-            "sin(p·ω_i) and the odd columns 2i+1 take cos(p·ω_i), so position 0 reads (0, 1, 0, 1, ...).",
-            sinusoidal_table__sin_cos_swapped),
+    Mistake("sinusoidal_table", "sin_cos_swapped", "sin and cos are swapped: the even columns 2i take sin(p·ω_i) and "
+            "the odd columns 2i+1 take cos(p·ω_i), so position 0 reads (0, 1, 0, 1, ...).",
+            edits={"pe[:, 0::2] = angles.sin()": "pe[:, 0::2] = angles.cos()",
+                   "pe[:, 1::2] = angles.cos()": "pe[:, 1::2] = angles.sin()"}),
     Mistake("sinusoidal_table", "table_exponent_i", "the exponent uses the pair index i instead of the column 2i: "
-            "ω_i = base^(−2i/d_model), i.e. torch.arange(0, d_model, 2) / d_model.", sinusoidal_table__exponent_i),
-    Mistake("LearnedPositionalEmbedding", "offset_ignored", "`offset` is ignored: rows 0..T−1 are added whatever "
-            "the offset; add rows offset..offset+T−1 (a decoder with a cache is at position offset, not 0).",
-            LearnedPositionalEmbedding__offset_ignored),
+            "ω_i = base^(−2i/d_model), i.e. torch.arange(0, d_model, 2) / d_model.",
+            edits={"torch.arange(0, d_model, 2, dtype=torch.float32) / d_model":
+                       "torch.arange(d_model // 2, dtype=torch.float32) / d_model"}),
+    Mistake("LearnedPositionalEmbedding", "offset_ignored", "`offset` is ignored: rows 0..T−1 are added whatever the "
+            "offset; add rows offset..offset+T−1 (a decoder with a cache is at position offset, not 0).",
+            edits={"self.weight[offset:offset + T]": "self.weight[:T]"}),
     Mistake("LearnedPositionalEmbedding", "default_init", "nn.Embedding initialises N(0, 1); positions here are "
-            "initialised N(0, 0.02): call nn.init.normal_(weight, std=0.02).", LearnedPositionalEmbedding__default_init),
-    Mistake("apply_rope", "half_split", "this rotates the half-split pairs (x[i], x[i + D/2]) (GPT-NeoX's "
-            "\"rotate half\" layout); apply_rope uses interleaved pairs (x[2i], x[2i+1]). Mixing the two layouts "
-            "is a silent mismatch between implementations.", apply_rope__half_split),
+            "initialised N(0, 0.02): call nn.init.normal_(weight, std=0.02).",
+            edits={"nn.init.normal_(self.weight, mean=0.0, std=0.02)": "nn.init.normal_(self.weight)"}),
+    Mistake("apply_rope", "half_split", 'this rotates the half-split pairs (x[i], x[i + D/2]) (GPT-NeoX\'s "rotate '
+            'half" layout); apply_rope uses interleaved pairs (x[2i], x[2i+1]). Mixing the two layouts is a silent '
+            "mismatch between implementations.",
+            edits={"x[..., 0::2].float(), x[..., 1::2].float()": "x[..., : D // 2].float(), x[..., D // 2 :].float()",
+                   "torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)":
+                       "torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)",
+                   "rotated.flatten(-2)": "rotated"}),
     Mistake("apply_rope", "rope_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
             "token t by positions[..., t], which need not be 0, 1, 2, ... (a KV cache, packed sequences).",
-            apply_rope__positions_ignored),
-    Mistake("apply_rope", "rope_base_ignored", "the base is hard-coded to 10000, so `base=` is ignored: the frequencies "
-            "are base^(−2i/D) for the base given.", apply_rope__base_ignored),
-    Mistake("apply_rope_half", "interleaved", "this rotates interleaved pairs (x[2i], x[2i+1]); apply_rope_half "
-            "uses the half-split layout, pairs (x[i], x[i + D/2]) (\"rotate half\"). Mixing the two layouts is a "
-            "silent mismatch between implementations.", apply_rope_half__interleaved),
+            edits={"positions.to(x.device, torch.float32)":
+                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"}),
+    Mistake("apply_rope", "rope_base_ignored", "the base is hard-coded to 10000, so `base=` is ignored: the "
+            "frequencies are base^(−2i/D) for the base given.",
+            edits={"inv_freq = base **": "inv_freq = 10000 **"}),
+    Mistake("apply_rope_half", "interleaved", "this rotates interleaved pairs (x[2i], x[2i+1]); apply_rope_half uses "
+            'the half-split layout, pairs (x[i], x[i + D/2]) ("rotate half"). Mixing the two layouts is a silent '
+            "mismatch between implementations.",
+            edits={"x[..., : D // 2].float(), x[..., D // 2 :].float()": "x[..., 0::2].float(), x[..., 1::2].float()",
+                   "torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)":
+                       "torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)"}),
     Mistake("apply_rope_half", "half_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
-            "token t by positions[..., t], which need not be 0, 1, 2, ...", apply_rope_half__positions_ignored),
-    Mistake("rope_inv_freq", "ntk_exponent_inverted", "the NTK base uses scale^((dim−2)/dim), the exponent "
-            "upside down: base·scale^(dim/(dim−2)) is the base that divides the lowest frequency by exactly `scale`.",
-            rope_inv_freq__ntk_exponent_inverted),
-    Mistake("rope_inv_freq", "linear_multiplies", "\"linear\" multiplies the frequencies by `scale`; position "
+            "token t by positions[..., t], which need not be 0, 1, 2, ...",
+            edits={"positions.to(x.device, torch.float32)":
+                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"}),
+    Mistake("rope_inv_freq", "ntk_exponent_inverted", "the NTK base uses scale^((dim−2)/dim), the exponent upside "
+            "down: base·scale^(dim/(dim−2)) is the base that divides the lowest frequency by exactly `scale`.",
+            edits={"scale ** (dim / (dim - 2))": "scale ** ((dim - 2) / dim)"}),
+    Mistake("rope_inv_freq", "linear_multiplies", '"linear" multiplies the frequencies by `scale`; position '
             "interpolation divides them (positions p/scale), so a longer context maps onto the trained angles.",
-            rope_inv_freq__linear_multiplies),
+            edits={"inv_freq = inv_freq / scale": "inv_freq = inv_freq * scale"}),
     Mistake("alibi_slopes", "slopes_reversed", "the slopes are in reverse order: head 0 gets the steepest slope, "
-            "2^(−8/H), and they fall geometrically to 2^(−8) for the last head.", alibi_slopes__reversed),
-    Mistake("alibi_slopes", "one_rule_for_all", "2^(−8(h+1)/H) is the rule for a power-of-two H only; otherwise "
-            "take the slopes of the closest power of two below H, then every other slope of twice that many.",
-            alibi_slopes__one_rule_for_all),
+            "2^(−8/H), and they fall geometrically to 2^(−8) for the last head.",
+            edits={"return torch.tensor(slopes)": "return torch.tensor(slopes).flip(0)"}),
+    Mistake("alibi_slopes", "one_rule_for_all", "2^(−8(h+1)/H) is the rule for a power-of-two H only; otherwise take "
+            "the slopes of the closest power of two below H, then every other slope of twice that many.",
+            edits={"power_of_two(n) + power_of_two(2 * n)[0::2][: num_heads - n]": "power_of_two(num_heads)"}),
     Mistake("alibi_bias", "bias_positive", "the bias is positive: ALiBi subtracts m_h·|i − j|, a penalty that grows "
-            "with distance.", alibi_bias__positive),
+            "with distance.",
+            edits={"return -slopes": "return slopes"}),
     Mistake("alibi_bias", "top_left", "with t_q < t_k the queries are the last t_q positions: query i sits at "
-            "position i + (t_k − t_q) (bottom-right aligned), not at i.", alibi_bias__top_left),
+            "position i + (t_k − t_q) (bottom-right aligned), not at i.",
+            edits={"torch.arange(t_q)[:, None] + (t_k - t_q)": "torch.arange(t_q)[:, None]"}),
 )
+
+
+CHECKS.add_battery()

@@ -571,198 +571,53 @@ def block_grads(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# Known mistakes. Each is run on the same probes as the reference; a student whose observations
-# match one is told which. They use the notebook's own names (LayerNorm, MultiHeadAttention, MLP).
-
-
-class MLP__exact_gelu(nn.Module):
-    def __init__(self, d_model, expansion=4, dropout=0.0, bias=True):
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, expansion * d_model, bias=bias)
-        self.gelu = nn.GELU()
-        self.fc2 = nn.Linear(expansion * d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.dropout(self.fc2(self.gelu(self.fc1(x))))
-
-
-class MLP__relu(nn.Module):
-    def __init__(self, d_model, expansion=4, dropout=0.0, bias=True):
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, expansion * d_model, bias=bias)
-        self.fc2 = nn.Linear(expansion * d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.dropout(self.fc2(F.relu(self.fc1(x))))
-
-
-class MLP__wrong_expansion(nn.Module):
-    def __init__(self, d_model, expansion=4, dropout=0.0, bias=True):
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, 4 * d_model, bias=bias)
-        self.fc2 = nn.Linear(4 * d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.dropout(self.fc2(F.gelu(self.fc1(x), approximate="tanh")))
-
-
-class MLP__dropout_in_eval(nn.Module):
-    def __init__(self, d_model, expansion=4, dropout=0.0, bias=True):
-        super().__init__()
-        self.fc1 = nn.Linear(d_model, expansion * d_model, bias=bias)
-        self.fc2 = nn.Linear(expansion * d_model, d_model, bias=bias)
-        self.p = dropout
-
-    def forward(self, x):
-        return F.dropout(self.fc2(F.gelu(self.fc1(x), approximate="tanh")), self.p)
-
-
-class TransformerBlock__post_ln_for_pre_ln(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.causal = causal
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821 (the notebook's names)
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, expansion, dropout, bias)  # noqa: F821
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x, mask=None):
-        if self.causal:
-            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
-            mask = causal if mask is None else mask & causal
-        x = self.ln1(x + self.dropout(self.attn(x, mask=mask)[0]))  # always post-LN, as in the 2017 paper
-        return self.ln2(x + self.mlp(x))
-
-
-class TransformerBlock__no_residual(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.norm_first, self.causal = norm_first, causal
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, expansion, dropout, bias)  # noqa: F821
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x, mask=None):
-        if self.causal:
-            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
-            mask = causal if mask is None else mask & causal
-        if self.norm_first:
-            x = self.dropout(self.attn(self.ln1(x), mask=mask)[0])
-            return self.mlp(self.ln2(x))
-        x = self.ln1(self.dropout(self.attn(x, mask=mask)[0]))
-        return self.ln2(self.mlp(x))
-
-
-class TransformerBlock__ln_after_add(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.norm_first, self.causal = norm_first, causal
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, expansion, dropout, bias)  # noqa: F821
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x, mask=None):
-        if self.causal:
-            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
-            mask = causal if mask is None else mask & causal
-        if self.norm_first:
-            x = self.ln1(x)  # the stream itself is normalised, so ln2 lands after the first add
-            x = x + self.dropout(self.attn(x, mask=mask)[0])
-            x = self.ln2(x)
-            return x + self.mlp(x)
-        x = self.ln1(x + self.dropout(self.attn(x, mask=mask)[0]))
-        return self.ln2(x + self.mlp(x))
-
-
-class TransformerBlock__wrong_expansion(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.norm_first, self.causal = norm_first, causal
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, dropout=dropout, bias=bias)  # noqa: F821  (expansion not passed on)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x, mask=None):
-        if self.causal:
-            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
-            mask = causal if mask is None else mask & causal
-        if self.norm_first:
-            x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.dropout(self.attn(x, mask=mask)[0]))
-        return self.ln2(x + self.mlp(x))
-
-
-class TransformerBlock__dropout_in_eval(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.norm_first, self.causal, self.p = norm_first, causal, dropout
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, expansion, dropout, bias)  # noqa: F821
-
-    def forward(self, x, mask=None):
-        if self.causal:
-            causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).tril()
-            mask = causal if mask is None else mask & causal
-        if self.norm_first:
-            x = x + F.dropout(self.attn(self.ln1(x), mask=mask)[0], self.p)  # training=True by default
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + F.dropout(self.attn(x, mask=mask)[0], self.p))
-        return self.ln2(x + self.mlp(x))
-
-
-class TransformerBlock__causal_ignored(nn.Module):
-    def __init__(self, d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True):
-        super().__init__()
-        self.norm_first, self.causal = norm_first, causal
-        self.ln1 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)  # noqa: F821
-        self.ln2 = LayerNorm(d_model, bias=bias)  # noqa: F821
-        self.mlp = MLP(d_model, expansion, dropout, bias)  # noqa: F821
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x, mask=None):
-        if self.norm_first:
-            x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.dropout(self.attn(x, mask=mask)[0]))
-        return self.ln2(x + self.mlp(x))
-
+# Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
+# (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
+# occur exactly once, which tests/test_engine.py checks). Each is run on the same probes as the
+# reference; a student whose observations match one is told its message.
 
 MISTAKES = (
     Mistake("MLP", "mlp_exact_gelu", "nn.GELU() / F.gelu(x) is the exact, erf-based GELU; GPT-2 uses the tanh "
-            "approximation: F.gelu(x, approximate=\"tanh\").", MLP__exact_gelu),
-    Mistake("MLP", "mlp_relu", "the activation is ReLU; this MLP uses GELU with the tanh approximation, "
-            "F.gelu(x, approximate=\"tanh\").", MLP__relu),
+            'approximation: F.gelu(x, approximate="tanh").',
+            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.gelu(self.fc1(x))"}),
+    Mistake("MLP", "mlp_relu", "the activation is ReLU; this MLP uses GELU with the tanh approximation, F.gelu(x, "
+            'approximate="tanh").',
+            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.relu(self.fc1(x))"}),
     Mistake("MLP", "mlp_wrong_expansion", "the hidden width is fixed at 4 · d_model; it must be expansion · d_model "
-            "for the `expansion` passed in.", MLP__wrong_expansion),
+            "for the `expansion` passed in.",
+            edits={"hidden = expansion * d_model": "hidden = 4 * d_model"}),
     Mistake("MLP", "mlp_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so it drops even in eval mode: "
-            "use an nn.Dropout module (or pass training=self.training).", MLP__dropout_in_eval),
-    Mistake("TransformerBlock", "ln_after_add", "in pre-LN the LayerNorm normalises only the branch's input, "
-            "x + attn(ln1(x)); writing x = ln1(x) first puts the normalised value on the residual stream, so "
-            "ln2 then acts after the add, as in post-LN.", TransformerBlock__ln_after_add),
-    Mistake("TransformerBlock", "post_ln_for_pre_ln", "norm_first=True asks for pre-LN, x + attn(ln1(x)) then "
-            "x + mlp(ln2(x)), but the block always computes post-LN, ln1(x + attn(x)).",
-            TransformerBlock__post_ln_for_pre_ln),
-    Mistake("TransformerBlock", "no_residual", "the residual connections are missing: each sub-layer's output "
-            "must be added to its input (x + attn(...), x + mlp(...)), not replace it.", TransformerBlock__no_residual),
-    Mistake("TransformerBlock", "block_wrong_expansion", "the block's MLP ignores `expansion` (it always uses 4×): pass "
-            "expansion on, MLP(d_model, expansion, dropout, bias).", TransformerBlock__wrong_expansion),
-    Mistake("TransformerBlock", "block_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the block drops "
-            "activations in eval mode too: use an nn.Dropout module (or training=self.training).",
-            TransformerBlock__dropout_in_eval),
+            "use an nn.Dropout module (or pass training=self.training).",
+            edits={"self.dropout = nn.Dropout(dropout)": "self.p = dropout",
+                   "self.dropout(self.fc2(h))": "F.dropout(self.fc2(h), self.p)"}),
+    Mistake("TransformerBlock", "ln_after_add", "in pre-LN the LayerNorm normalises only the branch's input, x + "
+            "attn(ln1(x)); writing x = ln1(x) first puts the normalised value on the residual stream, so ln2 then "
+            "acts after the add, as in post-LN.",
+            edits={"x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])":
+                       "x = self.ln1(x)\n            x = x + self.dropout(self.attn(x, mask=mask)[0])",
+                   "x = x + self.mlp(self.ln2(x))": "x = self.ln2(x)\n            x = x + self.mlp(x)"}),
+    Mistake("TransformerBlock", "post_ln_for_pre_ln", "norm_first=True asks for pre-LN, x + attn(ln1(x)) then x + "
+            "mlp(ln2(x)), but the block always computes post-LN, ln1(x + attn(x)).",
+            edits={"if self.norm_first:": "if False:  # always post-LN"}),
+    Mistake("TransformerBlock", "no_residual", "the residual connections are missing: each sub-layer's output must "
+            "be added to its input (x + attn(...), x + mlp(...)), not replace it.",
+            edits={"x = x + self.dropout(self.attn(self.ln1(x)": "x = self.dropout(self.attn(self.ln1(x)",
+                   "x = x + self.mlp(self.ln2(x))": "x = self.mlp(self.ln2(x))",
+                   "self.ln1(x + self.dropout(": "self.ln1(self.dropout(",
+                   "self.ln2(x + self.mlp(x))": "self.ln2(self.mlp(x))"}),
+    Mistake("TransformerBlock", "block_wrong_expansion", "the block's MLP ignores `expansion` (it always uses 4×): "
+            "pass expansion on, MLP(d_model, expansion, dropout, bias).",
+            edits={"MLP(d_model, expansion, dropout, bias)": "MLP(d_model, dropout=dropout, bias=bias)"}),
+    Mistake("TransformerBlock", "block_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the block "
+            "drops activations in eval mode too: use an nn.Dropout module (or training=self.training).",
+            edits={"self.dropout = nn.Dropout(dropout)": "self.p = dropout",
+                   "self.dropout(self.attn(self.ln1(x), mask=mask)[0])":
+                       "F.dropout(self.attn(self.ln1(x), mask=mask)[0], self.p)",
+                   "self.dropout(self.attn(x, mask=mask)[0])": "F.dropout(self.attn(x, mask=mask)[0], self.p)"}),
     Mistake("TransformerBlock", "causal_ignored", "causal=True is ignored: build a lower-triangular boolean mask "
-            "(True = may attend) and combine it with any mask passed in.", TransformerBlock__causal_ignored),
+            "(True = may attend) and combine it with any mask passed in.",
+            edits={"if self.causal:": "if False:  # causal ignored"}),
 )
+
+
+CHECKS.add_battery()

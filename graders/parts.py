@@ -18,24 +18,14 @@ import types
 from pathlib import Path
 
 from .engine import register_source
+from .notebook import graded_cells, strip_magics
 from .registry import ROOT, find_lesson
 
 
 def _cells(path: Path) -> list[str]:
+    """The notebook's graded cells (graders/notebook.py's rules), magics skipped as the child does."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    out = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        meta = cell.get("metadata", {})
-        if meta.get("course", {}).get("role") == "demo":
-            continue
-        grader = meta.get("nbgrader", {})
-        if grader.get("grade") and not grader.get("solution"):
-            continue
-        src = cell.get("source", "")
-        out.append("".join(src) if isinstance(src, list) else src)
-    return out
+    return [src for src in (strip_magics(c["source"]) for c in graded_cells(nb.get("cells", []))) if src is not None]
 
 
 def _student_notebook(notebook: str) -> Path:
@@ -55,6 +45,11 @@ def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
     name = f"course_parts.{lesson.id}{'_mine' if mine else ''}"
     if name in sys.modules:
         return sys.modules[name]
+    if not lesson.solution_path.exists():
+        mine = True  # the student distribution: your own earlier notebooks, the only ones there
+        name = f"course_parts.{lesson.id}_mine"
+        if name in sys.modules:
+            return sys.modules[name]
     path = _student_notebook(lesson.notebook) if mine else lesson.solution_path
     module = types.ModuleType(name, f"{lesson.id} ({'your notebook' if mine else 'the course solution'}): {path}")
     module.__file__ = str(path)
@@ -65,8 +60,7 @@ def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
 
         patch_interpreter()  # Triton 3.6's interpreter under NumPy >= 2.4
     try:
-        for i, src in enumerate(cells):
-            code = "\n".join(l if not l.lstrip().startswith(("%", "!")) else "" for l in src.splitlines())
+        for i, code in enumerate(cells):
             filename = f"<{lesson.id} cell {i + 1}>"
             register_source(filename, code)  # @triton.jit reads its function's source through linecache
             exec(compile(code, filename, "exec", dont_inherit=True), module.__dict__)

@@ -1,30 +1,33 @@
-"""Test helpers shared by every lesson's tests: notebooks with one exercise swapped, graded end to end.
+"""Test helpers shared by every lesson's tests: notebooks with one exercise swapped, graded in process
+(the fast tier) or end to end (the slow tier).
 
-A lesson's mistake variants live beside its reference in graders/<lesson>.py; `with_code` turns one
-into a fixture notebook (the solved notebook with that exercise's solution cell replaced), which is
-then graded by the same path as `course check --notebook`.
+A lesson's known mistakes live beside its checks in graders/<lesson>.py, as edits of the solved cell;
+`with_code` / `with_mistake` turn one into a fixture notebook (the solved notebook with that exercise's
+cell replaced). `check_one` / `check_in_process` grade a fixture in this process (same cells, probes,
+mistakes and verdict rules, no sandbox: for the course's own code only); `grade_one` grades it by the
+path of `course check --notebook`, through the sandboxed child.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
-import re
 from pathlib import Path
 
 import nbformat
 
 from course_cli.grading import grade_notebook
 from graders.engine import mistake_source
+from graders.notebook import defining_index
 from graders.registry import Lesson
 
 
 def solution_cell_index(nb, exercise: str) -> int:
-    pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(exercise)}\b", re.M)
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and pattern.search(cell.source):
-            return i
-    raise LookupError(f"no cell defines {exercise}")
+    """The index in nb.cells of the code cell that defines `exercise` (graders/notebook.py's rule)."""
+    i = defining_index(nb.cells, exercise)
+    if i is None:
+        raise LookupError(f"no cell defines {exercise}")
+    return i
 
 
 def with_code(lesson: Lesson, exercise: str, code: str, tmp_path: Path, name: str | None = None,
@@ -57,3 +60,114 @@ def explain(ex) -> str:
     lines = [f"{ex.id}: {ex.status} ({ex.points}/{ex.max_points}) diagnosis={ex.diagnosis!r}"]
     lines += [f"  {c.name} [{c.device}/{c.dtype}] {c.status}: {c.message}" for c in ex.checks if c.status != "skipped"]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# In process, for trusted code only (the course's solutions and its own mistakes): the same probes and
+# judges as `course check`, without a sandbox child. The sandbox itself is tested in the slow tier.
+
+_SOLVED: dict[str, tuple[dict, dict]] = {}  # lesson id -> (solved namespace, reference observations)
+_MISTAKE_OBS: dict[tuple[str, str], dict] = {}  # (lesson id, mistake id) -> observations
+
+
+def _configs(module):
+    return tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == "cpu"},
+                        key=lambda c: c.key))
+
+
+def run_in_process(lesson: Lesson, path: Path) -> tuple[dict, list[dict]]:
+    """The notebook's graded cells run into a fresh namespace, as the child runs them (no time or memory
+    limit, no guard: trusted notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
+    from course_cli.notebook import read_notebook
+    from graders.engine import register_source, student_traceback
+    from graders.notebook import graded_cells, strip_magics
+
+    if lesson.triton:
+        from graders.triton_compat import patch_interpreter
+
+        patch_interpreter()
+    import builtins
+    import torch
+
+    torch.manual_seed(0)
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+    reports = []
+    for cell in graded_cells(read_notebook(path)):
+        report = {"index": cell["index"], "status": "ok"}
+        reports.append(report)
+        source = strip_magics(cell["source"])
+        if source is None:
+            report["status"] = "skipped"
+            continue
+        filename = f"<cell {cell['index']}>"
+        register_source(filename, source)
+        try:
+            exec(compile(source, filename, "exec", dont_inherit=True), ns)
+        except Exception as exc:  # noqa: BLE001 - reported, as the child does
+            report.update(status="error", error=student_traceback(exc))
+    return ns, reports
+
+
+def reference(lesson: Lesson) -> tuple[dict, dict]:
+    """(solved namespace, {exercise: observations}) for `lesson`, computed once per test process."""
+    from graders.engine import probe_exercise
+
+    if lesson.id not in _SOLVED:
+        module = importlib.import_module(lesson.module)
+        ns, reports = run_in_process(lesson, lesson.solution_path)
+        assert all(r["status"] == "ok" for r in reports), reports
+        obs = {e.name: probe_exercise(module, ns, e.name, _configs(module)) for e in lesson.exercises}
+        _SOLVED[lesson.id] = (ns, obs)
+    return _SOLVED[lesson.id]
+
+
+def mistake_observations(lesson: Lesson, mistake) -> dict:
+    """The observations of the solved namespace with `mistake`'s code in place of its exercise."""
+    from graders.engine import probe_exercise, register_source
+
+    if (lesson.id, mistake.id) in _MISTAKE_OBS:
+        return _MISTAKE_OBS[lesson.id, mistake.id]
+    module = importlib.import_module(lesson.module)
+    ns, _ = reference(lesson)
+    m_ns = dict(ns)
+    src = mistake_source(mistake, lesson.id)
+    register_source(f"<mistake {mistake.id}>", src)
+    exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
+    _MISTAKE_OBS[lesson.id, mistake.id] = probe_exercise(module, m_ns, mistake.exercise, _configs(module))
+    return _MISTAKE_OBS[lesson.id, mistake.id]
+
+
+def judge_in_process(lesson: Lesson, exercise: str, student: dict):
+    """Judge `student`'s observations of `exercise` against the in-process reference and every known
+    mistake of that exercise, as `course check` does (CPU only)."""
+    from graders.engine import judge_exercise
+
+    module = importlib.import_module(lesson.module)
+    _, ref = reference(lesson)
+    ex = next(e for e in lesson.exercises if e.name == exercise)
+    mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise == exercise}
+    return judge_exercise(module, ex, student, ref[exercise], mistakes, gpu=False)
+
+
+def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None):
+    """`course check --notebook path` for a trusted notebook (a test's fixture), in this process: the
+    same cells, probes, mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
+    from course_cli.notebook import read_notebook
+    from graders.engine import probe_exercise
+    from graders.notebook import graded_cells
+    from graders.verdict import StudentRun, judge_lesson
+
+    module = importlib.import_module(lesson.module)
+    _, ref = reference(lesson)
+    wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
+    cells = graded_cells(read_notebook(path))
+    ns, reports = run_in_process(lesson, path)
+    obs = {e.name: probe_exercise(module, ns, e.name, _configs(module)) for e in wanted}
+    mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise in {e.name for e in wanted}}
+    return judge_lesson(lesson, module, StudentRun(obs, reports), ref, mistakes, cells, str(path), wanted)
+
+
+def check_one(lesson: Lesson, path: Path, exercise: str):
+    """`grade_one`, in process (for the course's own fixtures): only `exercise`'s ExerciseResult."""
+    (ex,) = check_in_process(lesson, path, [exercise]).exercises
+    return ex

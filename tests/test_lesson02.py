@@ -8,9 +8,8 @@ import sys
 
 import pytest
 
-from course_cli.grading import grade_notebook
 from graders.registry import ROOT, find_lesson
-from harness import explain, grade_one, with_code
+from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson02")
 pytestmark = pytest.mark.lesson02
@@ -33,6 +32,8 @@ def padding_mask(lengths, t):
 ''',
     "sliding_window_mask": '''
 def sliding_window_mask(t, window):
+    if not window >= 1:  # the exercise asks for a ValueError (graded since issue 17)
+        raise ValueError("window must be positive")
     full = torch.ones(t, t, dtype=torch.bool)
     return full.tril() & ~full.tril(diagonal=-window)
 ''',
@@ -58,7 +59,7 @@ def test_correct_alternatives_are_accepted(tmp_path):
     path = None
     for name, code in ALTERNATIVES.items():
         path = with_code(LESSON, name, code, tmp_path, "alternatives.ipynb", base=path)
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -68,7 +69,7 @@ def test_mask_of_the_wrong_shape_or_dtype_is_explained(tmp_path):
 def padding_mask(lengths, t):
     return torch.arange(t, device=lengths.device)[None, :] < lengths[:, None]   # (B, t): forgot the view
 ''', tmp_path, "pad-shape.ipynb")
-    ex = grade_one(LESSON, path, "padding_mask")
+    ex = check_one(LESSON, path, "padding_mask")
     assert ex.status == "failed", explain(ex)
     assert any("shape (3, 1, 1, 7)" in c.message for c in ex.checks), explain(ex)
 
@@ -77,7 +78,7 @@ def causal_mask(t_q, t_k=None, device=None):
     t_k = t_q if t_k is None else t_k
     return torch.ones(t_q, t_k, device=device).tril(diagonal=t_k - t_q)   # float, not bool
 ''', tmp_path, "causal-float.ipynb")
-    ex = grade_one(LESSON, path, "causal_mask")
+    ex = check_one(LESSON, path, "causal_mask")
     assert ex.status == "failed", explain(ex)
     assert any("a mask is a bool tensor" in c.message for c in ex.checks), explain(ex)
 
@@ -88,7 +89,7 @@ def test_sdpa_is_forbidden_in_masked_attention(tmp_path):
 def masked_attention(q, k, v, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 ''', tmp_path, "sdpa.ipynb")
-    ex = grade_one(LESSON, path, "masked_attention")
+    ex = check_one(LESSON, path, "masked_attention")
     assert ex.status == "failed", explain(ex)
     (forbidden,) = [c for c in ex.checks if c.name == "uses no forbidden API"]
     assert forbidden.status == "failed" and "scaled_dot_product_attention" in forbidden.message
@@ -102,3 +103,17 @@ def test_grader_imports_without_dynamo():
     import graders.lesson02_masks as g
     lower_right = [c for c in g.CHECKS if "causal_lower_right" in c.name]
     assert lower_right and all(c.hidden for c in lower_right)
+
+
+@pytest.mark.causal_mask
+def test_a_mask_that_ignores_device_fails_on_the_meta_device_without_a_gpu(tmp_path):
+    path = with_code(LESSON, "causal_mask", '''
+def causal_mask(t_q, t_k=None, device=None):
+    t_k = t_q if t_k is None else t_k
+    return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)   # device ignored
+''', tmp_path, "causal-no-device.ipynb")
+    ex = check_one(LESSON, path, "causal_mask")
+    failed = [c for c in ex.checks if c.status == "failed"]
+    assert ex.status == "failed" and [c.name for c in failed] == [
+        'device="meta": made on the device asked for, whatever it is'], explain(ex)
+    assert "not a tensor on the meta device" in failed[0].message

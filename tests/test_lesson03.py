@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from course_cli.grading import grade_notebook
 from graders.parts import import_lesson
 from graders.registry import find_lesson
-from harness import explain, grade_one, with_code
+from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson03")
 pytestmark = pytest.mark.lesson03
@@ -96,7 +95,7 @@ def test_correct_alternatives_are_accepted(tmp_path):
     path = None
     for name, code in ALTERNATIVES.items():
         path = with_code(LESSON, name, code.strip("\n"), tmp_path, "alternatives.ipynb", base=path)
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -155,7 +154,7 @@ def test_lesson_specific_slips_are_rejected_with_a_reason(tmp_path):
     path = None
     for name, code in SLIPS.items():
         path = with_code(LESSON, name, code.strip("\n"), tmp_path, "slips.ipynb", base=path)
-    result = grade_notebook(LESSON, path, list(SLIPS))
+    result = check_in_process(LESSON, path, list(SLIPS))
     by_id = {ex.id: ex for ex in result.exercises}
 
     def failed(ex, check):
@@ -200,7 +199,7 @@ class MultiHeadAttention(nn.Module):
             w = (s if mask is None else s.masked_fill(~mask, float("-inf"))).softmax(-1)
         return self.out_proj(merge_heads(out)), w
 '''
-    ex = grade_one(LESSON, with_code(LESSON, "MultiHeadAttention", code.strip("\n"), tmp_path), "MultiHeadAttention")
+    ex = check_one(LESSON, with_code(LESSON, "MultiHeadAttention", code.strip("\n"), tmp_path), "MultiHeadAttention")
     assert ex.status == "failed", explain(ex)
     (c,) = [c for c in ex.checks if c.name == "uses no forbidden API"]
     assert c.status == "failed" and "scaled_dot_product_attention" in c.message
@@ -223,3 +222,18 @@ def test_solved_modules_keep_the_layout_later_lessons_load():
     assert gqa.k_proj.weight.shape == (16, 32) and gqa.q_proj.bias is None
     with pytest.raises(ValueError, match="num_heads"):
         l03.split_heads(torch.randn(2, 3, 10), 4)
+
+
+@pytest.mark.MultiHeadAttention
+def test_dropout_after_the_output_projection_is_caught_by_where_the_zeros_are(tmp_path):
+    from graders.engine import solved_cell
+
+    code = solved_cell("lesson03", "MultiHeadAttention")
+    code = code.replace("weights = F.dropout(weights, p=self.dropout, training=self.training)", "pass")
+    code = code.replace("return out, (weights", "return F.dropout(out, self.dropout, self.training), (weights")
+    assert "F.dropout(out" in code and "F.dropout(weights" not in code
+    ex = check_one(LESSON, with_code(LESSON, "MultiHeadAttention", code, tmp_path), "MultiHeadAttention")
+    failed = [c for c in ex.checks if c.status == "failed"]
+    assert "dropout drops attention weights (where the zeros appear)" in [c.name for c in failed], explain(ex)
+    (placement,) = [c for c in failed if c.name.startswith("dropout drops")]
+    assert "nowhere after out_proj" in placement.message

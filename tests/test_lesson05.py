@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from course_cli.grading import grade_notebook
 from graders.registry import find_lesson
-from harness import explain, grade_one, with_code
+from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson05")
 pytestmark = pytest.mark.lesson05
@@ -76,7 +75,7 @@ def test_correct_alternatives_pass(tmp_path):
     path = with_code(LESSON, "rms_norm", RMS_NORM_ALTERNATIVES["one_over_sqrt"], tmp_path, "a.ipynb")
     path = with_code(LESSON, "RMSNorm", RMSNORM_WITHOUT_HELPER, tmp_path, "b.ipynb", base=path)
     path = with_code(LESSON, "rms_norm_triton", TRITON_ALTERNATIVE, tmp_path, "c.ipynb", base=path)
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -84,7 +83,7 @@ def test_correct_alternatives_pass(tmp_path):
 @pytest.mark.rms_norm
 def test_llama_style_rms_norm_passes(tmp_path):
     path = with_code(LESSON, "rms_norm", RMS_NORM_ALTERNATIVES["llama_style"], tmp_path)
-    ex = grade_one(LESSON, path, "rms_norm")
+    ex = check_one(LESSON, path, "rms_norm")
     assert ex.status == "passed", explain(ex)
 
 
@@ -116,7 +115,7 @@ def _kernel_check(ex):
 
 @pytest.mark.rms_norm_triton
 def test_pure_torch_is_rejected_with_a_clear_message(tmp_path):
-    ex = grade_one(LESSON, with_code(LESSON, "rms_norm_triton", PURE_TORCH, tmp_path), "rms_norm_triton")
+    ex = check_one(LESSON, with_code(LESSON, "rms_norm_triton", PURE_TORCH, tmp_path), "rms_norm_triton")
     assert ex.status == "failed" and ex.points == 0, explain(ex)
     check = _kernel_check(ex)
     assert check.status == "failed" and "no Triton kernel ran" in check.message, explain(ex)
@@ -126,7 +125,7 @@ def test_pure_torch_is_rejected_with_a_clear_message(tmp_path):
 
 @pytest.mark.rms_norm_triton
 def test_a_decoy_kernel_does_not_count(tmp_path):
-    ex = grade_one(LESSON, with_code(LESSON, "rms_norm_triton", DECOY_KERNEL, tmp_path), "rms_norm_triton")
+    ex = check_one(LESSON, with_code(LESSON, "rms_norm_triton", DECOY_KERNEL, tmp_path), "rms_norm_triton")
     assert ex.status == "failed", explain(ex)
     check = _kernel_check(ex)
     assert check.status == "failed" and "not one that was passed to it" in check.message, explain(ex)
@@ -151,7 +150,7 @@ def rms_norm_triton(x, weight, eps=1e-6):
 def test_a_kernel_still_raising_is_not_implemented(tmp_path):
     """The interpreter wraps the kernel's NotImplementedError; it still reads as not implemented."""
     path = with_code(LESSON, "rms_norm_triton", KERNEL_LEFT_AS_STUB, tmp_path)
-    ex = grade_one(LESSON, path, "rms_norm_triton")
+    ex = check_one(LESSON, path, "rms_norm_triton")
     assert ex.status == "not_implemented", explain(ex)
 
 

@@ -9,9 +9,7 @@ import torch
 
 from graders.engine import Config, JudgeContext
 from graders.registry import find_lesson
-from harness import explain, with_code
-
-from course_cli.grading import grade_notebook
+from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson06")
 pytestmark = pytest.mark.lesson06
@@ -51,7 +49,7 @@ def apply_rope(x, positions, base=10000.0):
     freqs = 1.0 / (base ** (torch.arange(0, D, 2, device=x.device)[: D // 2].float() / D))
     angles = torch.einsum("...t,f->...tf", positions.to(x.device).float(), freqs)
     rot = torch.polar(torch.ones_like(angles), angles)
-    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    xc = torch.view_as_complex(x.float().contiguous().reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(xc * rot).flatten(-2).type_as(x)
 ''',
     # Hugging Face style: a cos/sin cache indexed by the positions, and rotate_half
@@ -112,7 +110,7 @@ def _notebook(codes: dict[str, str], tmp_path, name: str):
 
 def test_correct_alternatives_are_accepted(tmp_path):
     path = _notebook(ALTERNATIVES, tmp_path, "alternatives.ipynb")
-    result = grade_notebook(LESSON, path)
+    result = check_in_process(LESSON, path)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
 
@@ -150,7 +148,7 @@ def rope_inv_freq(dim, base=10000.0, scale=1.0, method="none"):
 
 def test_wrong_answers_get_useful_messages(tmp_path):
     path = _notebook(WRONG, tmp_path, "wrong.ipynb")
-    result = grade_notebook(LESSON, path, list(WRONG))
+    result = check_in_process(LESSON, path, list(WRONG))
     by_id = {ex.id: ex for ex in result.exercises}
 
     rope = by_id["apply_rope"]
@@ -209,3 +207,16 @@ def test_half_precision_rope_judge(dtype):
     assert msg and "float32" in msg and "tolerance" in msg, msg
     msg = _rope_values({"output": sol.apply_rope(x, positions).float()}, reference, ctx)
     assert msg and "dtype" in msg, msg
+
+
+@pytest.mark.apply_rope
+def test_a_rope_that_needs_contiguous_inputs_fails_only_the_layout_checks(tmp_path):
+    """Meta's complex-number RoPE without .contiguous(): view_as_complex needs a last stride of 1 and even
+    strides, so the input battery's transposed and row-strided inputs fail it, and nothing else does."""
+    code = ALTERNATIVES["apply_rope"].replace("x.float().contiguous().reshape", "x.float().reshape")
+    ex = check_one(LESSON, with_code(LESSON, "apply_rope", code, tmp_path), "apply_rope")
+    failed = [c for c in ex.checks if c.status not in ("passed", "skipped")]
+    assert ex.status == "failed", explain(ex)
+    assert {c.name for c in failed} == {"transposed (non-contiguous) inputs",
+                                        "row-strided inputs (views of wider rows)"}, explain(ex)
+    assert all("it raised RuntimeError" in c.message and "same values" in c.message for c in failed), explain(ex)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from graders.registry import find_lesson
-from harness import explain, grade_one, with_code
+from harness import check_one, explain, with_code
 
 pytestmark = pytest.mark.lesson07
 L07 = find_lesson("lesson07")
@@ -111,19 +111,19 @@ class TransformerBlock(nn.Module):
 
 @pytest.mark.MLP
 def test_mlp_with_the_tanh_formula_written_out_is_accepted(tmp_path):
-    ex = grade_one(L07, with_code(L07, "MLP", MLP_WRITTEN_OUT, tmp_path), "MLP")
+    ex = check_one(L07, with_code(L07, "MLP", MLP_WRITTEN_OUT, tmp_path), "MLP")
     assert ex.status == "passed", explain(ex)
 
 
 @pytest.mark.TransformerBlock
 def test_fused_qkv_layout_and_torch_layernorm_are_accepted(tmp_path):
-    ex = grade_one(L07, with_code(L07, "TransformerBlock", BLOCK_FUSED, tmp_path), "TransformerBlock")
+    ex = check_one(L07, with_code(L07, "TransformerBlock", BLOCK_FUSED, tmp_path), "TransformerBlock")
     assert ex.status == "passed", explain(ex)
 
 
 @pytest.mark.TransformerBlock
 def test_torch_encoder_layer_is_named_as_forbidden(tmp_path):
-    ex = grade_one(L07, with_code(L07, "TransformerBlock", BLOCK_TORCH_LAYER, tmp_path), "TransformerBlock")
+    ex = check_one(L07, with_code(L07, "TransformerBlock", BLOCK_TORCH_LAYER, tmp_path), "TransformerBlock")
     assert ex.status == "failed", explain(ex)
     forbidden = [c for c in ex.checks if c.name == "uses no forbidden API"]
     assert forbidden[0].status == "failed" and "multi_head_attention_forward" in forbidden[0].message
@@ -131,7 +131,7 @@ def test_torch_encoder_layer_is_named_as_forbidden(tmp_path):
 
 @pytest.mark.TransformerBlock
 def test_unregistered_parameters_fail_the_training_check(tmp_path):
-    ex = grade_one(L07, with_code(L07, "TransformerBlock", BLOCK_UNREGISTERED, tmp_path), "TransformerBlock")
+    ex = check_one(L07, with_code(L07, "TransformerBlock", BLOCK_UNREGISTERED, tmp_path), "TransformerBlock")
     assert ex.status == "failed", explain(ex)
     trains = [c for c in ex.checks if "trains" in c.name]
     assert trains[0].status == "failed" and "mlp.fc1.weight" in trains[0].message, explain(ex)

@@ -1,7 +1,10 @@
 """What every lesson in the registry must satisfy (rustlings' `dev check`, for this course):
 the solved notebook passes, the untouched student notebook is not_implemented throughout, every known
 mistake is rejected and named, the student notebook is derived from the solution, and the registry
-matches the files on disk."""
+matches the files on disk.
+
+The fast tier probes and judges the course's own (trusted) code in this process (tests/harness.py);
+the same properties through the sandboxed child, end to end, are the `slow` tests below."""
 
 from __future__ import annotations
 
@@ -13,10 +16,51 @@ from conftest import marks
 from course_cli.build import student_notebook
 from course_cli.grading import grade_notebook
 from graders.registry import LESSONS, ROOT
-from harness import explain, grade_one, mistakes_of, with_mistake
+from harness import (explain, grade_one, judge_in_process, mistake_observations, mistakes_of, reference,
+                     run_in_process, with_mistake)
+
+LESSON_CASES = [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS]
 
 
-@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+@pytest.mark.parametrize("lesson", LESSON_CASES)
+def test_solution_passes_in_process(lesson):
+    _, ref = reference(lesson)
+    for ex in lesson.exercises:
+        res = judge_in_process(lesson, ex.name, ref[ex.name])
+        assert res.status == "passed", explain(res)
+        assert res.points == res.max_points
+
+
+@pytest.mark.parametrize("lesson", LESSON_CASES)
+def test_student_stub_is_not_implemented_in_process(lesson):
+    from graders.engine import probe_exercise
+
+    from harness import _configs
+
+    module = importlib.import_module(lesson.module)
+    ns, reports = run_in_process(lesson, lesson.student_path)
+    assert all(r["status"] == "ok" for r in reports), reports  # the stub notebook runs without errors
+    for ex in lesson.exercises:
+        res = judge_in_process(lesson, ex.name, probe_exercise(module, ns, ex.name, _configs(module)))
+        assert res.status == "not_implemented", explain(res)
+        assert res.points == 0
+
+
+@pytest.mark.parametrize("lesson, mistake", [pytest.param(l, m, marks=marks(l, m.exercise), id=f"{l.id}-{m.id}")
+                                             for l in LESSONS for m in mistakes_of(l)])
+def test_known_mistake_is_rejected_and_named_in_process(lesson, mistake):
+    res = judge_in_process(lesson, mistake.exercise, mistake_observations(lesson, mistake))
+    assert res.status in ("failed", "error"), explain(res)
+    assert res.points == 0
+    assert res.diagnosis == mistake.message, explain(res)
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end, through the sandboxed child and the reference cache (the slow tier)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSON_CASES)
 def test_solution_passes_every_exercise(lesson):
     result = grade_notebook(lesson, lesson.solution_path)
     for ex in result.exercises:
@@ -25,7 +69,8 @@ def test_solution_passes_every_exercise(lesson):
     assert result.score == lesson.max_score
 
 
-@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSON_CASES)
 def test_student_notebook_is_not_implemented(lesson):
     result = grade_notebook(lesson, lesson.student_path)
     assert [e.id for e in result.exercises] == [e.name for e in lesson.exercises]
@@ -39,6 +84,7 @@ MISTAKE_CASES = [pytest.param(l, m, marks=marks(l, m.exercise), id=f"{l.id}-{m.i
                  for l in LESSONS for m in mistakes_of(l)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lesson, mistake", MISTAKE_CASES)
 def test_known_mistake_is_rejected_and_named(lesson, mistake, tmp_path):
     ex = grade_one(lesson, with_mistake(lesson, mistake, tmp_path), mistake.exercise)
@@ -74,6 +120,19 @@ def test_registry_matches_the_files(lesson):
     for name in names:
         assert f'"grade_id": "{name}"' in source, f"no solution cell with grade_id {name}"
         assert f'"grade_id": "test_{name}"' in source, f"no test cell with grade_id test_{name}"
+
+
+@pytest.mark.parametrize("lesson", LESSON_CASES)
+def test_nbgrader_points_of_every_check_cell_equal_the_registry(lesson):
+    import json
+
+    nb = json.loads(lesson.solution_path.read_text())
+    points = {c["metadata"]["nbgrader"]["grade_id"]: c["metadata"]["nbgrader"].get("points")
+              for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    assert points == {f"test_{e.name}": e.points for e in lesson.exercises}
+    student = json.loads(lesson.student_path.read_text())
+    assert sum(c["metadata"]["nbgrader"].get("points", 0) for c in student["cells"]
+               if c.get("metadata", {}).get("nbgrader", {}).get("grade")) == lesson.max_score
 
 
 def test_no_orphan_notebooks_or_graders():

@@ -1,0 +1,217 @@
+"""The engine's own rules, fast and in process: known mistakes as edits of the solved source."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from graders.engine import Mistake, mistake_source, solved_cell
+from graders.registry import LESSONS
+
+ALL_MISTAKES = [pytest.param(l, m, id=f"{l.id}-{m.id}") for l in LESSONS
+                for m in importlib.import_module(l.module).MISTAKES]
+
+
+@pytest.mark.parametrize("lesson, mistake", ALL_MISTAKES)
+def test_every_mistake_builds_from_the_solved_source(lesson, mistake):
+    """Each edit's `old` occurs exactly once (mistake_source raises otherwise), the result differs from the
+    solved cell, still defines the exercise and compiles."""
+    src = mistake_source(mistake, lesson.id)
+    if mistake.edits:
+        assert src != solved_cell(lesson.id, mistake.exercise)
+    compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True)
+    assert f"def {mistake.exercise}" in src or f"class {mistake.exercise}" in src
+
+
+def test_an_edit_that_does_not_match_exactly_once_is_refused():
+    lesson = LESSONS[0]
+    name = lesson.exercises[0].name
+    with pytest.raises(ValueError, match="matches 0 times"):
+        mistake_source(Mistake(name, "x", "m", edits={"no such text anywhere": "y"}), lesson.id)
+    cell = solved_cell(lesson.id, name)
+    common = next(tok for tok in ("(", ")", ",", "=") if cell.count(tok) > 1)
+    with pytest.raises(ValueError, match=f"matches {cell.count(common)} times"):
+        mistake_source(Mistake(name, "x", "m", edits={common: "y"}), lesson.id)
+
+
+def test_a_mistake_is_either_edits_or_an_implementation():
+    with pytest.raises(ValueError):
+        Mistake("softmax", "x", "m")
+    with pytest.raises(ValueError):
+        Mistake("softmax", "x", "m", impl=len, edits={"a": "b"})
+
+
+# ----------------------------------------------------------------------------------------------
+# compare.close: what differs, said so a tensor person can act on it
+
+import torch  # noqa: E402
+
+from graders import compare  # noqa: E402
+
+
+def test_close_passes_within_tolerance_and_names_what_differs():
+    e = torch.arange(6.0).view(2, 3)
+    assert compare.close(e + 1e-7, e) is None
+    assert "shape (3, 2), expected (2, 3)" in compare.close(e.view(3, 2), e)
+    assert "dtype float64, expected float32" in compare.close(e.double(), e)
+    assert compare.close(e.double(), e, check_dtype=False) is None
+    assert "should be a Tensor" in compare.close([1, 2], e)
+    msg = compare.close(torch.where(e == 4, torch.tensor(float("nan")), e), e)
+    assert "1 NaN values" in msg and "(1, 1)" in msg
+    msg = compare.close(torch.where(e == 2, torch.tensor(float("inf")), e), e)
+    assert "1 infinite values" in msg and "(0, 2)" in msg
+    bad = e.clone()
+    bad[1, 2] += 0.5
+    msg = compare.close(bad, e)
+    assert "at 1 of 6 positions" in msg and "max abs error 0.5 at index (1, 2)" in msg
+    assert str(compare.tolerance("float32")) in msg  # the tolerance used, and why
+
+
+def test_close_on_masks_says_where():
+    e = torch.tensor([[True, False], [True, True]])
+    msg = compare.close(~e, e)
+    assert "differs at 4 of 4 positions" in msg and "index (0, 0)" in msg
+
+
+def test_tolerance_follows_the_dtype():
+    t = {d: compare.tolerance(d) for d in ("float64", "float32", "float16", "bfloat16")}
+    assert t["float64"].atol < t["float32"].atol < t["float16"].atol < t["bfloat16"].atol
+    assert compare.tolerance(torch.float16).atol == t["float16"].atol
+    assert compare.tolerance("float32").scaled(10).atol == 10 * t["float32"].atol
+
+
+# ----------------------------------------------------------------------------------------------
+# The status rules: an exercise is the worst of its checks; the verdict rules of graders/verdict.py
+
+from graders.results import CheckResult, exercise_status  # noqa: E402
+from graders.verdict import StudentRun, absent, judge_lesson  # noqa: E402
+
+
+@pytest.mark.parametrize("statuses, expected", [
+    (["passed", "passed"], "passed"), (["passed", "failed"], "failed"), (["failed", "error"], "error"),
+    (["error", "timeout"], "timeout"), (["timeout", "not_implemented"], "not_implemented"),
+    (["skipped", "passed"], "passed"), (["skipped"], "skipped")])
+def test_an_exercise_is_the_worst_of_its_checks(statuses, expected):
+    assert exercise_status([CheckResult("c", s) for s in statuses]) == expected
+
+
+CELLS = [{"index": 2, "source": "def softmax(x, dim=-1):\n    raise NotImplementedError"},
+         {"index": 4, "source": "def helper():\n    pass"}]
+
+
+@pytest.mark.parametrize("obs, run, status, words", [
+    (None, StudentRun({}, death="the notebook ran past 60 s", timed_out=True), "timeout", "past 60 s"),
+    (None, StudentRun({}, death="killed: out of memory"), "error", "out of memory"),
+    ({"missing": True}, StudentRun({}, [{"index": 2, "status": "error", "error": "NameError: torch"}]), "error",
+     "its cell failed: NameError: torch"),
+    ({"missing": True}, StudentRun({}, [{"index": 2, "status": "ok"}]), "error", "after running cell 2"),
+])
+def test_why_an_exercise_has_no_observations(obs, run, status, words):
+    why = absent("softmax", obs, run, CELLS)
+    assert why.status == status and words in why.message
+
+
+def test_no_reason_when_observations_exist_or_no_cell_defines_it():
+    assert absent("softmax", {"checks": {}}, StudentRun({}), CELLS) is None
+    assert absent("missing_name", {"missing": True}, StudentRun({}), CELLS) is None
+
+
+def _lesson01():
+    from graders.registry import find_lesson
+
+    lesson = find_lesson("lesson01")
+    return lesson, importlib.import_module(lesson.module)
+
+
+def test_judge_lesson_statuses_from_what_the_child_left():
+    lesson, module = _lesson01()
+    ref = {e.name: {"checks": {}} for e in lesson.exercises}
+    cells = [{"index": 1, "source": "def scaled_dot_product_attention(q, k, v, mask=None):\n    pass"}]
+    run = StudentRun({"softmax": {"missing": True}, "scaled_dot_product_attention": None},
+                     death="the notebook ran past its time limit", timed_out=True)
+    result = judge_lesson(lesson, module, run, ref, {}, cells)
+    assert [e.status for e in result.exercises] == ["not_implemented", "timeout"]
+    assert result.exercises[1].checks[0].name == "ran"
+    assert "the notebook ran past its time limit" in result.notes
+    run = StudentRun({"softmax": {"checks": {}, "timeout": True, "forbidden": [], "mutated": [],
+                                  "message": "ran longer than 30 s"}, "scaled_dot_product_attention": None})
+    res = judge_lesson(lesson, module, run, ref, {}, []).exercises
+    assert res[0].status == "timeout" and res[0].points == 0
+    assert res[1].status == "timeout" and "did not reach" in res[1].checks[0].message
+
+
+# ----------------------------------------------------------------------------------------------
+# The diagnosis: a mistake matches on its observations, never on an exception type alone
+
+from graders.engine import CPU, Check, Config, diagnose, _matches, same  # noqa: E402
+
+
+def _err(msg):
+    return {"__error__": {"kind": "error", "type": "RuntimeError", "message": msg}}
+
+
+def test_two_mistakes_raising_the_same_type_are_told_apart():
+    check = Check("f", "c", lambda ctx: {}, same(), CPU)
+    cfg = Config("cpu", "float32")
+    ref = {"output": torch.ones(3)}
+    student = _err("RuntimeError: size mismatch for wte.weight\n  at cell 3, line 7: model.load_state_dict(sd)")
+    same_error = _err("RuntimeError: size mismatch for wte.weight")
+    other_error = _err("RuntimeError: Missing key(s) in state_dict: lm_head.weight")
+    assert _matches(check, cfg, student, same_error, ref)
+    assert not _matches(check, cfg, student, other_error, ref)
+
+
+def test_diagnose_names_the_mistake_whose_observations_match():
+    check = Check("f", "c", lambda ctx: {}, same(), CPU)
+    key = check.key(Config("cpu", "float32"))
+    ref = {"output": torch.ones(3)}
+
+    class Module:
+        MISTAKES = (Mistake("f", "doubled", "doubles", edits={"a": "b"}),
+                    Mistake("f", "negated", "negates", edits={"a": "c"}))
+
+    mistakes = {"doubled": {"checks": {key: {"output": torch.full((3,), 2.0)}}},
+                "negated": {"checks": {key: {"output": -torch.ones(3)}}}}
+    failed = [CheckResult("c", "failed")]
+    student = {key: {"output": -torch.ones(3)}}
+    assert diagnose(Module, "f", [check], student, {key: ref}, mistakes, failed) == "negates"
+    student = {key: {"output": torch.zeros(3)}}  # wrong, but like no known mistake
+    assert diagnose(Module, "f", [check], student, {key: ref}, mistakes, failed) != "negates"
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard input battery
+
+from graders.engine import BATTERY, _relaid  # noqa: E402
+
+
+def test_relaid_inputs_keep_their_values_in_another_layout():
+    t = torch.randn(2, 3, 5)
+    tr, st = _relaid(t, "transposed"), _relaid(t, "strided")
+    assert torch.equal(tr, t) and torch.equal(st, t)
+    assert not tr.is_contiguous() and tr.stride(-1) != 1
+    assert not st.is_contiguous() and st.stride(-1) == 1 and st.stride(-2) > t.shape[-1]
+
+
+def test_every_exercise_of_lessons_01_to_07_gets_the_battery():
+    from graders.registry import find_lesson
+
+    for lid in ("lesson01", "lesson02", "lesson03", "lesson04", "lesson05", "lesson06", "lesson07"):
+        module = importlib.import_module(find_lesson(lid).module)
+        for ex in find_lesson(lid).exercises:
+            names = {c.name for c in module.CHECKS.of(ex.name) if c.variant}
+            assert names == {v.name for v in BATTERY}, (lid, ex.name)
+
+
+def test_a_float32_result_for_other_dtypes_fails_the_dtype_entries(tmp_path):
+    from graders.registry import find_lesson
+    from harness import check_one, explain, with_code
+
+    lesson = find_lesson("lesson01")
+    code = ("def softmax(x, dim=-1):\n    x = x.float()  # always float32\n"
+            "    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n    return e / e.sum(dim=dim, keepdim=True)\n")
+    ex = check_one(lesson, with_code(lesson, "softmax", code, tmp_path), "softmax")
+    failed = {c.name: c.message for c in ex.checks if c.status == "failed"}
+    assert set(failed) == {"float64 inputs", "bfloat16 inputs on the CPU", "float16 inputs on the CPU"}, explain(ex)
+    assert "has dtype float32, expected float64" in failed["float64 inputs"]
