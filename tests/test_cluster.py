@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 from course_cli import batch, cluster, sandbox
 from course_cli.grading import Reference, reference_key
-from course_cli.journal import Journal, JournalError, file_digest, result_from_dict, result_to_dict
+from course_cli.journal import (Journal, JournalError, file_digest, journal_seed, result_from_dict,
+                                result_to_dict)
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from graders.results import CheckResult, ExerciseResult, LessonResult
@@ -90,6 +91,11 @@ def test_a_journal_of_another_lesson_or_other_graders_is_refused_and_a_fresh_sta
     Journal.open(path, "lesson01", "key", resume=False).close()
     assert (tmp_path / "j.bak").read_text() == "not a journal\n"
     assert json.loads(path.read_text()) == {"journal": 1, "lesson": "lesson01", "reference": "key"}
+    Journal.open(path, "lesson01", "key", resume=False, seed=12345).close()  # the run's hidden seed is kept
+    assert journal_seed(path) == 12345 and journal_seed(tmp_path / "j.bak") is None
+    with pytest.raises(JournalError, match="hidden seed 12345, not 7"):
+        Journal.open(path, "lesson01", "key", resume=True, seed=7)
+    Journal.open(path, "lesson01", "key", resume=True, seed=12345).close()
 
 
 def test_bad_options_are_clean_errors(tmp_path, monkeypatch):
