@@ -89,11 +89,58 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
     results: dict[str, LessonResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(grade_submission, lesson, student, path): student for student, path in submissions}
-        for future in as_completed(futures):
-            student = futures[future]
-            results[student] = future.result()
+        try:
+            for future in as_completed(futures):
+                student = futures[future]
+                results[student] = future.result()
+                if on_done:
+                    on_done(student, results[student])
+        except BaseException:  # Ctrl-C, or on_done failed: start no more (those running finish)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return dict(sorted(results.items()))
+
+
+def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
+                scheduler: str | None = None, workers: int | None = None, journal: Path | None = None,
+                resume: bool = False, on_resumed=None, regrade=(), seed: int | None = None) -> dict[str, LessonResult]:
+    """Grade a class on the local pool (`jobs` at a time), or on Dask when `scheduler` is given ("local" or
+    a scheduler's address; see cluster.py). With a `journal` path each result is journalled as it arrives;
+    with resume=True the journal's results for unchanged submissions are kept (`on_resumed(n)` is told how
+    many; the students in `regrade` are graded anyway) and only the others are graded. Either way the
+    result is the same as one uninterrupted run's."""
+    from .grading import reference_key
+    from .journal import Journal, file_digest
+
+    digests = {student: file_digest(path) for student, path in submissions}
+    paths = {student: str(path) for student, path in submissions}
+    log = Journal.open(journal, lesson.id, reference_key(lesson, "cpu"), resume, seed) if journal else None
+    results: dict[str, LessonResult] = {}
+    try:
+        if log is not None:
+            for student, _ in submissions:
+                kept = None if student in regrade else log.finished(student, digests[student])
+                if kept is not None:
+                    results[student] = kept
+            if on_resumed:
+                on_resumed(len(results))
+
+        def done(student: str, result: LessonResult) -> None:
+            if log is not None:
+                log.record(student, paths[student], digests[student], result)
             if on_done:
-                on_done(student, results[student])
+                on_done(student, result)
+
+        todo = [(student, path) for student, path in submissions if student not in results]
+        if todo and scheduler:
+            from .cluster import grade_on_cluster
+
+            results.update(grade_on_cluster(lesson, todo, scheduler, done, workers or jobs, digests))
+        elif todo:
+            results.update(grade_all(lesson, todo, jobs, done))
+    finally:
+        if log is not None:
+            log.close()
     return dict(sorted(results.items()))
 
 

@@ -185,6 +185,12 @@ class Reference:
         self.exercises, self.mistakes = exercises, mistakes
 
     @staticmethod
+    def inject(lesson: Lesson, reference: "Reference", device: str = "cpu") -> None:
+        """Make `reference`, computed trusted by another process (`course grade --scheduler`'s client),
+        this process's in-memory trusted reference: trusted=True gradings here then use it as is."""
+        _TRUSTED[(lesson.id, device, hidden_seed())] = reference
+
+    @staticmethod
     def start(lesson: Lesson, device: str = "cpu", trusted: bool = False):
         """Return (cache path or None, child or None): a child starts only when nothing is at hand."""
         if not lesson.solution_path.exists():  # the student distribution: public references ship as data

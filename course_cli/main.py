@@ -389,13 +389,24 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="The hidden checks' seed (default: drawn for this run, and kept in the JSON results): "
                    "give a past run's seed to repeat it exactly.")
+@click.option("--scheduler", "scheduler", help="Grade on Dask distributed: a scheduler's address "
+              "(tcp://host:8786), or `local` for a LocalCluster on this machine (needs the `cluster` extra).")
+@click.option("--workers", "workers", type=click.IntRange(min=1), help="With --scheduler local: worker "
+              "processes (default: --jobs).")
+@click.option("--journal", "journal", type=click.Path(dir_okay=False), help="The results journal, one line "
+              "per graded submission as it arrives [default: OUT.journal with --out].")
+@click.option("--resume", is_flag=True, help="Continue an interrupted batch (with its hidden seed): keep the "
+              "journal's results, grade only the missing (or changed) submissions.")
 def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
-          insecure: bool, partial: bool, seed: int | None) -> None:
+          insecure: bool, partial: bool, seed: int | None, scheduler: str | None, workers: int | None,
+          journal: str | None, resume: bool) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
     notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
     Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
+    Results are journalled as they arrive, so an interrupted batch continues with --resume.
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
+    (on Dask: course grade submitted/ --lesson lesson01 --scheduler tcp://head:8786 --out results.csv)
     """
     import os
     from pathlib import Path
@@ -404,6 +415,12 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     if insecure:
         os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
+    if journal is None and out:
+        journal = out + ".journal"
+    if seed is None and resume and journal and Path(journal).exists():
+        from .journal import journal_seed
+
+        seed = journal_seed(Path(journal))  # the interrupted run's hidden checks
     if seed is not None:
         os.environ["COURSE_HIDDEN_SEED"] = str(seed)
     from .grading import hidden_seed
@@ -420,7 +437,10 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_class, grade_all, missing_result, summary, write
+    from .batch import find_class, grade_class, missing_result, summary, write
+    from .cluster import ClusterError  # (Dask is imported only when a cluster is used)
+    from .grading import reference_key
+    from .journal import Journal, JournalError
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
@@ -436,11 +456,41 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     if not subs and not absent:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
+    if workers and scheduler != "local":
+        raise CourseError("--workers is for --scheduler local (the local pool takes --jobs; a running cluster "
+                          "has the workers it was started with)")
+    if resume and journal is None:
+        raise CourseError("--resume needs the journal: give --out (its journal is OUT.journal) or --journal")
+    if resume and not Path(journal).exists():
+        click.echo(f"no journal at {journal} yet: grading every submission", err=True)
+    if scheduler:
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise CourseError("--scheduler needs Dask distributed: pip install 'attention-course[cluster]'") from None
     console = make_console(file=sys.stderr)
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
-        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task)) if subs else {}
+        # re-grading some students (--student) adds their new results to the class's journal
+        # (another lesson's or other graders' journal: started afresh, the old one kept as .bak)
+        append = (bool(students) and not resume and journal is not None and Path(journal).exists()
+                  and Journal.matches(Path(journal), lesson_obj.id, reference_key(lesson_obj, "cpu"), seed))
+        try:
+            results = {} if not subs else grade_class(lesson_obj, subs, jobs, lambda s, r: progress.advance(task), scheduler, workers,
+                                  Path(journal) if journal else None, resume or append,
+                                  on_resumed=lambda n: resumed(progress, task, n, journal),
+                                  regrade=set(students) if append else (), seed=seed)
+        except (JournalError, OSError) as exc:
+            raise CourseError(str(exc)) from None
+        except ClusterError as exc:
+            kept = f"; what was graded is in {journal}: continue with --resume" if journal else ""
+            raise CourseError(f"{exc}{kept}") from None
+        except KeyboardInterrupt:
+            progress.stop()
+            click.echo(f"interrupted{f': the results so far are in {journal}; continue with --resume' if journal else ''}",
+                       err=True)
+            sys.exit(130)
     for student, why in renamed.items():
         if student in results:
             results[student].notes.append(why)
@@ -552,6 +602,12 @@ def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks:
     total = sum(l.max_score for l in chosen)
     click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
                f"GitHub Classroom picks up the workflow and shows each exercise's points.")
+
+
+def resumed(progress, task, n: int, journal: str) -> None:
+    progress.advance(task, n)
+    if n:
+        progress.console.print(f"{n} result{'s' if n != 1 else ''} kept from {journal}")
 
 
 @cli.command("nbgrader")

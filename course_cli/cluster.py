@@ -1,0 +1,285 @@
+"""`course grade --scheduler`: a class graded on Dask distributed, one task per submission.
+
+    client ── the trusted reference, computed once ── a worker plugin (every worker) ─┐
+           └─ per submission: its path, bytes, sha256, the sandbox's limits ── submit ─┴─▶ worker: grade_task
+                                                                                          │ grade_submission
+           journal ◀── on_done ◀── as_completed ◀── the result as a dict ◀────────────────┘ (sandboxed child)
+
+`--scheduler local` starts a `distributed.LocalCluster` here (worker processes, one thread each); any other
+value is the address of a running scheduler (`tcp://host:8786`, see docs/deploying.md). Dask is imported only
+inside this module's functions (and by cluster_plugin.py), which run only when `--scheduler` is given.
+
+- The reference observations are computed once, by this process, from the solved notebook (trusted), and
+  shipped to the workers in memory by a worker plugin (cluster_plugin.py), which the scheduler also gives to
+  workers that join or restart mid-batch; they are not in Dask's data store, so never spilled to disk, and a
+  worker never computes a CPU reference. A worker checks that it runs the same graders (the same
+  `reference_key`) before it grades.
+- The client's sandbox limits (and --insecure) travel with each task, so every worker grades under the same
+  limits; a worker that cannot sandbox refuses, and the batch stops with its reason.
+- A worker that dies mid-task (killed, lost) is survived: the scheduler reruns the task elsewhere, at most
+  MAX_WORKER_DEATHS more times; past that the submission is an error row (it probably kills its worker).
+  A submission that kills its own sandbox is already an error row (grade_submission), never retried.
+- Without a shared filesystem a worker grades the shipped bytes in a folder of its own; the paths in the
+  result are the client's, as in a local run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+from graders.registry import Lesson
+from graders.results import LessonResult
+
+from . import sandbox
+from .journal import file_digest, result_from_dict, result_to_dict
+
+# what a task takes from the client's sandbox module (the limits; PROCESS_LIMIT follows each worker's cores)
+LIMITS = ("MEMORY_LIMIT", "CELL_TIMEOUT", "EXERCISE_TIMEOUT", "GPU_EXERCISE_TIMEOUT", "NOTEBOOK_TIMEOUT",
+          "OUTPUT_LIMIT", "FILE_LIMIT")
+MAX_WORKER_DEATHS = 2  # Dask's allowed-failures: a task may lose this many workers, then it is an error row
+IN_FLIGHT = 500  # tasks submitted ahead of the results (at least 4 per worker thread): bounded client memory
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
+
+
+# the client's choices a worker follows (--insecure, the run's hidden seed), unset there when unset here
+SANDBOX_ENV = ("COURSE_INSECURE", "COURSE_HIDDEN_SEED")
+
+
+def sandbox_limits() -> dict:
+    return {name: getattr(sandbox, name) for name in LIMITS if hasattr(sandbox, name)}
+
+
+def sandbox_env() -> dict:
+    return {name: os.environ[name] for name in SANDBOX_ENV if name in os.environ}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The worker's side
+
+_WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
+_SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference (cluster_plugin)
+
+
+def _worker_sandbox(limits: dict, env: dict) -> None:
+    """Grade under the client's limits and choices; refuse (ClusterError) where the sandbox is missing."""
+    for name, value in limits.items():
+        setattr(sandbox, name, value)
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers (distributed.nanny.pre-spawn-environ); the
+    # grading children get the environment a local pool's children get
+    os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+    for name in SANDBOX_ENV:
+        if name in env:
+            os.environ[name] = env[name]
+        else:
+            os.environ.pop(name, None)
+    require = getattr(sandbox, "require_sandbox", None)  # (the bubblewrap sandbox's check, where it exists)
+    if require is not None:
+        try:
+            require()
+        except Exception as exc:
+            raise ClusterError(f"the worker on {socket.gethostname()} cannot sandbox the submissions: {exc}") from None
+
+
+def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
+               reference, reference_key: str, limits: dict, env: dict | None = None) -> dict:
+    """Grade one submission on a worker with the client's reference (`reference`, or None: the one the
+    ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
+    from graders.registry import find_lesson
+
+    from .batch import grade_submission
+    from .grading import Reference
+    from .grading import reference_key as key_of
+
+    lesson = find_lesson(lesson_id)
+    if lesson_id not in _WORKER_KEYS:
+        _WORKER_KEYS[lesson_id] = key_of(lesson, "cpu")
+    if _WORKER_KEYS[lesson_id] != reference_key:
+        raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
+                           f"client (installed at {Path(__file__).resolve().parent.parent}); install the same "
+                           f"version of the course on every worker")
+    _worker_sandbox(limits, sandbox_env() if env is None else env)
+    if reference is None:
+        reference = _SHIPPED.get((lesson_id, reference_key))
+        if reference is None:
+            raise ClusterError(f"the worker on {socket.gethostname()} did not receive the reference")
+    Reference.inject(lesson, reference)
+    here, tmp = path, None
+    if content is not None and file_digest(Path(path)) != digest:  # no shared filesystem: grade the bytes
+        tmp = Path(tempfile.mkdtemp(prefix="course-task-"))
+        here = str(tmp / student / Path(path).name)
+        Path(here).parent.mkdir()
+        Path(here).write_bytes(content)
+    try:
+        data = result_to_dict(grade_submission(lesson, student, Path(here)))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is not None:  # the client's path, wherever it appears (the notebook field, messages)
+        data = json.loads(json.dumps(data).replace(json.dumps(here)[1:-1], json.dumps(path)[1:-1]))
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The client's side
+
+def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
+    from .grading import _error_result
+
+    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
+                                       f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
+                                       f"retried further ({type(exc).__name__})")
+
+
+# the scheduler's settings (for a LocalCluster; a remote scheduler is started with them, docs/deploying.md):
+# a task may lose MAX_WORKER_DEATHS workers; a worker holds only the task it runs (so only that one is
+# suspected when the worker dies)
+SCHEDULER_CONFIG = {"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS,
+                    "distributed.scheduler.worker-saturation": 1.0}
+
+
+def local_cluster(workers: int):
+    """A LocalCluster of `workers` processes with one thread each, as `--scheduler local` starts it."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set(SCHEDULER_CONFIG):
+        # memory_limit=0: nothing of the batch spilled to disk, no memory-based pauses or restarts; the
+        # sandbox limits each grading child's memory instead
+        return LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, memory_limit=0,
+                            dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.ERROR)
+
+
+def connect(scheduler: str, workers: int):
+    """(client, cluster or None): a LocalCluster of `workers` processes, or a running scheduler's client."""
+    from distributed import Client
+
+    if scheduler == "local":
+        cluster = local_cluster(workers)
+        return Client(cluster), cluster
+    try:
+        return Client(scheduler, timeout=30), None
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"could not reach the Dask scheduler at {scheduler} ({exc})") from None
+
+
+def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], scheduler, on_done=None,
+                     workers: int = 2, digests: dict[str, str | None] | None = None,
+                     task=grade_task) -> dict[str, LessonResult]:
+    """Grade every submission on Dask; `on_done(student, result)` after each one, in this thread, as results
+    arrive. `scheduler`: "local", a scheduler's address, or a `distributed.Client` (used, not closed).
+    `digests` are the submissions' sha256 if already known."""
+    from concurrent.futures import CancelledError
+
+    from distributed import Client, as_completed
+    from distributed.scheduler import KilledWorker
+
+    from .grading import Reference, hidden_seed, reference_key
+
+    digests = dict(digests or {})
+    key = reference_key(lesson, "cpu")
+    hidden_seed()  # drawn (or taken from COURSE_HIDDEN_SEED) here, and shipped to the workers
+    limits, env = sandbox_limits(), sandbox_env()
+    # the reference's child runs while the cluster starts (or the client connects)
+    path, child = Reference.start(lesson, "cpu", trusted=True)
+    try:
+        client, cluster = (scheduler, None) if isinstance(scheduler, Client) else connect(scheduler, workers)
+    except BaseException:
+        if child is not None:
+            child.kill_all()
+            child.proc.wait()
+            shutil.rmtree(child.out, ignore_errors=True)
+        raise
+    try:
+        reference = Reference.finish(lesson, path, child, "cpu")
+    except BaseException:
+        if client is not scheduler:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+    results: dict[str, LessonResult] = {}
+    pending: dict = {}
+    plugin = None
+    try:
+        from .cluster_plugin import ReferencePlugin
+
+        plugin = ReferencePlugin(lesson.id, key, reference)
+        client.register_plugin(plugin)
+        del reference
+        run = uuid.uuid4().hex[:8]
+        todo = list(submissions)[::-1]
+        done = as_completed()
+        count = itertools.count()
+        lost: dict[str, int] = {}  # student -> results lost with their worker before they could be fetched
+
+        def submit_next() -> None:
+            student, path = todo.pop()
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = None  # graded where it is: the same error row as a local run gives
+            digest = digests.get(student) or file_digest(Path(path))
+            future = client.submit(task, lesson.id, student, str(path), content, digest, None, key, limits, env,
+                                   key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200], pure=False,
+                                   retries=1)
+            pending[future] = (student, str(path))
+            done.add(future)
+
+        window = max(IN_FLIGHT, 4 * sum(client.nthreads().values()))
+        while todo and len(pending) < window:
+            submit_next()
+        for future in done:
+            student, path = pending.pop(future)
+            data = exc = None
+            try:
+                if future.status == "finished":
+                    data = future.result()
+                else:
+                    exc = future.exception()
+            except CancelledError:
+                pass  # lost: its worker died after the task finished, or the scheduler went away
+            future.release()
+            if data is not None:
+                result = result_from_dict(data)
+            elif isinstance(exc, KilledWorker):
+                result = _worker_died_result(lesson, path, exc)
+            elif exc is not None:
+                raise ClusterError(f"grading {student} failed on the cluster: {type(exc).__name__}: "
+                                   f"{str(exc)[:400]}")
+            else:
+                lost[student] = lost.get(student, 0) + 1
+                if client.status != "running" or lost[student] > MAX_WORKER_DEATHS:
+                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?)")
+                todo.append((student, Path(path)))
+                submit_next()  # graded again: the same submission, the same result
+                continue
+            results[student] = result
+            if on_done:
+                on_done(student, result)
+            if todo:
+                submit_next()
+    finally:
+        if client is scheduler and pending:  # a client the caller keeps: cancel what this batch left
+            client.cancel(list(pending))
+        if plugin is not None and cluster is None and client.status == "running":
+            try:  # a running cluster keeps no reference after the batch
+                client.unregister_worker_plugin(plugin.name)
+            except Exception:  # (a cluster going away as the batch stops)
+                pass
+        if client is not scheduler:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    return dict(sorted(results.items()))

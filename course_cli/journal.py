@@ -1,0 +1,157 @@
+"""The results journal of a class grading: one JSON line per submission, written (flushed and fsync'd) as
+each result arrives, so that an interrupted `course grade` (Ctrl-C, a killed client, a lost cluster)
+continues with `--resume`, grading only what is missing.
+
+    {"journal": 1, "lesson": "lesson01", "reference": "<grading.reference_key>"}        the header
+    {"student": "alice", "notebook": "...", "sha256": "...", "result": {...}}            one per submission
+
+A line counts on resume only if it parses (the torn last line of a killed run is dropped) and its
+submission's file still has the same sha256 (a resubmitted notebook is graded again). A journal written by
+another lesson or another version of the graders (another reference key) is refused, not mixed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from graders.results import CheckResult, ExerciseResult, LessonResult
+
+FORMAT = 1
+
+
+class JournalError(ValueError):
+    """A journal that cannot be resumed; the message says why and what to do."""
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of a submission's bytes, or None if it cannot be read (it is graded, as an error row)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def result_to_dict(result: LessonResult) -> dict:
+    """`LessonResult.to_dict()` plus the notes: everything needed to rebuild the result exactly."""
+    return {**result.to_dict(), "notes": list(result.notes)}
+
+
+def _fields(cls, data: dict) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def result_from_dict(data: dict) -> LessonResult:
+    """The inverse of `result_to_dict` (derived keys such as score are recomputed, not read)."""
+    exercises = [ExerciseResult(**{**_fields(ExerciseResult, e),
+                                   "checks": [CheckResult(**_fields(CheckResult, c)) for c in e["checks"]]})
+                 for e in data["exercises"]]
+    return LessonResult(**{**_fields(LessonResult, data), "exercises": exercises})
+
+
+def journal_seed(path: Path) -> int | None:
+    """The hidden seed a journal's run was graded with (None if it has none or is not a journal)."""
+    try:
+        with open(path, "rb") as f:
+            seed = json.loads(f.readline()).get("seed")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return seed if isinstance(seed, int) else None
+
+
+class Journal:
+    """Append-only; `record` returns once the line is on disk."""
+
+    def __init__(self, path: Path, header: dict, done: dict[str, dict]):
+        self.path, self.header, self.done = Path(path), header, done
+        self._f = None
+
+    @classmethod
+    def open(cls, path: Path, lesson: str, reference: str, resume: bool, seed: int | None = None) -> "Journal":
+        """Start a journal at `path`, or with resume=True continue the one there. Starting afresh over an
+        existing journal keeps it as `<path>.bak`. `seed`: the run's hidden checks' seed (resumed alike)."""
+        path = Path(path)
+        header = {"journal": FORMAT, "lesson": lesson, "reference": reference}
+        if seed is not None:
+            header["seed"] = seed
+        done: dict[str, dict] = {}
+        if path.exists() and resume:
+            raw = path.read_bytes()
+            lines = raw.split(b"\n")
+            if raw and not raw.endswith(b"\n"):
+                lines = lines[:-1]  # the line a killed run was writing
+            try:
+                old = json.loads(lines[0])
+            except (ValueError, IndexError):
+                raise JournalError(f"{path} is not a results journal; grade without --resume "
+                                   f"(it will be kept as {path.name}.bak)") from None
+            if not isinstance(old, dict) or old.get("journal") != FORMAT:
+                raise JournalError(f"{path} is not a results journal of this version of the course")
+            if old.get("lesson") != lesson:
+                raise JournalError(f"{path} is the journal of {old.get('lesson')}, not {lesson}")
+            if old.get("reference") != reference:
+                raise JournalError(f"{path} was written with other graders or another solved notebook (the "
+                                   f"course changed since); grade afresh, without --resume")
+            if old.get("seed") != seed:
+                raise JournalError(f"{path} was graded with the hidden seed {old.get('seed')}, not {seed}: "
+                                   f"resume without --seed (or with --seed {old.get('seed')})")
+            for line in lines[1:]:
+                try:
+                    entry = json.loads(line)
+                    entry["result"] = result_from_dict(entry["result"])
+                    done[entry["student"]] = entry
+                except (ValueError, KeyError, TypeError):
+                    continue  # a damaged line: that student is graded again
+            journal = cls(path, header, done)
+            journal._f = open(path, "r+b")
+            journal._f.truncate(raw.rfind(b"\n") + 1)  # drop the torn line, append after the whole ones
+            journal._f.seek(0, os.SEEK_END)
+            return journal
+        if path.exists():
+            os.replace(path, path.with_name(path.name + ".bak"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        journal = cls(path, header, done)
+        journal._f = open(path, "wb")
+        journal._write(header)
+        return journal
+
+    @classmethod
+    def matches(cls, path: Path, lesson: str, reference: str, seed: int | None = None) -> bool:
+        """Can the journal at `path` be resumed for this lesson, these graders and this seed?"""
+        try:
+            cls.open(path, lesson, reference, resume=True, seed=seed).close()
+            return True
+        except (JournalError, OSError):
+            return False
+
+    def finished(self, student: str, digest: str | None) -> LessonResult | None:
+        """The journalled result of `student`, if it was graded from the same bytes."""
+        entry = self.done.get(student)
+        if entry is None or digest is None or entry.get("sha256") != digest:
+            return None
+        return entry["result"]
+
+    def record(self, student: str, notebook: str, digest: str | None, result: LessonResult) -> None:
+        entry = {"student": student, "notebook": notebook, "sha256": digest, "result": result_to_dict(result)}
+        self._write(entry)
+        self.done[student] = {**entry, "result": result}
+
+    def _write(self, obj: dict) -> None:
+        self._f.write(json.dumps(obj, ensure_ascii=False).encode() + b"\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
