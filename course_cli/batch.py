@@ -23,16 +23,50 @@ CSV_FIELDS = ["student", "lesson", "exercise", "status", "points", "max_points",
 
 def find_submissions(root: Path, lesson: Lesson) -> list[tuple[str, Path]]:
     """(student, notebook) pairs under `root`, sorted by student."""
+    return find_class(root, lesson)[0]
+
+
+def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict[str, str], dict[str, str]]:
+    """(submissions, renamed, missing) under `root`: the (student, notebook) pairs to grade, sorted by student;
+    for students whose notebook was found under another name, what was graded and why; and the students of an
+    nbgrader layout with a folder but no gradable notebook, with the reason. Nobody is silently dropped."""
     root = Path(root)
     if (root / "submitted").is_dir():
         root = root / "submitted"
-    found = {}
-    for p in sorted(root.glob(f"*/{lesson.id}/{lesson.notebook}")):
-        found[p.parent.parent.name] = p
-    if not found:
+    found, renamed, missing = {}, {}, {}
+    for folder in sorted(p for p in root.glob(f"*/{lesson.id}") if p.is_dir()):
+        student = folder.parent.name
+        exact = folder / lesson.notebook
+        if exact.is_file():
+            found[student] = exact
+            continue
+        nbs = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+        stem = lesson.notebook.removesuffix(".ipynb")
+        near = [p for p in nbs if p.stem.startswith(stem)]
+        pick = nbs[0] if len(nbs) == 1 else (near[0] if len(near) == 1 else None)
+        if pick is not None:
+            found[student] = pick
+            renamed[student] = f"graded {pick.name}: there is no {lesson.notebook} in {folder}"
+        elif nbs:
+            missing[student] = (f"no {lesson.notebook} in {folder}, and {len(nbs)} other notebooks "
+                                f"({', '.join(p.name for p in nbs[:5])}): rename the one to grade")
+        else:
+            missing[student] = f"no notebook in {folder}"
+    if not found and not missing:
         for p in sorted(root.glob("*.ipynb")):
             found[p.stem] = p
-    return sorted(found.items())
+    return sorted(found.items()), renamed, missing
+
+
+def missing_result(lesson: Lesson, reason: str) -> LessonResult:
+    """The row of a student who handed in nothing gradable: 0 points, the reason, never dropped."""
+    from graders.results import CheckResult, ExerciseResult
+
+    result = LessonResult(lesson.id, "", notes=[reason])
+    for ex in lesson.exercises:
+        result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
+                                               [CheckResult("submission", "error", message=reason)]))
+    return result
 
 
 def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
@@ -64,20 +98,37 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
 
 
 def summary(results: dict[str, LessonResult]) -> dict:
-    """Per-exercise pass rates and the most frequent diagnoses across the class."""
+    """The class at a glance, as data: per-exercise pass rates and statuses, every diagnosis with its count and
+    the students it applies to, and the submissions that errored or timed out (the grader's own failures,
+    `kind: "grader"`, apart from the students' code's, `kind: "code"`). Written into `course grade`'s JSON."""
     n = len(results)
-    rates, diagnoses = {}, Counter()
-    for res in results.values():
+    rates: dict[str, Counter] = {}
+    max_points: dict[str, float] = {}
+    diagnosed: dict[tuple[str, str], list[str]] = {}
+    errors, timeouts = [], []
+    for student, res in sorted(results.items()):
         for ex in res.exercises:
             rates.setdefault(ex.id, Counter())[ex.status] += 1
+            max_points[ex.id] = ex.max_points
             if ex.diagnosis:
-                diagnoses[(ex.id, ex.diagnosis)] += 1
+                diagnosed.setdefault((ex.id, ex.diagnosis), []).append(student)
+            if ex.status in ("error", "timeout"):
+                grader = bool(ex.checks) and ex.checks[0].name == "notebook"
+                (errors if ex.status == "error" else timeouts).append(
+                    {"student": student, "exercise": ex.id, "kind": "grader" if grader else "code",
+                     "reason": ex.reason})
+    ranked = sorted(diagnosed.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     return {
         "students": n,
         "mean_score": round(sum(r.score for r in results.values()) / n, 3) if n else 0.0,
+        "max_score": max((r.max_score for r in results.values()), default=0.0),
         "exercises": [{"exercise": ex, "passed": c["passed"], "pass_rate": round(c["passed"] / n, 3) if n else 0.0,
-                       "statuses": dict(c)} for ex, c in rates.items()],
-        "diagnoses": [{"exercise": ex, "diagnosis": d, "students": k} for (ex, d), k in diagnoses.most_common(10)],
+                       "statuses": dict(c), "max_points": max_points[ex]} for ex, c in rates.items()],
+        # `students` is the count (as before); `who` names them
+        "diagnoses": [{"exercise": ex, "diagnosis": d, "students": len(who), "who": sorted(who)}
+                      for (ex, d), who in ranked],
+        "errors": errors,
+        "timeouts": timeouts,
     }
 
 
@@ -89,10 +140,23 @@ def csv_safe(value):
     return value
 
 
+TOTAL = "TOTAL"  # the exercise column of each student's total row in the CSV
+
+
 def rows(results: dict[str, LessonResult]) -> list[dict]:
-    return [{"student": student, "lesson": res.lesson, "exercise": ex.id, "status": ex.status, "points": ex.points,
-             "max_points": ex.max_points, "diagnosis": ex.diagnosis or "", "reason": ex.reason, "notebook": res.notebook}
-            for student, res in results.items() for ex in res.exercises]
+    """One row per student and exercise, then the student's TOTAL row (points summed; status `passed` when every
+    exercise passed, else `incomplete`; reason: how many passed)."""
+    out = []
+    for student, res in results.items():
+        out += [{"student": student, "lesson": res.lesson, "exercise": ex.id, "status": ex.status,
+                 "points": ex.points, "max_points": ex.max_points, "diagnosis": ex.diagnosis or "",
+                 "reason": ex.reason, "notebook": res.notebook} for ex in res.exercises]
+        passed = sum(ex.status == "passed" for ex in res.exercises)
+        out.append({"student": student, "lesson": res.lesson, "exercise": TOTAL,
+                    "status": "passed" if res.all_passed else "incomplete", "points": res.score,
+                    "max_points": res.max_score, "diagnosis": "",
+                    "reason": f"{passed} of {len(res.exercises)} exercises passed", "notebook": res.notebook})
+    return out
 
 
 def any_errors(results: dict[str, LessonResult]) -> bool:
@@ -101,7 +165,8 @@ def any_errors(results: dict[str, LessonResult]) -> bool:
                for res in results.values() for ex in res.exercises)
 
 
-def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> None:
+def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False,
+          seed: int | None = None) -> None:
     """Write results as CSV or JSON (by suffix). With update=True, students already in `out` and not
     in `results` are kept (re-grading one student)."""
     out = Path(out)
@@ -120,6 +185,36 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False) -> 
     if update and out.exists():
         old = json.loads(out.read_text()).get("students", {})
         students = {**old, **students}
+    students = dict(sorted(students.items()))
     data = {"lesson": next(iter(results.values())).lesson if results else None,
-            "students": dict(sorted(students.items()))}
+            "students": students,
+            "summary": summary({s: result_from_dict(d) for s, d in students.items()})}
+    if seed is not None:
+        data["hidden_seed"] = seed  # the hidden checks' inputs of this run: `course grade --seed` repeats it
+    if insecure:
+        data["insecure"] = True  # graded without the sandbox (--insecure)
     out.write_text(json.dumps(data, indent=1))
+
+
+def result_from_dict(d: dict) -> LessonResult:
+    """A LessonResult back from its JSON (`LessonResult.to_dict`); notes are not stored there."""
+    from graders.results import CheckResult, ExerciseResult
+
+    return LessonResult(d["lesson"], d.get("notebook", ""), [
+        ExerciseResult(e["id"], e["status"], float(e["points"]), float(e["max_points"]),
+                       [CheckResult(c["name"], c["status"], c.get("device", "cpu"), c.get("dtype", "float32"),
+                                    c.get("message", "")) for c in e.get("checks", [])], e.get("diagnosis"))
+        for e in d.get("exercises", [])])
+
+
+def load(path: Path) -> tuple[str | None, dict[str, LessonResult]]:
+    """`course grade`'s JSON back: (lesson, {student: LessonResult}). ValueError when it is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        students = data["students"]
+        if not isinstance(students, dict):
+            raise TypeError("students is not an object")
+        return data.get("lesson"), {s: result_from_dict(d) for s, d in students.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path} is not the JSON `course grade --out results.json` writes "
+                         f"({type(exc).__name__}: {exc})") from None

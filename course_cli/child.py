@@ -131,6 +131,7 @@ def run(job: dict) -> None:
     from graders import engine
 
     torch.manual_seed(0)
+    engine.HIDDEN_SEED = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
     module = __import__(job["module"], fromlist=["CHECKS"])
     configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
                            key=lambda c: c.key))
@@ -214,7 +215,7 @@ def run(job: dict) -> None:
 
     if job.get("mistakes"):
         for mistake in getattr(module, "MISTAKES", ()):
-            if mistake.exercise not in job["exercises"]:
+            if mistake.exercise not in job["exercises"] or mistake.observed:
                 continue
             _write(progress, f"probing mistake {mistake.id}")
             m_ns = dict(ns)
@@ -249,7 +250,14 @@ def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:
 
 def _stop_leftovers() -> None:
     """Kill the processes the notebook's cells left running, before the checks: they would hold the
-    process limit (and the checks' threads could not start). Only inside a course cgroup of our own."""
+    process limit (and the checks' threads could not start). Inside bubblewrap this process is alone in
+    its PID namespace with the sandbox's init, so kill(-1) reaches exactly the notebook's processes;
+    otherwise only inside a course cgroup of our own."""
+    if os.environ.get("COURSE_SANDBOXED") == "1":
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process of this PID namespace but init and this one
+        except OSError:
+            pass
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)

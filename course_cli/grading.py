@@ -39,6 +39,8 @@ def _source_files(lesson: Lesson) -> list[Path]:
         if cur in seen:
             continue
         seen.append(cur)
+        if not cur.solution_path.exists():  # the student distribution
+            continue
         text = cur.solution_path.read_text(encoding="utf-8")
         todo += [find_lesson(k) for k in re.findall(r"import_lesson\(\s*\\?['\"](\w+)", text)]
     g = ROOT / "graders"
@@ -65,6 +67,7 @@ def cuda_available() -> bool:
 
 
 def _load(path: Path):
+    """A cache file of ours (written by this process's kind, out of the children's reach)."""
     import torch
 
     try:
@@ -73,7 +76,98 @@ def _load(path: Path):
         return None
 
 
-_TRUSTED: dict[tuple[str, str], "Reference"] = {}  # fresh references, kept in this process's memory only
+class _Unreadable(dict):
+    """Observations a child sent back that the grader does not accept (see course_cli.readback)."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+
+def _read_obs(path: Path):
+    """A child's observation file: None when absent; _Unreadable when it is not plain, bounded data."""
+    from .readback import ReadBackError, load_tensors
+
+    if not os.path.lexists(path):
+        return None
+    try:
+        obs = load_tensors(path)
+    except ReadBackError as exc:
+        return _Unreadable(str(exc))
+    why = _malformed(obs)
+    if why:
+        return _Unreadable(f"{path.name} is not an observation record ({why})")
+    return obs
+
+
+def _malformed(obs) -> str | None:
+    """Why `obs` does not have the layout engine.probe_exercise writes, or None."""
+    if not isinstance(obs, dict):
+        return "not a dict"
+    checks = obs.get("checks", {})
+    if not isinstance(checks, dict):
+        return "checks is not a dict"
+    for k, v in checks.items():
+        if not isinstance(v, dict):
+            return f"check {k[:60]!r} is not a dict"
+        err = v.get("__error__")
+        if err is not None and not (isinstance(err, dict) and all(isinstance(err.get(f), str)
+                                                                 for f in ("kind", "type", "message"))):
+            return f"check {k[:60]!r} has a malformed error"
+    for f in ("forbidden", "mutated"):
+        if not (isinstance(obs.get(f, []), list) and all(isinstance(x, str) for x in obs.get(f, []))):
+            return f"{f} is not a list of strings"
+    for f in ("missing", "timeout"):
+        if not isinstance(obs.get(f, False), bool):
+            return f"{f} is not a bool"
+    if not isinstance(obs.get("message", ""), str):
+        return "message is not a string"
+    return None
+
+
+def _as_errors(module, name: str, bad: "_Unreadable") -> dict:
+    """Unreadable observations as an error on every check of the exercise, with what was wrong."""
+    err = {"__error__": {"kind": "error", "type": "ReadBack", "message": (
+        f"the grader could not accept what your code's grading process sent back: {bad.message}")}}
+    keys = [c.key(cfg) for c in module.CHECKS.of(name) for cfg in c.configs]
+    return {"checks": {k: err for k in keys}, "forbidden": [], "mutated": []}
+
+
+def _cell_reports(child) -> list[dict]:
+    """cells.json, kept only if it is a list of plain cell reports."""
+    reports = child.json("cells.json")
+    if not isinstance(reports, list):
+        return []
+    ok = []
+    for r in reports[:10_000]:
+        if isinstance(r, dict) and isinstance(r.get("status"), str) and isinstance(r.get("index"), (int, str)) \
+                and isinstance(r.get("error", ""), str):
+            ok.append({"index": r["index"], "status": r["status"][:40], **({"error": r["error"][:2000]} if "error" in r else {})})
+    return ok
+
+
+def visible_solutions(lesson: Lesson) -> list[Path]:
+    """The solved notebooks a lesson's notebook builds on (`import_lesson`, transitively), never its own."""
+    return [p for p in _source_files(lesson) if p.suffix == ".ipynb" and p != lesson.solution_path and p.exists()]
+
+
+def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
+    """Where the student distribution keeps the public checks' reference observations."""
+    return ROOT / "graders" / "data" / "reference" / f"{lesson.id}-{device}.pt"
+
+
+_TRUSTED: dict[tuple, "Reference"] = {}  # fresh references, kept in this process's memory only
+
+
+def hidden_seed() -> int:
+    """The seed of this class-grading run's hidden checks: COURSE_HIDDEN_SEED when given (to repeat a run),
+    else drawn once per process (and put there, so workers started from here share it)."""
+    import secrets
+
+    if not os.environ.get("COURSE_HIDDEN_SEED", "").isdigit():
+        os.environ["COURSE_HIDDEN_SEED"] = str(secrets.randbits(31))
+    return int(os.environ["COURSE_HIDDEN_SEED"])
+_LOADED: dict = {}  # a cache file read (and checked) by Reference.start, handed to Reference.finish
 
 
 class Reference:
@@ -90,16 +184,29 @@ class Reference:
     @staticmethod
     def start(lesson: Lesson, device: str = "cpu", trusted: bool = False):
         """Return (cache path or None, child or None): a child starts only when nothing is at hand."""
+        if not lesson.solution_path.exists():  # the student distribution: public references ship as data
+            path = shipped_reference(lesson, device)
+            if not path.exists():
+                raise RuntimeError(f"this installation has no reference for {lesson.id} on {device}")
+            return path, None
         if trusted:
-            if (lesson.id, device) in _TRUSTED:
+            if (lesson.id, device, hidden_seed()) in _TRUSTED:
                 return None, None
             path = None
         else:
             path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
             if path.exists():
-                return path, None
+                data = _load(path)
+                if isinstance(data, dict) and isinstance(data.get("exercises"), dict) \
+                        and isinstance(data.get("mistakes"), dict) \
+                        and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises):
+                    _LOADED[path] = data
+                    return path, None
+                path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
         cells = graded_cells(read_notebook(lesson.solution_path))
-        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True)
+        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
+                              visible=[ROOT / "solutions"], strict=trusted,
+                              hidden_seed=hidden_seed() if trusted else None)
         return path, child
 
     @staticmethod
@@ -109,26 +216,33 @@ class Reference:
         import torch
 
         if child is None and path is None:
-            return copy.deepcopy(_TRUSTED[(lesson.id, device)])
+            return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
         if child is not None:
             child.wait()
             if child.death():
+                child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
                                    f"{child.text('stderr.txt')}")
-            data = {"exercises": {e.name: _load(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
+            data = {"exercises": {e.name: _read_obs(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
                     "mistakes": {}}
             for f in child.out.glob("mistake-*.pt"):
-                data["mistakes"][f.stem.removeprefix("mistake-")] = _load(f)
-            shutil.rmtree(child.out, ignore_errors=True)
+                data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
+            child.cleanup()
+            bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
+            if bad:
+                raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
+            data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
-                _TRUSTED[(lesson.id, device)] = Reference(data["exercises"], data["mistakes"])
-                return copy.deepcopy(_TRUSTED[(lesson.id, device)])
+                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"])
+                return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
             os.replace(tmp, path)
-        data = _load(path)
-        return Reference(data["exercises"], data["mistakes"])
+        data = _LOADED.pop(path, None) or _load(path)
+        if not isinstance(data, dict) or "exercises" not in data:
+            raise RuntimeError(f"the reference observations in {path} cannot be read; delete the file and retry")
+        return Reference(data["exercises"], data.get("mistakes", {}))
 
 
 def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error") -> LessonResult:
@@ -149,35 +263,57 @@ class Grading:
         self.trusted = trusted
         self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
         self.names = [e.name for e in self.wanted]
-        # the student's child first, then the reference's if the cache misses
-        self.student = sandbox.start(lesson.module, cells, self.names, "cpu", only_public=only_public, cwd=cwd)
-        self.ref_path, self.ref_child = Reference.start(lesson, "cpu", trusted)
+        # The reference is finished before any student child starts (a cold cache costs that once), so no
+        # student code runs while reference observations are being written anywhere.
+        ref_path, ref_child = Reference.start(lesson, "cpu", trusted)
+        self.reference = Reference.finish(lesson, ref_path, ref_child, "cpu") if ref_child is not None else None
+        self.ref_path = ref_path
+        self.student = self._start_student("cpu")
+
+    def _start_student(self, device: str):
+        visible, env = visible_solutions(self.lesson), {}
+        if not self.trusted and self.cwd:
+            # your own folder, for `import_lesson(..., mine=True)` (and the student distribution's import_lesson)
+            visible.append(Path(self.cwd))
+            env["COURSE_WORKSPACE"] = str(self.cwd)
+        return sandbox.start(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
+                             cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
+                             hidden_seed=hidden_seed() if self.trusted else None)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student
         module = __import__(lesson.module, fromlist=["CHECKS"])  # imports torch while the children work
-        reference = Reference.finish(lesson, self.ref_path, self.ref_child, "cpu")
-        student.wait()
-        obs = {n: _load(student.out / f"obs-{n}.pt") if (student.out / f"obs-{n}.pt").exists() else None
-               for n in names}
-        gpu = cuda_available()
-        if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
-            self._add_gpu(obs, reference)
+        reference = self.reference or Reference.finish(lesson, self.ref_path, None, "cpu")
         try:
-            return _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
-                          self.only_public)
+            student.wait()
+            obs = {n: _read_obs(student.out / f"obs-{n}.pt") for n in names}
+            obs = {n: _as_errors(module, n, o) if isinstance(o, _Unreadable) else o for n, o in obs.items()}
+            gpu = cuda_available()
+            if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
+                self._add_gpu(obs, reference)
+            result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
+                            self.only_public)
+            if not lesson.solution_path.exists():
+                result.notes.append("the hidden checks are run by your instructor when grading; "
+                                    "this checked the public ones")
+            if not student.sandboxed and self.trusted:
+                result.notes.append("graded WITHOUT the sandbox (--insecure): this notebook's code ran as the "
+                                    "grader's own user, with its files and network")
+            return result
         finally:
-            shutil.rmtree(student.out, ignore_errors=True)
+            student.kill_all()
+            student.cleanup()
 
     def _add_gpu(self, obs: dict, reference: "Reference") -> None:
         """GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit."""
         lesson, names = self.lesson, self.names
-        g_student = sandbox.start(lesson.module, self.cells, names, "cuda", only_public=self.only_public, cwd=self.cwd)
         g_path, g_child = Reference.start(lesson, "cuda", self.trusted)
         g_reference = Reference.finish(lesson, g_path, g_child, "cuda")
+        g_student = self._start_student("cuda")
         g_student.wait()
         for n in names:
-            g = _load(g_student.out / f"obs-{n}.pt") if (g_student.out / f"obs-{n}.pt").exists() else None
+            g = _read_obs(g_student.out / f"obs-{n}.pt")
+            g = None if isinstance(g, _Unreadable) else g
             if obs[n] is not None and g is not None and not obs[n].get("missing"):
                 obs[n]["checks"].update(g["checks"])
                 obs[n]["forbidden"] = sorted(set(obs[n]["forbidden"]) | set(g["forbidden"]))
@@ -185,7 +321,7 @@ class Grading:
         for m, m_obs in g_reference.mistakes.items():
             if m in reference.mistakes:
                 reference.mistakes[m]["checks"].update(m_obs["checks"])
-        shutil.rmtree(g_student.out, ignore_errors=True)
+        g_student.cleanup()
 
 
 def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
@@ -198,7 +334,7 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
     """Gather what the children left and let graders/verdict.py decide."""
     from graders.verdict import StudentRun, judge_lesson
 
-    run = StudentRun(all_obs, student.json("cells.json") or [], student.death(), bool(student.timed_out))
+    run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))
     return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes, cells, notebook, wanted, gpu,
                         only_public)
 
@@ -210,7 +346,7 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
         nb = read_notebook(path)
     except NotebookError as exc:
         return _error_result(lesson, str(path), str(exc))
-    return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).parent),
+    return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
                        trusted=trusted)
 
 
@@ -225,7 +361,7 @@ def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:
         raise RuntimeError(str(exc)) from None
     reports = []
     for device in ("cpu", "cuda"):
-        child = sandbox.start(lesson.module, cells, [], device, bench=True, cwd=str(Path(path).parent),
+        child = sandbox.start(lesson.module, cells, [], device, bench=True, cwd=str(Path(path).resolve().parent),
                               exercise_timeout=600).wait()
         try:
             if child.death():

@@ -1,16 +1,38 @@
-"""Grading from inside a running notebook: the check cells call `grade(lesson, exercise)`.
+"""Grading from inside a running notebook: the check cells call `grade(lesson, exercise)`; `check("softmax")`
+works in any cell.
 
 The kernel's own cell history (what the student ran, in the order they ran it) is handed to the same
-sandboxed child and parent-side judge as `course check`; nothing is judged inside the kernel. A failing
-exercise raises AssertionError, so nbgrader's autograder gives the cell 0 points and a passing one full
-points: the same all-or-nothing rule as `course check`.
+sandboxed child and parent-side judge as `course check`; nothing is judged inside the kernel. The report is
+HTML that wraps to the output area, with the failing matrix drawn when there is one.
+
+A failing check does not raise in a student's kernel, so Run All goes on to the end of the notebook (the
+plots after a check are often what shows the mistake). Scoring does not depend on it: under `nbgrader
+autograde` this function grades nothing, and the course's autograder step (course_cli/nbgrader_course.py,
+ApplyCourseVerdict) replaces each check cell's outputs with the verdict computed outside the kernel, with an
+error output when the exercise did not pass, so nbgrader gives that cell 0 points. Set COURSE_CHECK_RAISE=1
+to make a failing check raise (a short error, never the course's own traceback).
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 _GRADING_CELL = re.compile(r"\bgrade\(\s*['\"]lesson|\bcheck\(\s*['\"]")
+
+
+class CheckFailed(AssertionError):
+    """A check that did not pass, or could not run: shown as one line, without the course's frames."""
+
+    def _render_traceback_(self):  # IPython shows these lines instead of a traceback
+        return [f"\x1b[31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+class CheckError(ValueError):
+    """A check cell asked for something that does not exist (a misspelt exercise): one line, no traceback."""
+
+    def _render_traceback_(self):
+        return [f"\x1b[31m{type(self).__name__}\x1b[0m: {self}"]
 
 
 def kernel_cells() -> list[dict]:
@@ -21,7 +43,8 @@ def kernel_cells() -> list[dict]:
         get_ipython = lambda: None  # noqa: E731
     ip = get_ipython()
     if ip is None:
-        raise RuntimeError("grade() runs inside a Jupyter notebook; from a terminal use `course check LESSON`")
+        raise CheckError("grade() runs inside a Jupyter notebook; from a terminal use `course check LESSON`")
+    ip.user_ns.setdefault("check", check)  # after the first check cell, `check("softmax")` works in any cell
     history = list(ip.history_manager.input_hist_raw)
     return [{"index": i, "source": src} for i, src in enumerate(history)
             if src.strip() and not _GRADING_CELL.search(src)]
@@ -30,25 +53,34 @@ def kernel_cells() -> list[dict]:
 def check(exercise: str, lesson: str | None = None):
     """`check("softmax")`: grade one exercise from a notebook cell, every check included (as `course check`)."""
     __tracebackhide__ = True
-    from graders.registry import LESSONS
+    from graders.registry import LESSONS, UnknownLesson, find_lesson
 
     if lesson is None:
         owners = [l.id for l in LESSONS if any(e.name == exercise for e in l.exercises)]
         if len(owners) != 1:
-            raise ValueError(f"no single lesson has an exercise {exercise!r}; say which: check({exercise!r}, 'lessonNN')"
-                             if owners else f"no lesson has an exercise {exercise!r}")
+            if owners:
+                raise CheckError(f"more than one lesson has an exercise {exercise!r} ({', '.join(owners)}); "
+                                 f"say which: check({exercise!r}, {owners[0]!r})")
+            from difflib import get_close_matches
+
+            names = [e.name for l in LESSONS for e in l.exercises]
+            near = get_close_matches(exercise, names, n=1)
+            raise CheckError(f"no lesson has an exercise {exercise!r}" + (f"; did you mean {near[0]!r}?" if near else ""))
         lesson = owners[0]
+    else:
+        try:
+            lesson = find_lesson(lesson).id
+        except UnknownLesson as exc:
+            raise CheckError(str(exc)) from None
     return grade(lesson, exercise, hidden=True)
 
 
 def grade(lesson: str, exercise: str, hidden: bool = False):
-    """Check one exercise of `lesson` against the reference and show the table inline.
+    """Check one exercise of `lesson` against the reference and show the report inline.
 
     Public checks only unless `hidden=True` (nbgrader's hidden tests call it that way)."""
     __tracebackhide__ = True  # IPython: show the student's cell, not our frames
-    import os
-
-    from graders.registry import find_lesson
+    from graders.registry import UnknownLesson, find_lesson
 
     if os.environ.get("COURSE_NBGRADER") == "1":
         # Inside `nbgrader autograde` the verdict is computed outside this kernel (course_cli/nbgrader_course.py)
@@ -57,19 +89,32 @@ def grade(lesson: str, exercise: str, hidden: bool = False):
         return None
 
     from .grading import grade_cells
-    from .render import exercise_table, make_console
+    from .render import blocked_by, exercise_html, exercise_plain
 
-    lesson_obj = find_lesson(lesson)
-    lesson_obj.exercise(exercise)
-    result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", [exercise], only_public=not hidden)
-    console = make_console(jupyter=True)
-    ex = result.exercises[0]
-    console.print(exercise_table(result, ex))
-    _record(result)
-    if ex.status != "passed":
-        raise AssertionError(f"{exercise}: {ex.status.replace('_', ' ')} — {ex.reason}"
-                             + (f"\nLikely mistake: {ex.diagnosis}" if ex.diagnosis else ""))
+    try:
+        lesson_obj = find_lesson(lesson)
+        ex_obj = lesson_obj.exercise(exercise)
+    except (UnknownLesson, LookupError) as exc:
+        raise CheckError(str(exc).strip("'\"")) from None
+    names = [exercise] + [d for d in ex_obj.depends if d != exercise]  # its dependencies: to point back at them
+    result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", names, only_public=not hidden)
+    ex = next(e for e in result.exercises if e.id == exercise)
+    blockers = blocked_by(lesson_obj.id, result).get(exercise)
+    _display(exercise_html(ex, lesson_obj.id, blockers), exercise_plain(ex, lesson_obj.id, blockers))
+    single = type(result)(result.lesson, result.notebook, [ex], result.notes)
+    _record(single)
+    if ex.status != "passed" and os.environ.get("COURSE_CHECK_RAISE") == "1":
+        raise CheckFailed(f"{exercise}: {ex.status.replace('_', ' ')} — {ex.reason}")
     return None
+
+
+def _display(html: str, text: str) -> None:
+    try:
+        from IPython.display import display
+
+        display({"text/html": html, "text/plain": text}, raw=True)
+    except ImportError:  # pragma: no cover
+        print(text)
 
 
 def _record(result) -> None:

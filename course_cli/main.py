@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 
@@ -25,6 +26,26 @@ def _lesson(key: str):
         return find_lesson(key)
     except UnknownLesson as exc:
         raise CourseError(str(exc)) from None
+
+
+def _workspace():
+    """The workspace a command uses; outside any, say so (on stderr) and which one is used instead."""
+    from .workspace import find_workspace, outside_note
+
+    note = outside_note()
+    if note:
+        click.echo(f"note: {note}", err=True)
+    return find_workspace()
+
+
+def _workspace_or_fail():
+    from .workspace import locate
+
+    path, how = locate()
+    if how == "clone":
+        raise CourseError(f"no workspace here (no .course/ folder in {Path.cwd()} or above); make one with "
+                          f"`course init DIR`, then run this command inside it")
+    return path
 
 
 def _version() -> str:
@@ -47,34 +68,46 @@ def cli() -> None:
 
 @cli.command("list")
 def list_cmd() -> None:
-    """List the lessons and their exercises.
+    """List the lessons and their exercises (every name in full: they are what you type).
 
     Example: course list
     """
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
-    from .render import make_console
+    from .render import make_console, plural
 
-    table = Table(title="The attention course", title_justify="left")
-    table.add_column("lesson", no_wrap=True)
-    table.add_column("title")
-    table.add_column("exercises")
-    table.add_column("points", justify="right")
+    console = make_console()
+    console.print(Text("The attention course", style="bold"))
     for lesson in LESSONS:
-        names = ", ".join(e.name + (" (challenge)" if e.challenge else "") for e in lesson.exercises)
-        table.add_row(f"{lesson.id} ({lesson.slug})", lesson.title, names, f"{lesson.max_score:g}")
-    make_console().print(table)
+        head = Text(f"{lesson.id}", style="bold").append(f" ({lesson.slug})").append(f" — {lesson.title}")
+        head.append(f" · {plural(lesson.max_score, 'point')}", style="dim")
+        console.print(head, overflow="fold")
+        names = Text()
+        for i, e in enumerate(lesson.exercises):
+            if i:
+                names.append(", ")
+            names.append(e.name, style="cyan")
+            names.append(f" ({e.points:g}" + (", challenge" if e.challenge else "") + ")", style="dim")
+        console.print(Padding(names, (0, 0, 0, 2)), overflow="fold")
+    console.print(Text("A lesson is named by its id, number or topic: lesson01, 1 and sdpa are the same.", style="dim"))
 
 
 @cli.command()
 @click.argument("lesson")
 @click.argument("exercise", required=False)
-@click.option("--notebook", "notebook", type=click.Path(dir_okay=True), help="Grade this notebook file instead.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Grade this notebook file instead.")
 @click.option("--solution", is_flag=True, help="Grade the course's solved notebook (the reference).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--detail", is_flag=True, help="Show every check that did not pass, not only the first.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Also write the results, with figures, as a self-contained HTML page.")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
+@click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
+              "GitHub Classroom's workflow uses this).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          verbose: bool) -> None:
+          detail: bool, html_file: str | None, verbose: bool, public: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -83,7 +116,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     """
     from .grading import grade_notebook
     from .render import make_console, render_result
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -93,14 +126,14 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             raise CourseError(str(exc)) from None
     if notebook and solution:
         raise CourseError("give either --notebook or --solution, not both")
-    workspace = find_workspace()
+    workspace = None if solution or notebook else _workspace()
     if solution:
         path = lesson_obj.solution_path
     elif notebook:
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None)
+    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
     if not solution and not notebook:
         from .progress import ProgressStore
 
@@ -111,17 +144,28 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
             click.echo(f"warning: could not record progress ({exc})", err=True)
         for w in store.warnings:
             click.echo(f"warning: {w}", err=True)
+    if html_file:
+        from pathlib import Path
+
+        from .render import lesson_html
+
+        try:
+            Path(html_file).write_text(lesson_html(result, lesson_obj.title), encoding="utf-8")
+        except OSError as exc:
+            raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
         click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        render_result(make_console(), result, lesson_obj.title, verbose)
+        render_result(make_console(), result, lesson_obj.title, verbose, detail)
+        if html_file:
+            click.echo(f"wrote {html_file}")
     sys.exit(0 if result.all_passed else 1)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print progress as JSON.")
 def status(as_json: bool) -> None:
-    """Show your progress across the course.
+    """Show your progress across the course: per lesson your best points and your last attempt's.
 
     Example: course status
     """
@@ -130,34 +174,41 @@ def status(as_json: bool) -> None:
 
     from .progress import ProgressStore
     from .render import make_console, status_text
-    from .workspace import find_workspace
 
-    data = ProgressStore(find_workspace()).load()
+    data = ProgressStore(_workspace()).load()
     rows = []
     for lesson in LESSONS:
         rec = data["lessons"].get(lesson.id, {"attempts": [], "best": {}})
         best = rec.get("best", {})
         points = sum(best.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         last = rec["attempts"][-1]["time"] if rec["attempts"] else None
+        latest = {}  # each exercise as its latest attempt left it (an attempt may check one exercise only)
+        for attempt in rec["attempts"]:
+            latest.update(attempt.get("exercises", {}))
+        last_points = sum(latest.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         nxt = next((e.name for e in lesson.exercises if best.get(e.name, {}).get("status") != "passed"), None)
-        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "max_points": lesson.max_score,
+        rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "best_points": points,
+                     "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
                                    for e in lesson.exercises}})
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
-    table = Table(title="Your progress", title_justify="left")
-    table.add_column("lesson", no_wrap=True, min_width=8)
-    table.add_column("progress", no_wrap=True, min_width=10)
-    table.add_column("points", no_wrap=True, justify="right", min_width=6)
-    table.add_column("tries", no_wrap=True, justify="right", min_width=5)
-    table.add_column("last", no_wrap=True, min_width=10)
-    table.add_column("next", overflow="ellipsis", no_wrap=True, min_width=12, max_width=24)
+    table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
+                  "kept across attempts; last: where your latest attempts left each exercise", caption_justify="left")
+    table.add_column("lesson", no_wrap=True)
+    table.add_column("best", no_wrap=True)
+    table.add_column("", no_wrap=True, justify="right")
+    table.add_column("last", no_wrap=True, justify="right")
+    table.add_column("tries", no_wrap=True, justify="right")
+    table.add_column("when", no_wrap=True)
+    table.add_column("next", overflow="fold")
     for r in rows:
         ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
-        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=10)
-        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}",
+        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=8)
+        last = "–" if r["last_points"] is None else f"{r['last_points']:g}/{r['max_points']:g}"
+        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}", last,
                       str(r["attempts"]), ago, r["next"] or status_text("passed"))
     make_console().print(table)
     pending = next((r for r in rows if r["next"]), None)
@@ -184,14 +235,13 @@ def hint(lesson: str, exercise: str) -> None:
     Example: course hint lesson01 softmax
     """
     from .progress import ProgressStore
-    from .workspace import find_workspace
 
     lesson_obj = _lesson(lesson)
     try:
         ex = lesson_obj.exercise(exercise)
     except LookupError as exc:
         raise CourseError(str(exc)) from None
-    store = ProgressStore(find_workspace())
+    store = ProgressStore(_workspace())
     shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
     for i in range(shown):
         click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
@@ -218,7 +268,36 @@ def init(directory: str | None) -> None:
         click.echo(f"added   {p}")
     for p in kept:
         click.echo(f"kept    {p} (yours, untouched)")
-    click.echo(f"Workspace ready in {target}. Next: cd there, `jupyter lab lessons/`, then `course check lesson01`.")
+    click.echo(f"Workspace ready in {target}. Next: cd there, `course lab`, then `course check lesson01`.")
+
+
+@cli.command()
+@click.argument("lesson", required=False)
+@click.option("--print-command", is_flag=True, help="Only print the command that would start JupyterLab.")
+def lab(lesson: str | None, print_command: bool) -> None:
+    """Open JupyterLab on your workspace's lessons, as a student (no nbgrader instructor panels).
+
+    Example: course lab lesson01
+    """
+    import os
+    import shlex
+    import shutil
+
+    from .workspace import notebook_path
+    from .workspace_ops import JUPYTER_DIR, jupyter_config
+
+    workspace = _workspace_or_fail()
+    jupyter_config(workspace)
+    target = notebook_path(_lesson(lesson), workspace) if lesson else workspace / "lessons"
+    beside = Path(sys.executable).parent / "jupyter"  # the environment the course is installed in
+    exe = str(beside) if beside.exists() else shutil.which("jupyter") or "jupyter"
+    # the workspace's config first, ahead of the environment's (where nbgrader enables its instructor extensions)
+    env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR), "JUPYTER_PREFER_ENV_PATH": "0"}
+    argv = [exe, "lab", str(target)]
+    if print_command:
+        click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
+        return
+    os.execvpe(exe, argv, {**os.environ, **env})
 
 
 @cli.command()
@@ -233,11 +312,11 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     from pathlib import Path
 
     from .notebook import NotebookError
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
     from .workspace_ops import reset as reset_nb
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
@@ -258,17 +337,23 @@ def watch(lesson: str, exercise: str | None, notebook: str | None, interval: flo
     from pathlib import Path
 
     from .watch import watch as watch_nb
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    workspace = find_workspace()
+    if exercise is not None:
+        try:
+            lesson_obj.exercise(exercise)
+        except LookupError as exc:
+            raise CourseError(str(exc)) from None
+    workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     watch_nb(lesson_obj, path, workspace, [exercise] if exercise else None, interval, record=not notebook)
 
 
 @cli.command()
 @click.argument("lesson")
-@click.option("--notebook", "notebook", type=click.Path(), help="Benchmark this notebook instead of yours.")
+@click.option("--notebook", "notebook", type=click.Path(exists=True, dir_okay=False),
+              help="Benchmark this notebook instead of yours.")
 @click.option("--solution", is_flag=True, help="Benchmark the course's reference solution.")
 def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """Time your code against torch's (on GPU: GB/s or TFLOP/s, and the ratio to torch).
@@ -277,10 +362,10 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
     """
     from .grading import run_benchmark
     from .render import make_console, render_bench
-    from .workspace import find_workspace, notebook_path
+    from .workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
-    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, find_workspace())
+    path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, _workspace())
     try:
         reports = run_benchmark(lesson_obj, path)
     except (LookupError, RuntimeError) as exc:
@@ -297,35 +382,74 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
 @click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
               "the file's other students are kept.")
-def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...]) -> None:
+@click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
+              "then runs as you, with your files and network. Recorded in the results.")
+@click.option("--partial", is_flag=True, help="Partial credit: an exercise that did not pass scores its points in "
+              "proportion to its passed checks (weighted as the registry says); default: all or nothing.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
+              help="The hidden checks' seed (default: drawn for this run, and kept in the JSON results): "
+                   "give a past run's seed to repeat it exactly.")
+def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
+          insecure: bool, partial: bool, seed: int | None) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
-    notebooks), in parallel, with pass rates and the most frequent mistakes.
+    notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
+    Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
     """
+    import os
     from pathlib import Path
+
+    from . import sandbox
+
+    if insecure:
+        os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
+    if seed is not None:
+        os.environ["COURSE_HIDDEN_SEED"] = str(seed)
+    from .grading import hidden_seed
+
+    seed = hidden_seed()  # the hidden checks' inputs of this run
+    try:
+        sandbox.require_sandbox()
+    except sandbox.SandboxUnavailable as exc:
+        raise CourseError(str(exc)) from None
+    if insecure and not sandbox.bwrap_status()[0]:
+        click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
+                   f"submission's code runs as you, with your files and network", err=True)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_submissions, grade_all, summary, write
+    from .batch import find_class, grade_all, missing_result, summary, write
     from .render import make_console
 
     lesson_obj = _lesson(lesson)
-    subs = find_submissions(Path(submissions), lesson_obj)
+    subs, renamed, absent = find_class(Path(submissions), lesson_obj)
     if students:
         subs = [s for s in subs if s[0] in students]
-        missing = set(students) - {s[0] for s in subs}
+        absent = {k: v for k, v in absent.items() if k in students}
+        missing = set(students) - {s[0] for s in subs} - set(absent)
         if missing:
             raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
-    if not subs:
+    for student, why in sorted({**renamed, **absent}.items()):
+        click.echo(f"{student}: {why}", err=True)
+    if not subs and not absent:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
     console = make_console(file=sys.stderr)
     with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console, transient=False) as progress:
         task = progress.add_task(lesson_obj.id, total=len(subs))
-        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task))
+        results = grade_all(lesson_obj, subs, jobs, lambda s, r: progress.advance(task)) if subs else {}
+    for student, why in renamed.items():
+        if student in results:
+            results[student].notes.append(why)
+    results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
+    if partial:
+        from graders.scoring import apply_partial
+
+        for res in results.values():
+            apply_partial(res, lesson_obj)
     info = summary(results)
     out_console = make_console()
     table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"
@@ -341,19 +465,103 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         d.add_column("students", justify="right")
         d.add_column("exercise")
         d.add_column("mistake", overflow="fold")
-        for row in info["diagnoses"]:
+        for row in info["diagnoses"][:10]:
             d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
         out_console.print(d)
     if out:
-        write(results, Path(out), update=bool(students))
+        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
         click.echo(f"wrote {out}")
+    from .batch import any_errors
+
+    if any_errors(results):
+        bad = sorted(s for s, r in results.items() if any_errors({s: r}))
+        click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="The HTML page to write.")
+@click.option("--progress", "progress", type=click.Path(exists=True, file_okay=False),
+              help="A folder of the students' progress files (<student>/.course/progress.json): adds time-to-pass.")
+@click.option("--anonymous", is_flag=True, help="Show no student's name anywhere on the page.")
+def report(results: str, out: str, progress: str | None, anonymous: bool) -> None:
+    """Write a class report, one self-contained HTML page, from `course grade --out results.json`: the score
+    histogram, pass rates, the most frequent mistakes, errors and timeouts, the exercises the class missed.
+
+    Example: course report results.json --out report.html --progress collected/
+    """
+    from pathlib import Path
+
+    from .report import write_report
+
+    try:
+        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    flagged = ", ".join(o["exercise"] for o in data["outliers"]) or "none"
+    click.echo(f"wrote {out}: {data['students']} submissions of {data['lesson']}, mean score "
+               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
+
+
+@cli.command()
+@click.argument("lesson")
+@click.option("--out", "out", default="autograder.zip", show_default=True, type=click.Path(dir_okay=False),
+              help="The zip to upload to Gradescope.")
+def gradescope(lesson: str, out: str) -> None:
+    """Build a Gradescope autograder for a lesson: upload the zip as a programming assignment's autograder
+    (Ubuntu 24.04 base image). Each submission is graded as `course grade` grades it, one test per exercise.
+
+    Example: course gradescope lesson01 --out autograder.zip
+    """
+    from pathlib import Path
+
+    from .gradescope import build_zip
+
+    lesson_obj = _lesson(lesson)
+    names = build_zip(lesson_obj, Path(out))
+    click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
+               f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
+               f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
+
+
+@cli.command()
+@click.argument("lessons", nargs=-1)
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="The template repository to write .github/ into.")
+@click.option("--package", "package", required=True,
+              help="What `pip install` gets the course from on GitHub's runner: the student distribution "
+                   "(a wheel URL or `attention-course @ git+https://...`), never the repository with solutions.")
+@click.option("--notebooks", "notebooks", default="lessons", show_default=True,
+              help="Where the notebooks sit in the students' repositories.")
+def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks: str) -> None:
+    """Write GitHub Classroom autograding into a template repository: a workflow that runs the public checks on
+    every push (`course check LESSON --public --json`) and reports each exercise's points. No LESSONS: all.
+
+    Example: course classroom lesson01 lesson02 --dir my-template --package "attention-course @ git+https://github.com/me/course-dist"
+    """
+    from pathlib import Path
+
+    from .classroom import write as write_classroom
+
+    chosen = [_lesson(k) for k in lessons] or list(LESSONS)
+    target = Path(directory)
+    for path, what in write_classroom(target, chosen, package, notebooks):
+        click.echo(f"{what:9} {path}")
+    total = sum(l.max_score for l in chosen)
+    click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
+               f"GitHub Classroom picks up the workflow and shows each exercise's points.")
 
 
 @cli.command("nbgrader")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--course-id", default="attention-course", show_default=True, help="nbgrader's course id.")
-def nbgrader_cmd(directory: str, course_id: str) -> None:
-    """Create (or update) a ready nbgrader course for instructors in DIRECTORY.
+@click.option("--pack/--no-pack", default=True, show_default=True,
+              help="Also write the student distribution (what students install) into DIRECTORY/student-package.")
+def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
+    """Create (or update) a ready nbgrader course for instructors in DIRECTORY, and the student distribution
+    to hand out (no solutions in it) in DIRECTORY/student-package.
 
     Then use nbgrader's own commands: generate_assignment, autograde, generate_feedback, export.
 
@@ -369,7 +577,42 @@ def nbgrader_cmd(directory: str, course_id: str) -> None:
         click.echo(f"wrote  {p.relative_to(target)}")
     for p in done["kept"]:
         click.echo(f"kept   {p.relative_to(target)} (already there)")
+    if pack:
+        from .pack import make_pack
+
+        dist = target / "student-package"
+        if dist.exists() and any(dist.iterdir()):
+            click.echo(f"kept   {dist.relative_to(target)} (already there; `course pack NEWDIR` makes a fresh one)")
+        else:
+            make_pack(dist)
+            click.echo(f"wrote  {dist.relative_to(target)}/ (the student distribution: hand this out, never the "
+                       f"course repository)")
     click.echo(f"Ready: cd {target} && nbgrader generate_assignment lesson01")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+def pack(directory: str) -> None:
+    """Write the student distribution of a graded class into DIRECTORY: release notebooks, graders with the
+    public checks only, the public checks' reference observations as data; no solutions, no hidden checks,
+    no mistakes' code. Students install it with `pip install DIRECTORY`.
+
+    Example: course pack ~/teaching/attention-student
+    """
+    from pathlib import Path
+
+    from graders.registry import STUDENT_DISTRIBUTION
+
+    from .pack import make_pack
+
+    if STUDENT_DISTRIBUTION:
+        raise CourseError("this is already the student distribution: run `course pack` from the course repository")
+    try:
+        done = make_pack(Path(directory).resolve())
+    except FileExistsError as exc:
+        raise CourseError(str(exc)) from None
+    click.echo(f"wrote {done['target']}: {len(done['lessons'])} lessons; students install it with "
+               f"`pip install {done['target']}`")
 
 
 @cli.command(hidden=True)

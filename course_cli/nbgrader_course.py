@@ -2,22 +2,23 @@
 
 `course nbgrader DIR` writes `nbgrader_config.py`, `source/<lesson>/<notebook>.ipynb` for every lesson
 (the solved notebooks, already in nbgrader's source format) and a README. From there the instructor uses
-nbgrader's own commands. The config adds three steps to `nbgrader autograde`, where nbgrader has none:
+nbgrader's own commands. The config replaces nbgrader's kernel execution in `nbgrader autograde`:
 
-  StartCourseGrading   before the kernel runs: starts the course's sandboxed grading of the submitted
-                       code (the same `Grading` as `course check`), in parallel with the kernel
-  ExecuteSkippingDemos nbgrader's Execute, minus demo cells (plots, training runs: not graded)
-  ApplyCourseVerdict   after the kernel: each autograder cell's outputs are *replaced* by the verdict
-                       computed outside the kernel; nbgrader's SaveAutoGrades then reads them as usual
+  StartCourseGrading   the course's grading of the submitted code (the same `Grading` as `course check`),
+                       every cell of it inside the course's sandbox (bubblewrap); refuses to run unsandboxed
+                       unless COURSE_INSECURE=1
+  ApplyCourseVerdict   each autograder cell's outputs are *replaced* by the verdict computed in the sandbox;
+                       nbgrader's SaveAutoGrades then reads them as usual
 
-So a student cell that patches torch, the graders or builtins in the shared kernel changes nothing: the
-score never depends on what the kernel printed. Feedback runs ClearHiddenTests, so the hidden test
-lines are not in the HTML (the checks' code never was: it lives in graders/).
+nbgrader's `Execute` step is not in the pipeline: it would run the student's cells in a Jupyter kernel as the
+instructor's own user, with no limits, no sandbox, and a shared kernel the student's cells can patch. So no
+student code runs outside the sandbox, and the score never depends on anything a kernel printed. Feedback
+runs ClearHiddenTests, so the hidden test lines are not in the HTML (the checks' code never was: it lives in
+graders/).
 """
 
 from __future__ import annotations
 
-import html
 import os
 import shutil
 from pathlib import Path
@@ -25,31 +26,43 @@ from pathlib import Path
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 try:  # nbgrader is a dependency, but keep `course` importable without it
-    from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+    from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 except ImportError:  # pragma: no cover
-    Execute = NbGraderPreprocessor = object
+    NbGraderPreprocessor = OverwriteCells = object
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
 import os
 
-from course_cli.nbgrader_course import ApplyCourseVerdict, ExecuteSkippingDemos, StartCourseGrading
+from course_cli.nbgrader_course import ApplyCourseVerdict, CourseOverwriteCells, RepairCells, StartCourseGrading
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteKernelspec,
+                                    SaveAutoGrades)
 
 # The check cells' grade() calls are not needed inside nbgrader's kernel: the verdict is computed outside it.
 os.environ["COURSE_NBGRADER"] = "1"
+# Every submission is graded inside the course's sandbox (bubblewrap); without it, autograde refuses to run.
+# To grade anyway, unprotected (the submissions' code then runs as you, with your files and network):
+# os.environ["COURSE_INSECURE"] = "1"
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {course_id!r}
-c.Execute.timeout = {cell_timeout}            # seconds per cell in nbgrader's kernel
-c.Execute.kernel_name = "python3"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
-c.OverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
+c.CourseOverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    RepairCells,               # what DeduplicateIds leaves half-marked, and malformed marks, made plain (a note each)
+    OverwriteKernelspec,
+    CourseOverwriteCells,      # nbgrader's OverwriteCells; a test cell that differs only by its hidden tests is
+                               # restored silently, so the checksum warning means a cell the student changed
+    CheckCellMetadata,
+]
+# c.ApplyCourseVerdict.partial_credit = True  # points in proportion to passed checks (course grade --partial)
 c.Autograde.autograde_preprocessors = [
-    StartCourseGrading,        # the course's sandboxed grading starts, in parallel with the kernel
-    ExecuteSkippingDemos,
+    StartCourseGrading,        # the course's grading, in its sandbox (nbgrader's Execute is left out: it
+                               # would run the student's cells in a kernel as you, with no limits)
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
@@ -79,7 +92,7 @@ Re-running `course nbgrader` updates source/ and leaves everything else (gradebo
 '''
 
 
-def make_course(target: Path, course_id: str = "attention-course", cell_timeout: int = 120) -> dict:
+def make_course(target: Path, course_id: str = "attention-course") -> dict:
     """Create or update an nbgrader course in `target`; returns what was written and what was kept."""
     target.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
@@ -88,7 +101,7 @@ def make_course(target: Path, course_id: str = "attention-course", cell_timeout:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(lesson.solution_path, dest)
         written.append(dest)
-    for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id, cell_timeout=cell_timeout)),
+    for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
         if path.exists():
@@ -103,6 +116,7 @@ def make_course(target: Path, course_id: str = "attention-course", cell_timeout:
 # The steps nbgrader's autograde runs (configured above)
 
 _IN_FLIGHT: dict[str, object] = {}
+_NOTES: dict[str, list] = {}
 
 
 def _lesson_of(resources) -> object | None:
@@ -118,6 +132,74 @@ def _key(resources) -> str:
     return f"{nbg.get('student')}/{nbg.get('assignment')}/{nbg.get('notebook')}"
 
 
+def _note(nb, text: str) -> None:
+    """A grading note for this submission, kept in the notebook's metadata until the verdict step shows it."""
+    nb.metadata.setdefault("course", {}).setdefault("notes", []).append(text)
+
+
+class RepairCells(NbGraderPreprocessor):
+    """Cells nbgrader's own steps would crash on, made plain, each with a note: grading marks that are not a
+    JSON object, and marks without a grade id (DeduplicateIds leaves a copied cell's marks empty, which makes
+    OverwriteCells.add_missing_cells fail with KeyError: 'grade_id')."""
+
+    def preprocess(self, nb, resources):
+        for i, cell in enumerate(nb.cells, start=1):
+            meta = cell.get("metadata")
+            if not isinstance(meta, dict):
+                cell["metadata"] = {}
+                _note(nb, f"cell {i} had malformed metadata; it was graded as a plain cell")
+                continue
+            nbg = meta.get("nbgrader", None)
+            if nbg is None:
+                continue
+            if not isinstance(nbg, dict) or not nbg.get("grade_id"):
+                del meta["nbgrader"]
+                kind = "copied" if isinstance(nbg, dict) else "malformed"
+                _note(nb, f"cell {i} carried {kind} grading marks; it was graded as a plain cell "
+                          f"(the original cell was graded)")
+        return nb, resources
+
+
+def _release_source(source: str) -> str:
+    """A test cell's source as students receive it: the hidden tests' region removed (ClearHiddenTests)."""
+    import re
+
+    return re.sub(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", "", source, flags=re.S).strip()
+
+
+class CourseOverwriteCells(OverwriteCells):
+    """nbgrader's OverwriteCells, except that a locked cell whose source is its release form (the source minus
+    the hidden tests, which ClearHiddenTests removed before the students got it) is restored without the
+    'checksum has changed' warning: that warning is then only for a cell the student really changed."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        from nbgrader.api import MissingEntry
+
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id and cell.metadata.nbgrader.get("locked"):
+            try:
+                source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+            except MissingEntry:
+                source_cell = None
+            if source_cell is not None and cell.source.strip() == _release_source(source_cell.source):
+                cell.source = source_cell.source
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def report_change(self, name, attr, old, new):
+        super().report_change(name, attr, old, new)
+        if attr != "checksum":
+            self._changes.append(f"cell {name}: its {attr} was changed (should be {old}, got {new}); restored")
+        else:
+            self._changes.append(f"cell {name} was edited; it was restored from the source")
+
+    def preprocess(self, nb, resources):
+        self._changes = []
+        nb, resources = super().preprocess(nb, resources)
+        for change in self._changes:
+            _note(nb, change)
+        return nb, resources
+
+
 class StartCourseGrading(NbGraderPreprocessor):
     """Start the course's sandboxed grading of this notebook's code (returns at once)."""
 
@@ -125,64 +207,89 @@ class StartCourseGrading(NbGraderPreprocessor):
         from .grading import Grading
         from .notebook import graded_cells
 
+        from . import sandbox
+
         lesson = _lesson_of(resources)
         if lesson is not None:
-            cwd = (resources.get("metadata") or {}).get("path") or None
-            _IN_FLIGHT[_key(resources)] = Grading(lesson, graded_cells(nb), resources["nbgrader"]["notebook"], cwd=cwd,
-                                                   trusted=True)
+            sandbox.require_sandbox()  # refuse to grade unprotected (unless COURSE_INSECURE=1)
+            try:
+                cells = graded_cells(nb)
+            except Exception as exc:  # a notebook nbgrader accepted but the course cannot read
+                from .grading import _error_result
+
+                _IN_FLIGHT[_key(resources)] = _error_result(
+                    lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}")
+                return nb, resources
+            _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
+            notes = (nb.metadata.get("course") or {}).get("notes") or []
+            _NOTES[_key(resources)] = [str(n) for n in notes] if isinstance(notes, list) else []
         return nb, resources
 
 
-class ExecuteSkippingDemos(Execute):
-    """nbgrader's Execute, except for demo cells (metadata course.role == "demo"), which are not graded."""
-
-    def preprocess_cell(self, cell, resources, index):
-        from .notebook import is_demo
-
-        if is_demo(cell):
-            return cell, resources
-        return super().preprocess_cell(cell, resources, index)
+try:
+    from traitlets import Bool
+except ImportError:  # pragma: no cover
+    Bool = lambda *a, **k: None  # noqa: E731
 
 
 class ApplyCourseVerdict(NbGraderPreprocessor):
     """Replace each autograder cell's outputs with the course's verdict for its exercise."""
 
+    partial_credit = Bool(False, help="Partial credit (graders/scoring.py): an exercise that did not pass scores "
+                                      "in proportion to its passed checks, as `course grade --partial`.").tag(config=True)
+
     def preprocess(self, nb, resources):
         grading = _IN_FLIGHT.pop(_key(resources), None)
         if grading is None:
             return nb, resources
-        result = grading.finish()
+        result = grading.finish() if hasattr(grading, "finish") else grading
+        notes = _NOTES.pop(_key(resources), [])
+        student = (resources.get("nbgrader") or {}).get("student")
+        for note in notes:
+            self.log.warning("%s: %s", student, note)
+        if notes:  # the student (feedback) and the instructor (autograded notebook) see what was repaired
+            from nbformat.v4 import new_markdown_cell
+
+            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {n}" for n in notes),
+                                                 metadata={"course": {"role": "grading-notes"}}))
+        if self.partial_credit:
+            from graders.scoring import apply_partial
+
+            lesson = _lesson_of(resources)
+            if lesson is not None:
+                apply_partial(result, lesson)
         by_id = {e.id: e for e in result.exercises}
+        from .render import blocked_by
+
+        blockers = blocked_by(result.lesson, result)
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
             if cell.cell_type == "code" and gid.startswith("test_") and gid[5:] in by_id:
-                cell.outputs = verdict_outputs(by_id[gid[5:]])
-        self.log.info("course verdict for %s: %s/%s", _key(resources), result.score, result.max_score)
+                cell.outputs = verdict_outputs(by_id[gid[5:]], result.lesson, blockers.get(gid[5:]))
+        from .grading import hidden_seed
+
+        nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
+        self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
+                      _key(resources), result.score, result.max_score, hidden_seed(), hidden_seed())
         return nb, resources
 
 
-def verdict_outputs(ex) -> list:
-    """The outputs of an autograder cell, as the course judged the exercise: a readable report, and an
-    error output when it did not pass (nbgrader then gives the cell 0 points)."""
+def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> list:
+    """The outputs of an autograder cell, as the course judged the exercise: the report a student sees in
+    the notebook (HTML with its figure, and plain text), and an error output when it did not pass (nbgrader
+    then gives the cell 0 points; a student's own kernel does not raise, so Run All goes on)."""
     from nbformat.v4 import new_output
 
-    lines = [f"{ex.id}: {ex.status.replace('_', ' ')} ({ex.points:g}/{ex.max_points:g} points)"]
-    for c in ex.checks:
-        if c.status not in ("passed", "skipped"):
-            lines.append(f"  ✗ {c.name} [{c.device}/{c.dtype}]: {c.message}")
-    skipped = sum(c.status == "skipped" for c in ex.checks)
-    passed = sum(c.status == "passed" for c in ex.checks)
-    lines.append(f"  {passed} checks passed" + (f", {skipped} GPU checks skipped (no CUDA here)" if skipped else ""))
-    if ex.diagnosis:
-        lines.append(f"  Likely mistake: {ex.diagnosis}")
-    text = "\n".join(lines)
-    rows = "".join(f"<li>{html.escape(l.strip())}</li>" for l in lines[1:])
-    outputs = [new_output("display_data", data={
-        "text/plain": text,
-        "text/html": f"<p><b>{html.escape(lines[0])}</b></p><ul>{rows}</ul>"})]
-    if ex.status != "passed":
-        outputs.append(new_output("error", ename="AssertionError", evalue=f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}",
-                                  traceback=[f"AssertionError: {ex.id} did not pass: {ex.reason}"]))
+    from .render import exercise_html, exercise_plain
+
+    outputs = [new_output("display_data", data={"text/plain": exercise_plain(ex, lesson, blockers),
+                                                "text/html": exercise_html(ex, lesson, blockers)})]
+    if ex.status != "passed" and ex.points > 0:  # partial credit: nbgrader scores a numeric result as the points
+        outputs.append(new_output("execute_result", data={"text/plain": repr(float(ex.points))}, execution_count=1))
+    elif ex.status != "passed":
+        line = f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}"
+        outputs.append(new_output("error", ename="AssertionError", evalue=line,
+                                  traceback=[f"AssertionError: {line}"]))
     return outputs
 
 

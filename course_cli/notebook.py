@@ -60,4 +60,10 @@ def read_notebook(path: str | Path):
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell.get("source", ""), str):
             raise NotebookError(f"{p}: cell {i + 1} has no readable source")
+        meta = cell.get("metadata", {})
+        bad = "metadata" if not isinstance(meta, dict) else next(
+            (f"metadata.{k}" for k in ("course", "nbgrader") if k in meta and not isinstance(meta[k], dict)), None)
+        if bad:
+            raise NotebookError(f"{p}: cell {i + 1} has malformed {bad} (not a JSON object); "
+                                f"`course reset` restores a fresh copy of that cell")
     return nb

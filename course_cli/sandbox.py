@@ -1,27 +1,39 @@
 """Starting and collecting the sandboxed child (course_cli/child.py).
 
-The child runs in its own session (so a timeout kills its whole process group) under these limits:
+Every child that runs student code runs inside bubblewrap (`bwrap`, Debian's `bubblewrap`, the tool Flatpak
+uses) when it is there: its own user, PID, IPC, UTS, cgroup and network namespaces (no network at all); a
+read-only view of Python, the installed packages and the course's grader code, and nothing else of this
+machine (no `solutions/` but the earlier lessons a lesson builds on, no other submission, no reference
+observations, no home folder, no grader temp folder); a private writable output folder and a small private
+/tmp; a scrubbed environment; `--die-with-parent`, and a PID namespace whose end kills everything the child
+started. Without bwrap (macOS, Windows, Linux without user namespaces) the child runs as before, as this
+user; class grading refuses that unless told `--insecure` (COURSE_INSECURE=1).
 
-  time     per cell and per exercise (an alarm inside the child, CELL_TIMEOUT / EXERCISE_TIMEOUT), and
-           per notebook (NOTEBOOK_TIMEOUT, enforced here: past it the whole process group is killed)
+The child's limits:
+
+  time     per cell and per exercise: an alarm inside the child (CELL_TIMEOUT / EXERCISE_TIMEOUT) and, for a
+           child that ignores signals, from here: the child says what it is doing in its `progress` file, and
+           a phase that runs GRACE seconds past its limit gets the whole sandbox killed; per notebook
+           (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
   memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"
   output   prints are capped at OUTPUT_LIMIT bytes inside the child (the rest is dropped and reported as
            "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (FILE_LIMIT,
-           SIGXFSZ ignored, so a write past it fails with "File too large"); only a bounded tail is read back
+           SIGXFSZ ignored, so a write past it fails with "File too large"); /tmp is a tmpfs of TMP_LIMIT
   processes  a cgroup `pids.max` (PROCESS_LIMIT, threads included) when the cgroup tree is writable
-           (root, or a delegated cgroup); and whatever the child leaves behind is killed when it ends:
-           its process group, and every process in its cgroup (which also catches those that left the group)
+           (root, or a delegated cgroup); the sandbox has no /sys, so the child cannot raise it or leave the
+           cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
+           group, and every process in its cgroup)
 
-Everything the child reports comes back as files: JSON, and observations that
-`torch.load(weights_only=True)` reads (data only, never code).
+Everything the child reports comes back as files, read by `course_cli.readback`: regular files only,
+bounded sizes, JSON with capped depth, uncompressed tensor archives of plain tensors (never code).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders.registry import ROOT
+
+from . import readback
 
 MEMORY_LIMIT = int(float(os.environ.get("COURSE_MEMORY_LIMIT_GB", "4")) * 2**30)
 CELL_TIMEOUT = float(os.environ.get("COURSE_CELL_TIMEOUT", "20"))
@@ -42,6 +56,160 @@ STARTUP_ALLOWANCE = 60.0  # importing torch on a busy machine, on top of the not
 OUTPUT_LIMIT = int(float(os.environ.get("COURSE_OUTPUT_LIMIT_MB", "1")) * 2**20)  # printed text kept
 FILE_LIMIT = int(float(os.environ.get("COURSE_FILE_LIMIT_MB", "32")) * 2**20)  # any one file the child writes
 PROCESS_LIMIT = int(os.environ.get("COURSE_PROCESS_LIMIT", str(max(256, 8 * (os.cpu_count() or 1)))))
+TMP_LIMIT = int(float(os.environ.get("COURSE_TMP_LIMIT_MB", "64")) * 2**20)  # the child's private /tmp
+GRACE = 3.0  # seconds past a cell's or an exercise's limit before the sandbox is killed from outside
+
+
+# ----------------------------------------------------------------------------------------------
+# bubblewrap
+
+class SandboxUnavailable(Exception):
+    """Class grading was asked for, and the sandbox cannot run here; the message says how to fix it."""
+
+
+_BWRAP: "tuple[bool, str] | None" = None
+
+FIX = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
+       "bubblewrap`) and allow user namespaces (`sudo sysctl -w kernel.unprivileged_userns_clone=1`, or "
+       "`kernel.apparmor_restrict_unprivileged_userns=0` on Ubuntu 24.04); or grade anyway, unprotected, with "
+       "--insecure")
+
+
+def bwrap_status() -> tuple[bool, str]:
+    """(usable, why not): bubblewrap is installed and can make the namespaces (tried once, then cached).
+    COURSE_SANDBOX=none turns it off (today's unsandboxed child)."""
+    global _BWRAP
+    if os.environ.get("COURSE_SANDBOX", "auto") == "none":
+        return False, "the sandbox is turned off (COURSE_SANDBOX=none)"
+    if _BWRAP is not None:
+        return _BWRAP
+    exe = shutil.which("bwrap")
+    if exe is None:
+        _BWRAP = (False, "bubblewrap (bwrap) is not installed")
+        return _BWRAP
+    try:
+        r = subprocess.run([exe, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
+        _BWRAP = (True, "") if r.returncode == 0 else (
+            False, f"bubblewrap cannot make its namespaces here ({r.stderr.decode(errors='replace').strip()[:200]})")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _BWRAP = (False, f"bubblewrap did not run ({exc})")
+    return _BWRAP
+
+
+def insecure() -> bool:
+    return os.environ.get("COURSE_INSECURE") == "1"
+
+
+def require_sandbox() -> None:
+    """Raise SandboxUnavailable (with the fix) unless bwrap works here or --insecure was given."""
+    ok, why = bwrap_status()
+    if not ok and not insecure():
+        raise SandboxUnavailable(f"class grading runs every submission in a sandbox, and {why}: {FIX}")
+
+
+_NOTICE_SHOWN = False
+
+
+def fallback_notice() -> str | None:
+    """The one-line notice `course check` prints when it grades without the sandbox (once per process)."""
+    global _NOTICE_SHOWN
+    ok, why = bwrap_status()
+    if ok or _NOTICE_SHOWN:
+        return None
+    _NOTICE_SHOWN = True
+    return f"note: {why}; your notebook runs unsandboxed, as your own user (fine for your own code)"
+
+
+def _python_paths() -> list[str]:
+    """What the child needs to run Python and import torch: the interpreter's prefixes and every folder on
+    this process's import path, except the course's own tree (it holds solutions/ and tests/)."""
+    root = str(ROOT)
+    # a clone of the repository holds solutions/ and tests/ beside graders/: keep that tree out of view; an
+    # installed package (site-packages) holds neither
+    tree = (ROOT / "solutions").exists() or (ROOT / "tests").exists()
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    for p in sys.path:
+        if p and os.path.isdir(p):
+            rp = os.path.realpath(p)
+            if rp == "/" or tree and (rp == root or rp.startswith(root + os.sep)
+                                      or root.startswith(rp.rstrip(os.sep) + os.sep)):
+                continue  # inside the course tree, or an ancestor of it
+            paths.add(rp)
+    out = []
+    for p in sorted(paths, key=len):
+        if not any(p == q or p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
+            out.append(p)
+    return out
+
+
+def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[str]:
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
+            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
+    for k, v in env.items():
+        argv += ["--setenv", k, v]
+    # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
+             "--tmpfs", "/tmp"]
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+              "/etc/fonts", "/etc/ssl/certs"):
+        if os.path.exists(f):
+            argv += ["--ro-bind", f, f]
+    for p in _python_paths():
+        argv += ["--ro-bind", p, p]
+    for sub in ("graders", "course_cli"):
+        argv += ["--ro-bind", str(ROOT / sub), str(ROOT / sub)]
+    for p in visible:
+        p = Path(p).resolve()
+        if p.exists():
+            argv += ["--ro-bind", str(p), str(p)]
+    argv += ["--bind", str(out), str(out)]
+    if device == "cuda":  # the device nodes CUDA opens, and the driver's view of the hardware (read-only)
+        for dev in sorted(Path("/dev").glob("nvidia*")):
+            argv += ["--dev-bind", str(dev), str(dev)]
+        for sys_dir in ("/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module"):
+            if os.path.isdir(sys_dir):
+                argv += ["--ro-bind", sys_dir, sys_dir]
+    argv += ["--chdir", str(out), "--"]
+    return argv
+
+
+_ENV_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NVIDIA_", "TORCH_", "TRITON_", "LD_LIBRARY_PATH",
+             "PYTORCH_")
+
+
+def child_env(device: str, bench: bool, sandboxed: bool) -> dict:
+    """The child's whole environment: a few technical variables of ours, never the grader's secrets."""
+    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_KEEP)}
+    venv_bin = os.path.dirname(sys.executable)
+    env.update({"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+                "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "4")})
+    if sandboxed:
+        env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
+                    "TRITON_CACHE_DIR": "/tmp/.triton", "TORCHINDUCTOR_CACHE_DIR": "/tmp/.inductor",
+                    "COURSE_SANDBOXED": "1"})
+    else:
+        for k in ("HOME", "TMPDIR", "USER", "COURSE_WORKSPACE"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+    if not bench:
+        # Probes are small: one thread each avoids OpenMP threads spinning against the parent and the
+        # reference child on a two-core machine. (Benchmarks keep torch's default.)
+        env.setdefault("OMP_NUM_THREADS", "1")
+    if device == "cuda":
+        env.pop("TRITON_INTERPRET", None)
+    else:
+        env["TRITON_INTERPRET"] = "1"  # before anything in the child imports triton
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,14 +319,37 @@ class Child:
     started: float = field(default_factory=time.monotonic)
     cgroup: Path | None = None
     notebook_limit: float | None = None  # the per-notebook limit, when it is what bounds this child
+    sandboxed: bool = False  # inside bubblewrap
+    stopped_phase: str | None = None  # the phase (cell, exercise) killed from outside at its limit
+
+    def _phase_limit(self, phase: str) -> float:
+        if phase.startswith("running cell"):
+            return float(self.job["cell_timeout"])
+        if phase.startswith(("checking", "probing mistake", "benchmarking")):
+            return float(self.job["exercise_timeout"])
+        return STARTUP_ALLOWANCE
 
     def wait(self) -> "Child":
-        """Wait for the child until its deadline; past it, kill its whole process group. Either way,
-        kill whatever it left running (its process group, and everything in its cgroup)."""
-        try:
-            self.returncode = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.timed_out = True
+        """Wait for the child until its deadline, watching each phase (a cell, an exercise) against its own
+        limit: a child that ignores the alarm is killed from here GRACE seconds past it. Either way, kill
+        whatever it left running (the sandbox, its process group, everything in its cgroup)."""
+        phase, since = None, time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self.timed_out = True
+                break
+            try:
+                self.returncode = self.proc.wait(timeout=min(0.2, max(0.0, self.deadline - now)))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            current = self.progress
+            if current != phase:
+                phase, since = current, time.monotonic()
+            elif phase and phase != "done" and time.monotonic() - since > self._phase_limit(phase) + GRACE:
+                self.timed_out, self.stopped_phase = True, phase
+                break
         self.kill_all()
         if self.returncode is None:
             self.returncode = self.proc.wait()
@@ -175,21 +366,19 @@ class Child:
             _remove_cgroup(self.cgroup)
             self.cgroup = None
 
+    def cleanup(self) -> None:
+        """Remove the child's output folder (after the sandbox is dead)."""
+        shutil.rmtree(self.out, ignore_errors=True)
+
     def text(self, name: str, limit: int = 4000) -> str:
-        """The last `limit` bytes of a file the child wrote (never more, whatever its size)."""
-        p = self.out / name
-        try:
-            with open(p, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(max(0, size - limit))
-                return f.read(limit).decode("utf-8", "replace")
-        except OSError:
-            return ""
+        """The last `limit` bytes of a regular file the child wrote ("" for anything else)."""
+        return readback.read_tail(self.out / name, limit)
 
     def json(self, name: str):
+        """JSON the child wrote, or None when it is missing or not something the grader reads."""
         try:
-            return json.loads(self.text(name, limit=2**22))
-        except (json.JSONDecodeError, ValueError):
+            return readback.read_json(self.out / name)
+        except readback.ReadBackError:
             return None
 
     @property
@@ -198,9 +387,14 @@ class Child:
 
     def death(self) -> str | None:
         """Why the child ended early, in words, or None if it finished."""
-        if self.progress == "done":
+        if self.progress == "done" and not self.timed_out:
             return None
         where = self.progress or "starting"
+        if self.stopped_phase:
+            limit = self._phase_limit(self.stopped_phase)
+            what = "cell" if self.stopped_phase.startswith("running cell") else "exercise"
+            return (f"timed out while {self.stopped_phase}: it ran past the {limit:g} s limit of one {what} and "
+                    f"did not stop when told to (does it catch or ignore signals?), so the grader stopped it")
         if self.timed_out:
             if self.notebook_limit is not None:
                 return (f"timed out while {where}: the notebook ran past its time limit of {self.notebook_limit:g} s "
@@ -224,6 +418,14 @@ class Child:
             return f"ran out of memory (limit {self.memory_limit / 2**30:.0f} GiB) while {where}"
         if "Traceback (most recent call last)" in tail or 'File "' in tail:
             tail = ""
+        if rc and rc > 128 and self.sandboxed:  # bwrap reports a signal death as 128 + signal
+            try:
+                sig = signal.Signals(rc - 128).name
+            except ValueError:
+                sig = f"signal {rc - 128}"
+            if sig == "SIGKILL":
+                return f"the grading process was killed while {where} (out of memory?)"
+            return f"the grading process died with {sig} while {where}"
         return f"the notebook's code ended the grading process (exit code {rc}) while {where}{tail}"
 
 
@@ -245,41 +447,42 @@ def _limits(memory: int | None, cgroup: Path | None):
 
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
-          cwd: str | None = None, bench: bool = False) -> Child:
-    """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked)."""
+          cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
+          strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None) -> Child:
+    """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
+
+    `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
+    lesson builds on). `strict`: class grading; raise SandboxUnavailable rather than run unsandboxed
+    (unless --insecure). `cwd` is used only without the sandbox (inside it the child works in its own folder)."""
     cuda = device == "cuda"
+    sandboxed = bwrap_status()[0]
+    if strict and not sandboxed:
+        require_sandbox()
     out = Path(tempfile.mkdtemp(prefix="course-"))
     ex_t = exercise_timeout or (max(EXERCISE_TIMEOUT, GPU_EXERCISE_TIMEOUT) if cuda else EXERCISE_TIMEOUT)
     job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
            "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": CELL_TIMEOUT,
-           "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT}
+           "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT,
+           "hidden_seed": hidden_seed}
+    import json
+
     (out / "job.json").write_text(json.dumps(job))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["MPLBACKEND"] = "Agg"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if not bench:
-        # Probes are small: one thread each avoids OpenMP threads spinning against the parent and the
-        # reference child on a two-core machine. (Benchmarks keep torch's default.)
-        env.setdefault("OMP_NUM_THREADS", "1")
-    if cuda:
-        env.pop("TRITON_INTERPRET", None)
-    else:
-        env["TRITON_INTERPRET"] = "1"  # before anything in the child imports triton
-        env["CUDA_VISIBLE_DEVICES"] = ""
+    env = {**child_env(device, bench, sandboxed), **(extra_env or {})}
     # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
     # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
     memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
-    env.setdefault("MALLOC_ARENA_MAX", "4")
+    command = [sys.executable, "-m", "course_cli.child", str(out / "job.json")]
+    if sandboxed:
+        command = _bwrap_argv(out, device, [Path(p) for p in visible], env) + command
     cgroup = _new_cgroup(PROCESS_LIMIT)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "course_cli.child", str(out / "job.json")],
-                                cwd=cwd or str(out), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_limits(memory, cgroup))
+        proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup))
     except BaseException:
         if cgroup is not None:
             _remove_cgroup(cgroup)
+        shutil.rmtree(out, ignore_errors=True)
         raise
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
     # student's notebook at most NOTEBOOK_TIMEOUT; the reference child (mistakes=True) runs trusted code
@@ -290,4 +493,4 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     elif not bench:
         work = notebook_limit = min(work, NOTEBOOK_TIMEOUT)
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
-                 notebook_limit=notebook_limit)
+                 notebook_limit=notebook_limit, sandboxed=sandboxed)

@@ -30,8 +30,14 @@ def backup(notebook: Path, workspace: Path) -> Path:
 
 
 def _pristine(lesson: Lesson):
-    import nbformat
+    """The released student notebook (lessons/, which `course build --check` keeps in step with solutions/);
+    built afresh only when it is missing: nbgrader's preprocessors take seconds to import."""
+    from .notebook import _nbformat
 
+    nbformat = _nbformat()  # without the IRI checker jsonschema would load: a second of grammar building
+
+    if lesson.student_path.exists():
+        return nbformat.read(lesson.student_path, as_version=4)
     from .build import student_notebook
 
     return nbformat.reads(student_notebook(lesson), as_version=4)
@@ -49,7 +55,9 @@ def _find(nb, exercise: str) -> int | None:
 
 def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None = None) -> str:
     """Restore the pristine notebook, or one exercise's pristine cell; returns what was done, in words."""
-    import nbformat
+    from .notebook import _nbformat
+
+    nbformat = _nbformat()  # without the IRI checker jsonschema would load: a second of grammar building
 
     from .notebook import NotebookError, read_notebook
 
@@ -80,11 +88,44 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
     return f"Restored `{exercise}` in {where} of {notebook.name}; {kept}."
 
 
+# A student's JupyterLab, as `course lab` starts it (JUPYTER_CONFIG_DIR=<workspace>/.jupyter and
+# JUPYTER_PREFER_ENV_PATH=0, so that this config wins over the environment's, where nbgrader enables itself): nbgrader's
+# instructor UI (the Formgrader, the "Create Assignment" panel, its menu and course list) is not shown;
+# grading runs in the check cells and `course check`.
+NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"
+NBGRADER_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
+                              "nbgrader.server_extensions.assignment_list",
+                              "nbgrader.server_extensions.validate_assignment")
+JUPYTER_DIR = ".jupyter"
+
+
+def jupyter_config(target: Path) -> list[Path]:
+    """Write the workspace's Jupyter config (student view: no nbgrader instructor UI); returns what was written.
+    A file the student changed is left alone."""
+    import json
+
+    files = {
+        target / JUPYTER_DIR / "jupyter_server_config.d" / "attention-course.json":
+            {"ServerApp": {"jpserver_extensions": {name: False for name in NBGRADER_SERVER_EXTENSIONS}}},
+        target / JUPYTER_DIR / "labconfig" / "page_config.json":
+            {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}},
+    }
+    written = []
+    for path, data in files.items():
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+        written.append(path)
+    return written
+
+
 def init(target: Path) -> tuple[list[Path], list[Path]]:
-    """Make `target` a workspace: `.course/` and every lesson's notebook in `lessons/`.
-    Existing notebooks are never touched (a newer course only adds the lessons you lack)."""
+    """Make `target` a workspace: `.course/`, every lesson's notebook in `lessons/`, and a student's Jupyter
+    config in `.jupyter/`. Existing notebooks are never touched (a newer course only adds the lessons you lack)."""
     (target / MARKER).mkdir(parents=True, exist_ok=True)
     (target / "lessons").mkdir(exist_ok=True)
+    jupyter_config(target)
     copied, kept = [], []
     for lesson in LESSONS:
         dest = target / "lessons" / lesson.notebook

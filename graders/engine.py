@@ -119,11 +119,12 @@ class Mistake:
     message: str  # one sentence for the diagnosis: what the code does wrong and what to do instead
     impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
     edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
+    observed: bool = False  # known only by its shipped observations (the student distribution has no code)
 
     def __post_init__(self):
         if isinstance(self.edits, dict):
             object.__setattr__(self, "edits", tuple(self.edits.items()))
-        if (self.impl is None) == (not self.edits):
+        if not self.observed and (self.impl is None) == (not self.edits):
             raise ValueError(f"mistake {self.id}: give either impl or edits")
 
 
@@ -413,8 +414,15 @@ def error_obs(exc: BaseException) -> dict:
     return {"__error__": {"kind": kind, "type": type(exc).__name__[:100], "message": student_traceback(exc)}}
 
 
+# Class grading draws the hidden checks' inputs from a seed chosen per run (kept in the results, so a run can be
+# repeated): a notebook that memorised the answers to the fixed inputs fails them. Public checks keep fixed
+# seeds, so their reference observations can ship to students as data. Set by the child from its job.
+HIDDEN_SEED: int | None = None
+
+
 def seed_for(lesson: str, check: Check, config: Config) -> int:
-    return zlib.crc32(f"{lesson}/{check.exercise}/{check.name}/{config.key}".encode())
+    salt = f"/run {HIDDEN_SEED}" if check.hidden and HIDDEN_SEED is not None else ""
+    return zlib.crc32(f"{lesson}/{check.exercise}/{check.name}/{config.key}{salt}".encode())
 
 
 def watched_functions(names: tuple[str, ...]) -> dict[int, str]:
@@ -713,7 +721,8 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
                     count += 1
         if count > best_count:
             best, best_count = mistake, count
-    return best.message if best else None
+    from .diagnosis import settle  # a catalogued mistake that really matches, else a structural diagnosis
+    return settle(best, module, name, checks, s_checks, r_checks, mistakes, results)
 
 
 # ----------------------------------------------------------------------------------------------

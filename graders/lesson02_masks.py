@@ -297,6 +297,32 @@ def window_wide(ctx):
             "sliding_window_mask(4, 100)": ctx.call(ctx.target, 4, 100)}
 
 
+
+# (issue 17, feedback) the lesson's text says a window below 1 is a ValueError: graded as it says
+def _raised(ctx, *args) -> str:
+    try:
+        ctx.call(ctx.target, *args)
+    except NotImplementedError:
+        raise  # the stub: not implemented, not failed
+    except Exception as exc:  # noqa: BLE001 - which exception is the observation
+        return type(exc).__name__
+    return "nothing"
+
+
+def _window_below_one(s, r, ctx):
+    for key, want in r.items():
+        if s.get(key) != want:
+            got = "raised nothing" if s.get(key) == "nothing" else f"raised {s.get(key)}"
+            return (f"{key} {got}; a window below 1 would leave a query no key at all, so raise {want} "
+                    f"(as the exercise says)")
+    return None
+
+
+@CHECKS.probe("sliding_window_mask", "a window below 1 raises ValueError", _window_below_one, CPU)
+def window_below_one(ctx):
+    return {f"sliding_window_mask(5, {w})": _raised(ctx, 5, w) for w in (0, -2)}
+
+
 # ----------------------------------------------------------------------------------------------
 # to_additive(mask, dtype=torch.float32) -> 0 where True, −inf where False
 

@@ -803,229 +803,8 @@ def load_wrong(ctx):
 
 # ----------------------------------------------------------------------------------------------
 # Known mistakes. Each is run on the same probes as the reference; a student whose observations match
-# one is told which. They use the notebook's names (L03, L04, L07, GPTConfig, KVCache).
-# noqa: F821 throughout: those names come from the notebook.
-
-
-class gpt__head_copied(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        D, L = config.n_embd, config.n_layer
-        self.wte = nn.Embedding(config.vocab_size, D)
-        self.wpe = nn.Embedding(config.block_size, D)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
-            for _ in range(L))
-        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
-        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-        self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())  # the same values... for now
-
-    def forward(self, idx, targets=None, cache=None):
-        B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
-        for i, block in enumerate(self.blocks):
-            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
-
-    def cached_block(self, block, x, layer_idx, cache):
-        H = self.config.n_head
-        h = block.ln1(x)
-        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
-        k, v = cache.update(layer_idx, k, v)
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
-        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
-        return x + block.mlp(block.ln2(x))
-
-
-class gpt__no_causal_mask(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        D, L = config.n_embd, config.n_layer
-        self.wte = nn.Embedding(config.vocab_size, D)
-        self.wpe = nn.Embedding(config.block_size, D)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, bias=config.bias)  # noqa: F821
-            for _ in range(L))
-        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
-        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-
-    def forward(self, idx, targets=None, cache=None):
-        B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
-        for i, block in enumerate(self.blocks):
-            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
-
-    def cached_block(self, block, x, layer_idx, cache):
-        H = self.config.n_head
-        h = block.ln1(x)
-        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
-        k, v = cache.update(layer_idx, k, v)
-        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v)))  # noqa: F821
-        return x + block.mlp(block.ln2(x))
-
-
-class gpt__no_position_embeddings(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        D, L = config.n_embd, config.n_layer
-        self.wte = nn.Embedding(config.vocab_size, D)
-        self.wpe = nn.Embedding(config.block_size, D)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
-            for _ in range(L))
-        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
-        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-
-    def forward(self, idx, targets=None, cache=None):
-        B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
-        x = self.drop(self.wte(idx))  # the positions never go in
-        for i, block in enumerate(self.blocks):
-            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
-
-    def cached_block(self, block, x, layer_idx, cache):
-        H = self.config.n_head
-        h = block.ln1(x)
-        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
-        k, v = cache.update(layer_idx, k, v)
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
-        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
-        return x + block.mlp(block.ln2(x))
-
-
-class gpt__residual_init_not_scaled(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        D, L = config.n_embd, config.n_layer
-        self.wte = nn.Embedding(config.vocab_size, D)
-        self.wpe = nn.Embedding(config.block_size, D)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
-            for _ in range(L))
-        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
-        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
-        for module in self.modules():  # N(0, 0.02) everywhere, the residual projections too
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-
-    def forward(self, idx, targets=None, cache=None):
-        B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(start, start + T, device=idx.device)))
-        for i, block in enumerate(self.blocks):
-            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
-
-    def cached_block(self, block, x, layer_idx, cache):
-        H = self.config.n_head
-        h = block.ln1(x)
-        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
-        k, v = cache.update(layer_idx, k, v)
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
-        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
-        return x + block.mlp(block.ln2(x))
-
-
-class gpt__cache_positions_from_zero(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        D, L = config.n_embd, config.n_layer
-        self.wte = nn.Embedding(config.vocab_size, D)
-        self.wpe = nn.Embedding(config.block_size, D)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            L07.TransformerBlock(D, config.n_head, dropout=config.dropout, causal=True, bias=config.bias)  # noqa: F821
-            for _ in range(L))
-        self.ln_f = L04.LayerNorm(D, bias=config.bias)  # noqa: F821
-        self.lm_head = nn.Linear(D, config.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
-
-    def forward(self, idx, targets=None, cache=None):
-        B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"sequence of {start + T} is longer than block_size={self.config.block_size}")
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(T, device=idx.device)))  # from 0, cache or not
-        for i, block in enumerate(self.blocks):
-            x = block(x) if cache is None else self.cached_block(block, x, i, cache)
-        logits = self.lm_head(self.ln_f(x))
-        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        return logits, loss
-
-    def cached_block(self, block, x, layer_idx, cache):
-        H = self.config.n_head
-        h = block.ln1(x)
-        q, k, v = (L03.split_heads(p(h), H) for p in (block.attn.q_proj, block.attn.k_proj, block.attn.v_proj))  # noqa: F821
-        k, v = cache.update(layer_idx, k, v)
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
-        x = x + block.attn.out_proj(L03.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))  # noqa: F821
-        return x + block.mlp(block.ln2(x))
+# one is told which. GPT's are edits of the solved cell (`edits={old: new}`); the others are whole
+# functions, written as a student would, that use the notebook's names (KVCache).
 
 
 def count__tied_counted_twice(model):
@@ -1120,17 +899,26 @@ def load__square_weights_not_transposed(model, state_dict):
 MISTAKES = (
     Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
             "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter itself: "
-            "`self.lm_head.weight = self.wte.weight`.", gpt__head_copied),
-    Mistake("GPT", "no_causal_mask", "the blocks are not causal, so every position sees the tokens it should "
-            "predict: build them with `causal=True` (TransformerBlock's default is False).", gpt__no_causal_mask),
+            "`self.lm_head.weight = self.wte.weight`.", edits={
+                "        self.lm_head.weight = self.wte.weight  # tied: the same Parameter, not a copy\n": "",
+                "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n":
+                "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n"
+                "        self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())  # the same values, for now\n",
+            }),
+    Mistake("GPT", "no_causal_mask", "the attention has no causal mask, so every position sees the tokens it should "
+            "predict: pass lesson 02's bottom-right causal mask (True = may attend) as attn_mask.",
+            edits={"attn_mask=causal,": "attn_mask=None,"}),
     Mistake("GPT", "no_position_embeddings", "the position embeddings never reach the model: add "
             "`self.wpe(positions)` to the token embeddings, or attention cannot tell the order of the tokens.",
-            gpt__no_position_embeddings),
+            edits={"x = self.drop(self.wte(idx) + self.wpe(pos))": "x = self.drop(self.wte(idx))"}),
     Mistake("GPT", "residual_init_not_scaled", "the residual projections (attn.out_proj and mlp.fc2) keep std "
             "0.02: scale it by 1/√(2·n_layer), so the residual stream does not grow with depth at initialisation.",
-            gpt__residual_init_not_scaled),
+            edits={"        for block in self.blocks:  # the two projections that add into the residual stream\n"
+                   "            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n"
+                   "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n": ""}),
     Mistake("GPT", "cache_positions_from_zero", "with a cache, the new tokens' positions restart at 0: they must "
-            "continue from len(cache), i.e. torch.arange(len(cache), len(cache) + T).", gpt__cache_positions_from_zero),
+            "continue from len(cache), i.e. torch.arange(len(cache), len(cache) + T).",
+            edits={"pos = torch.arange(start, start + T, device=idx.device)": "pos = torch.arange(T, device=idx.device)"}),
     Mistake("count_parameters", "tied_counted_twice", "a tied weight is counted once for every module that holds it: "
             "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "

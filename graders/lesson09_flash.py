@@ -186,7 +186,7 @@ def lse_streamed(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# flash_attention(q, k, v, causal=False, block_q=64, block_k=64) -> (output, lse)
+# flash_attention(q, k, v, causal=False, block_q=128, block_k=128) -> (output, lse)
 
 
 def _flash(ctx, q, k, v, fn=None, **kwargs):
@@ -572,193 +572,6 @@ def online_logsumexp__sum_not_rescaled(x, block):
     return m + torch.log(s)
 
 
-def flash__acc_not_rescaled(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        qt = q[:, :, qs:qe] * scale
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))
-        l = torch.zeros(B, H, qe - qs, 1)
-        acc = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
-            ke = min(ks + block_k, Tk)
-            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
-            if causal:
-                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            l = l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True)
-            acc = acc + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__sum_not_rescaled(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        qt = q[:, :, qs:qe] * scale
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))
-        l = torch.zeros(B, H, qe - qs, 1)
-        acc = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
-            ke = min(ks + block_k, Tk)
-            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
-            if causal:
-                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            alpha = torch.exp(m - m_new)
-            l = l + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__divide_inside_loop(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        qt = q[:, :, qs:qe] * scale
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))
-        l = torch.zeros(B, H, qe - qs, 1)
-        out = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
-            ke = min(ks + block_k, Tk)
-            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
-            if causal:
-                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            alpha = torch.exp(m - m_new)
-            l = l * alpha + p.sum(dim=-1, keepdim=True)
-            out = (out * alpha + p @ v[:, :, ks:ke]) / l  # normalised every step
-            m = m_new
-        outs.append(out)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__full_scores(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, Tq, Tk), computed once and sliced below
-    if causal:
-        scores = scores.masked_fill(torch.ones(Tq, Tk, dtype=torch.bool).tril().logical_not(), float("-inf"))
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))
-        l = torch.zeros(B, H, qe - qs, 1)
-        acc = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, Tk, block_k):
-            ke = min(ks + block_k, Tk)
-            s = scores[:, :, qs:qe, ks:ke]
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            alpha = torch.exp(m - m_new)
-            l = l * alpha + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__diagonal_skipped(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        qt = q[:, :, qs:qe] * scale
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))
-        l = torch.zeros(B, H, qe - qs, 1)
-        acc = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, qs if causal else Tk, block_k):  # causal: "only the keys before this tile"
-            ke = min(ks + block_k, Tk)
-            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            alpha = torch.exp(m - m_new)
-            l = l * alpha + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__lse_without_scale(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    outs, lses = [], []
-    for qs in range(0, Tq, block_q):
-        qe = min(qs + block_q, Tq)
-        m = torch.full((B, H, qe - qs, 1), float("-inf"))  # max of the raw scores q·k
-        l = torch.zeros(B, H, qe - qs, 1)
-        acc = torch.zeros(B, H, qe - qs, D)
-        for ks in range(0, min(Tk, qe) if causal else Tk, block_k):
-            ke = min(ks + block_k, Tk)
-            s = q[:, :, qs:qe] @ k[:, :, ks:ke].transpose(-2, -1)
-            if causal:
-                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp((s - m_new) * scale)  # the scale applied inside the exponent
-            alpha = torch.exp((m - m_new) * scale)
-            l = l * alpha + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
-
-
-def flash__no_tail_masking(q, k, v, causal=False, block_q=64, block_k=64):
-    B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    scale = 1.0 / math.sqrt(D)
-    pad_q, pad_k = -Tq % block_q, -Tk % block_k  # pad to whole tiles, as a kernel would see them
-    q = F.pad(q, (0, 0, 0, pad_q))
-    k, v = F.pad(k, (0, 0, 0, pad_k)), F.pad(v, (0, 0, 0, pad_k))
-    outs, lses = [], []
-    for qs in range(0, Tq + pad_q, block_q):
-        qe = qs + block_q
-        qt = q[:, :, qs:qe] * scale
-        m = torch.full((B, H, block_q, 1), float("-inf"))
-        l = torch.zeros(B, H, block_q, 1)
-        acc = torch.zeros(B, H, block_q, D)
-        for ks in range(0, min(Tk + pad_k, qe) if causal else Tk + pad_k, block_k):
-            ke = ks + block_k
-            s = qt @ k[:, :, ks:ke].transpose(-2, -1)
-            if causal:
-                s = s.masked_fill(torch.arange(qs, qe)[:, None] < torch.arange(ks, ke), float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-            p = torch.exp(s - m_new)
-            alpha = torch.exp(m - m_new)
-            l = l * alpha + p.sum(dim=-1, keepdim=True)
-            acc = acc * alpha + p @ v[:, :, ks:ke]
-            m = m_new
-        outs.append(acc / l)
-        lses.append((m + torch.log(l)).squeeze(-1))
-    return torch.cat(outs, dim=2)[:, :, :Tq], torch.cat(lses, dim=2)[:, :, :Tq]
-
-
 def flash_attention_triton__sdpa_fallback(q, k, v, causal=False):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
@@ -778,23 +591,36 @@ MISTAKES = (
             "before adding the new block.", online_logsumexp__sum_not_rescaled),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
-            flash__acc_not_rescaled),
+            edits={"acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke])": "acc = torch.baddbmm(acc, p, vf[:, ks:ke])"}),
     Mistake("flash_attention", "sum_not_rescaled", "the running sum of exponentials is not rescaled when the max "
-            "moves: l must become l·exp(m_old − m_new) + rowsum(P), like the accumulator.", flash__sum_not_rescaled),
+            "moves: l must become l·exp(m_old − m_new) + rowsum(P), like the accumulator.",
+            edits={"l = alpha * l + p.sum(dim=-1, keepdim=True)": "l = l + p.sum(dim=-1, keepdim=True)"}),
     Mistake("flash_attention", "divide_inside_loop", "the output is divided by the running sum inside the loop: "
             "keep the accumulator unnormalised across key tiles and divide by l once, after the last tile.",
-            flash__divide_inside_loop),
+            edits={"acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke])  # alpha·acc + p @ v":
+                   "acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke]) / l  # normalised at every step",
+                   "out[:, qs:qe] = acc / l": "out[:, qs:qe] = acc"}),
     Mistake("flash_attention", "full_scores", "the whole Tq×Tk score matrix is built (then sliced): compute each "
-            "tile's scores from a tile of q and a tile of k, so memory stays at one tile.", flash__full_scores),
+            "tile's scores from a tile of q and a tile of k, so memory stays at one tile.",
+            edits={"    pos = torch.arange(max(Tq, Tk), device=q.device)":
+                   "    scores = torch.bmm(qf * scale, kf.transpose(1, 2))  # (BH, Tq, Tk): every score at once\n"
+                   "    pos = torch.arange(max(Tq, Tk), device=q.device)",
+                   "s = torch.bmm(q_tile, kf[:, ks:ke].transpose(1, 2))": "s = scores[:, qs:qe, ks:ke]"}),
     Mistake("flash_attention", "diagonal_skipped", "in causal mode the diagonal tile is skipped along with the tiles "
             "above it: the diagonal tile holds each query's own key and keys before it, so compute it, masking "
-            "only its upper triangle.", flash__diagonal_skipped),
+            "only its upper triangle.",
+            edits={"k_stop = min(Tk, qe) if causal else Tk": "k_stop = min(Tk, qs) if causal else Tk  # keys before the tile"}),
     Mistake("flash_attention", "lse_without_scale", "lse is computed from the unscaled scores q·k: the row "
             "log-sum-exp is of the scaled scores q·k/√D, so use m·scale (or scale the scores first).",
-            flash__lse_without_scale),
+            edits={"q_tile = qf[:, qs:qe] * scale": "q_tile = qf[:, qs:qe]  # raw scores; the scale goes in the exponent",
+                   "alpha = torch.exp(m - m_new)": "alpha = torch.exp((m - m_new) * scale)",
+                   "p = torch.exp(s - m_new)": "p = torch.exp((s - m_new) * scale)"}),
     Mistake("flash_attention", "no_tail_masking", "the last, partial tile is padded but its padded keys are not "
             "masked: padding rows score 0 and take a share of the softmax, so mask keys at positions ≥ Tk with "
-            "-inf (or slice the tile to its real length).", flash__no_tail_masking),
+            "-inf (or slice the tile to its real length).",
+            edits={"kf = k.float().reshape(BH, Tk, D)": "kf = F.pad(k.float().reshape(BH, Tk, D), (0, 0, 0, -Tk % block_k))",
+                   "vf = v.float().reshape(BH, Tk, Dv)": "vf = F.pad(v.float().reshape(BH, Tk, Dv), (0, 0, 0, -Tk % block_k))",
+                   "k_stop = min(Tk, qe) if causal else Tk": "k_stop = min(Tk, qe) if causal else kf.shape[1]  # whole tiles"}),
     Mistake("flash_attention_triton", "sdpa_fallback", "the launcher returns F.scaled_dot_product_attention's "
             "answer instead of launching a Triton kernel: write the kernel and launch it with kernel[grid](...).",
             flash_attention_triton__sdpa_fallback),

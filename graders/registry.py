@@ -15,6 +15,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = ROOT / "solutions"
 LESSONS_DIR = ROOT / "lessons"
+# The student distribution of a graded class (`course pack`) has no solutions/ and keeps the release
+# notebooks inside the package; the public checks' reference observations ship as data.
+STUDENT_DISTRIBUTION = (Path(__file__).resolve().parent / "_distribution.py").exists()
+if STUDENT_DISTRIBUTION:
+    LESSONS_DIR = Path(__file__).resolve().parent / "lessons"
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,9 @@ class Exercise:
     points: float = 1.0
     hints: tuple[str, ...] = ()  # revealed one at a time, the last one near the answer
     challenge: bool = False  # optional; still graded and scored
+    # partial credit (`course grade --partial`): a check's weight by name; every other check weighs 1
+    weights: tuple[tuple[str, float], ...] = ()
+    depends: tuple[str, ...] = ()  # exercises of the same lesson this one calls: fix those first when both fail
 
 
 @dataclass(frozen=True)
@@ -66,8 +74,10 @@ class Lesson:
         for ex in self.exercises:
             if ex.name == name:
                 return ex
-        names = ", ".join(e.name for e in self.exercises)
-        raise LookupError(f"{self.id} has no exercise {name!r}; its exercises are: {names}")
+        names = [e.name for e in self.exercises]
+        near = did_you_mean(name, names)
+        raise LookupError(f"{self.id} has no exercise {name!r}" + (f"; did you mean {near!r}?" if near else ".")
+                          + f" Its exercises are: {', '.join(names)}")
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -92,6 +102,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "scaled_dot_product_attention",
                 points=6,
+                depends=("softmax",),
                 hints=(
                     "Scores are q @ kᵀ with the last two axes of k swapped, shape (..., Tq, Tk), divided "
                     "by √dk. `k.T` reverses *every* axis of a batched tensor: use `k.transpose(-2, -1)`.",
@@ -195,6 +206,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "MultiHeadAttention",
                 points=4,
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "In __init__ store num_heads and head_dim = d_model // num_heads, and create four "
                     "`nn.Linear(d_model, d_model, bias=bias)` named q_proj, k_proj, v_proj, out_proj.",
@@ -210,6 +222,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "CausalSelfAttention",
                 points=2,
+                depends=("split_heads", "merge_heads"),
                 hints=(
                     "One `nn.Linear(d_model, 3 * d_model)` named qkv_proj: its output is [q | k | v], three "
                     "blocks of d_model features, in that order; plus out_proj.",
@@ -232,6 +245,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GroupedQueryAttention",
                 points=3,
+                depends=("split_heads", "merge_heads", "repeat_kv"),
                 hints=(
                     "head_dim = d_model // num_heads. q_proj maps d_model → d_model; k_proj and v_proj map "
                     "d_model → num_kv_heads * head_dim; out_proj d_model → d_model; all with bias=bias.",
@@ -266,6 +280,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "LayerNorm",
                 points=2,
+                depends=("layer_norm",),
                 hints=(
                     "The parameters must be `nn.Parameter`s named `weight` and `bias`, of shape "
                     "`(normalized_shape,)`, so that nn.LayerNorm's state dict loads into your module.",
@@ -334,6 +349,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "RMSNorm",
                 points=2,
+                depends=("rms_norm",),
                 hints=(
                     "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have exactly "
                     "that: no bias.",
@@ -440,6 +456,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "alibi_bias",
                 points=1,
+                depends=("alibi_slopes",),
                 hints=(
                     "The bias is −m_h·|i − j|: zero on the diagonal, more negative with distance, one slope per "
                     "head, broadcast as slopes[:, None, None] * distances[None].",
@@ -470,6 +487,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "TransformerBlock",
                 points=7,
+                depends=("MLP",),
                 hints=(
                     "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, num_heads, "
                     "dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, dropout, bias), and "
@@ -504,19 +522,24 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "GPT",
                 points=5,
+                depends=("GPTConfig",),
                 hints=(
-                    "`__init__`: `nn.Embedding(vocab_size, n_embd)` for `wte`, `nn.Embedding(block_size, n_embd)` "
-                    "for `wpe`, an `nn.ModuleList` of `L07.TransformerBlock(..., causal=True, bias=config.bias)`, "
-                    "`L04.LayerNorm(n_embd, bias=config.bias)` and `nn.Linear(n_embd, vocab_size, bias=False)`; "
-                    "then tie with `self.lm_head.weight = self.wte.weight`.",
+                    "Bottom-up. `CachedSelfAttention.forward`: project x with q_proj, k_proj, v_proj and "
+                    "`L03.split_heads` each into (B, H, T_new, Dh); with a cache, `cache.update(layer_idx, k, v)` "
+                    "returns this layer's keys and values so far, (B, H, T_all, Dh). `GPTBlock.forward` is lesson "
+                    "07's pre-LN forward with `cache=cache, layer_idx=layer_idx` passed to `self.attn`.",
+                    "The mask is bottom-right: `torch.ones(T_new, T_all, dtype=torch.bool).tril(T_all - T_new)`, "
+                    "passed to `F.scaled_dot_product_attention` as attn_mask, with `dropout_p` only in training; "
+                    "then `out_proj(L03.merge_heads(y))`. Without a cache T_all = T_new: the usual causal mask.",
+                    "`GPT.__init__`: `nn.Embedding`s for `wte` (vocab_size × n_embd) and `wpe` (block_size × "
+                    "n_embd), an `nn.ModuleList` of GPTBlocks, `L04.LayerNorm(n_embd, bias=config.bias)`, a "
+                    "bias-free `nn.Linear(n_embd, vocab_size)`; tie by assigning the Parameter itself, "
+                    "`self.lm_head.weight = self.wte.weight`.",
                     "Initialise by looping over `self.modules()`: `nn.init.normal_(m.weight, 0.0, 0.02)` for Linear "
                     "and Embedding, zeros for Linear biases; then draw every `block.attn.out_proj.weight` and "
-                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`.",
-                    "`forward`: `start = len(cache)` with a cache, else 0; positions `torch.arange(start, start + T)`. "
-                    "Without a cache `x = block(x)`. With one, per block: q, k, v from `ln1(x)` through the "
-                    "attention's projections and `L03.split_heads`; `k, v = cache.update(i, k, v)`; SDPA with "
-                    "`attn_mask=torch.ones(T, T_all, dtype=torch.bool).tril(T_all - T)`; `out_proj` of the merged "
-                    "heads added to x; then the MLP half.",
+                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`. In `forward`, "
+                    "`start = len(cache)` (0 without one), positions `torch.arange(start, start + T)`, and "
+                    "`x = block(x, cache=cache, layer_idx=i)` for each block.",
                 ),
             ),
             Exercise(
@@ -541,6 +564,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "generate",
                 points=3,
+                depends=("KVCache",),
                 hints=(
                     "Loop `max_new_tokens` times: run the model, keep `logits[:, -1, :]`, pick a token and "
                     "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with one, feed "
@@ -554,6 +578,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "load_gpt2_state_dict",
                 points=3,
+                depends=("GPT",),
                 hints=(
                     "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, and map "
                     "names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, `mlp.c_fc` → "
@@ -646,6 +671,7 @@ LESSONS: tuple[Lesson, ...] = (
                 "FlashAttentionFunction",
                 points=3,
                 challenge=True,
+                depends=("flash_attention",),
                 hints=(
                     "forward: `out, lse = flash_attention(q, k, v, causal=causal)`, then "
                     "`ctx.save_for_backward(q, k, v, out, lse)` and keep `ctx.causal = causal`. backward "
@@ -661,6 +687,131 @@ LESSONS: tuple[Lesson, ...] = (
         ),
         triton=True,
     ),
+    Lesson(
+        "lesson10",
+        "llama",
+        "A modern decoder: from GPT-2 to Llama",
+        exercises=(
+            Exercise(
+                "SwiGLU",
+                points=1,
+                hints=(
+                    "Three `nn.Linear(..., bias=bias)` layers: `gate_proj` and `up_proj` go from d_model to "
+                    "hidden_dim, `down_proj` comes back.",
+                    "Only the gate goes through the nonlinearity: "
+                    "`self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))`.",
+                ),
+            ),
+            Exercise(
+                "swiglu_hidden_dim",
+                points=1,
+                hints=(
+                    "Start from `int(2 * 4 * d_model / 3)`; with a multiplier, `int(ffn_dim_multiplier * hidden)`.",
+                    "Round *up* to a multiple: `multiple_of * ((hidden + multiple_of - 1) // multiple_of)`; "
+                    "raise ValueError when d_model or multiple_of is below 1.",
+                ),
+            ),
+            Exercise(
+                "LlamaAttention",
+                points=4,
+                hints=(
+                    "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when "
+                    "`j <= i + (t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in "
+                    "all, its own included).",
+                    "Projections without bias; `k_proj`/`v_proj` output `num_kv_heads * head_dim`. In forward, "
+                    "`start = len(cache)` (before the update) when start is None; positions "
+                    "`torch.arange(start, start + T)`; `L06.apply_rope_half` on q and k only, not v.",
+                    "Then `k, v = cache.update(layer_idx, k, v)`, `L03.repeat_kv(k, n_rep)` (not `k.repeat`, "
+                    "which tiles the heads in the wrong order), `F.scaled_dot_product_attention(q, k, v, "
+                    "attn_mask=sliding_window_mask(T, k.shape[-2], self.window, x.device))`, merge, out_proj.",
+                ),
+            ),
+            Exercise(
+                "RollingKVCache",
+                points=2,
+                hints=(
+                    "Like lesson 08's KVCache, one list of keys and one of values per layer, plus a counter of "
+                    "the positions seen (layer 0's new positions, added at each of its updates).",
+                    "In update: `k_all = torch.cat([kept, k], dim=-2)` (or just k on a layer's first call); "
+                    "store `k_all[..., -self.window:, :]` (the newest, not the oldest) and return `k_all`, "
+                    "untrimmed. `__len__` returns the counter, not the kept length.",
+                ),
+            ),
+            Exercise(
+                "LlamaConfig",
+                points=1,
+                hints=(
+                    "In `__post_init__`, loop over the size fields with `getattr(self, name)` and raise "
+                    "ValueError(f\"{name} must be ...\") for values below 1.",
+                    "Then `n_embd % n_head`, `(n_embd // n_head) % 2` (RoPE pairs), `n_head % n_kv_head`, a "
+                    "window below 1 and a `norm_eps <= 0`, each with the field's name in the message.",
+                ),
+            ),
+            Exercise(
+                "LlamaBlock",
+                points=1,
+                hints=(
+                    "`ln1 = L05.RMSNorm(config.n_embd, eps=config.norm_eps)`, the same for ln2; `attn = "
+                    "LlamaAttention(D, n_head, n_kv_head, rope_base, window)`, `mlp = SwiGLU(D, hidden_dim)`.",
+                    "Pre-norm: `x = x + self.attn(self.ln1(x), cache, layer_idx, start)` then "
+                    "`return x + self.mlp(self.ln2(x))`; the norm never wraps the sum.",
+                ),
+            ),
+            Exercise(
+                "Llama",
+                points=3,
+                hints=(
+                    "`embed`, an `nn.ModuleList` of `LlamaBlock(config)`, `norm = L05.RMSNorm(...)`, `lm_head = "
+                    "nn.Linear(D, V, bias=False)`, tied with `self.lm_head.weight = self.embed.weight` only when "
+                    "`config.tie_embeddings`.",
+                    "Init: N(0, 0.02) for every Linear and Embedding weight, then std 0.02 / √(2·n_layer) for "
+                    "each block's `attn.out_proj.weight` and `mlp.down_proj.weight`.",
+                    "forward: `start = len(cache)` once (0 without a cache), ValueError naming block_size when "
+                    "`start + T` passes it (only `T` when config.window is set), then `x = block(x, cache, i, "
+                    "start)` for each block, `lm_head(norm(x))` and the cross-entropy.",
+                ),
+            ),
+            Exercise(
+                "load_llama_state_dict",
+                points=2,
+                hints=(
+                    "Build a dict from our names to the checkpoint's tensors: `model.embed_tokens.weight` → "
+                    "`embed.weight`, `model.layers.{i}.self_attn.o_proj.weight` → `blocks.{i}.attn.out_proj.weight`, "
+                    "`input_layernorm` → `ln1`, `post_attention_layernorm` → `ln2`, `model.norm` → `norm`.",
+                    "No transposes (both sides are nn.Linear). Copy under `torch.no_grad()` with `param.copy_(t)` "
+                    "for each `name, param in model.named_parameters()`, raising ValueError for a missing key, a "
+                    "shape that differs, or a layer past n_layer in the checkpoint.",
+                ),
+            ),
+            Exercise(
+                "filter_logits",
+                points=3,
+                hints=(
+                    "Work on a copy with `masked_fill(..., float('-inf'))`, filter by filter: top-k first "
+                    "(`torch.topk(out, k).values[..., -1:]` is the k-th largest), then top-p, then min-p, each "
+                    "from `out.softmax(-1)` of what is left.",
+                    "top-p: `sorted_probs, order = probs.sort(-1, descending=True)`; a token is dropped when the "
+                    "tokens above it already sum to p: `before = sorted_probs.cumsum(-1) - sorted_probs; drop = "
+                    "before >= p`; put it back in vocabulary order with `zeros_like(drop).scatter(-1, order, drop)`.",
+                    "min-p: drop `probs < min_p * probs.amax(-1, keepdim=True)` (the largest probability, not "
+                    "the sum, which is 1).",
+                ),
+            ),
+            Exercise(
+                "decoder_costs",
+                points=2,
+                hints=(
+                    "Per layer the matrices hold 2·D² (q, out) + 2·D·kv_dim (k, v, kv_dim = n_kv_head·D/n_head) + "
+                    "3·D·hidden_dim (SwiGLU); params adds the embedding, an untied head, 2·D of norms per layer "
+                    "and D for the final norm.",
+                    "N_mm = n_layer · (per-layer matrices) + V·D (the head, tied or not); train_flops = (6·N_mm + "
+                    "12·n_layer·n_embd·block_size) · tokens; kv_bytes_per_token = 2·n_layer·kv_dim·element size; "
+                    "adamw_bytes = 16·params.",
+                ),
+            ),
+        ),
+        aliases=("llama", "modern", "decoder"),
+    ),
 )
 
 
@@ -668,9 +819,20 @@ class UnknownLesson(LookupError):
     pass
 
 
+def did_you_mean(word: str, choices) -> str | None:
+    """The closest of `choices` to a misspelt `word` (case aside), or None."""
+    import difflib
+
+    lower = {c.lower(): c for c in choices}
+    near = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
+    return lower[near[0]] if near else None
+
+
 def find_lesson(key: str) -> Lesson:
-    """A lesson by id (`lesson01`), number (`1`, `01`) or slug (`sdpa`)."""
+    """A lesson by id (`lesson01`, `lesson1`), number (`1`, `01`) or slug (`sdpa`)."""
     k = str(key).strip().lower()
+    if k.startswith("lesson") and k[6:].isdigit():  # lesson1, lesson01, lesson001
+        k = k[6:]
     for lesson in LESSONS:
         if k in (lesson.id, lesson.slug, *lesson.aliases, f"{lesson.id}_{lesson.slug}"):
             return lesson
@@ -679,4 +841,7 @@ def find_lesson(key: str) -> Lesson:
         if k.removesuffix(".ipynb") == lesson.notebook.removesuffix(".ipynb"):
             return lesson
     known = ", ".join(f"{l.id} ({l.slug})" for l in LESSONS)
-    raise UnknownLesson(f"no lesson {key!r}; the lessons are: {known}")
+    near = did_you_mean(k, [l.slug for l in LESSONS] + [l.id for l in LESSONS]
+                        + [a for l in LESSONS for a in l.aliases])
+    raise UnknownLesson(f"no lesson {key!r}" + (f"; did you mean {near!r}?" if near else ".")
+                        + f" The lessons are: {known}")

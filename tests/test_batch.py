@@ -43,10 +43,11 @@ def test_grade_a_flat_folder_to_csv(flat, tmp_path):
     out = tmp_path / "results.csv"
     r = CliRunner().invoke(cli, ["grade", str(flat), "--lesson", "1", "--jobs", "2", "--out", str(out)],
                            catch_exceptions=False)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # gina's notebook could not be graded: the exit code says so
+    assert "could not grade 1 submission(s): gina" in r.output
     rows = list(csv.DictReader(out.open()))
     by = {(x["student"], x["exercise"]): x for x in rows}
-    assert len(rows) == 7 * 2
+    assert len(rows) == 7 * 3  # two exercises and the TOTAL row per student
     assert by[("alice", "softmax")]["status"] == "passed"
     assert by[("bob", "softmax")]["status"] == "not_implemented"
     assert by[("carol", "scaled_dot_product_attention")]["diagnosis"].startswith("the scores are not divided")
@@ -79,3 +80,25 @@ def test_nbgrader_layout_and_unknown_student(tmp_path):
     assert r.exit_code == 0 and "100%" in r.output
     r = CliRunner().invoke(cli, ["grade", str(tmp_path / "course"), "--lesson", "lesson01", "--student", "yann"])
     assert r.exit_code == 2 and "no submission of lesson01 for: yann" in r.output
+
+
+def test_renamed_and_missing_notebooks_are_accounted_for(tmp_path):
+    """A notebook saved under another name is graded and said so; a folder with nothing gradable is a row
+    with the reason: nobody is dropped."""
+    root = tmp_path / "submitted"
+    for student, names in {"alice": [L01.notebook], "bob": ["lesson01_sdpa-Copy1.ipynb"],
+                           "carol": ["scratch.ipynb", "other.ipynb"], "dan": []}.items():
+        folder = root / student / "lesson01"
+        folder.mkdir(parents=True)
+        for name in names:
+            shutil.copy(L01.solution_path, folder / name)
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(cli, ["grade", str(root), "--lesson", "1", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "bob: graded lesson01_sdpa-Copy1.ipynb" in r.output
+    data = json.loads(out.read_text())["students"]
+    assert set(data) == {"alice", "bob", "carol", "dan"}
+    assert data["alice"]["score"] == data["bob"]["score"] == 10.0
+    assert data["carol"]["score"] == data["dan"]["score"] == 0.0
+    assert "rename the one to grade" in data["carol"]["exercises"][0]["checks"][0]["message"]
+    assert "no notebook in" in data["dan"]["exercises"][0]["checks"][0]["message"]

@@ -32,6 +32,8 @@ def padding_mask(lengths, t):
 ''',
     "sliding_window_mask": '''
 def sliding_window_mask(t, window):
+    if not window >= 1:  # the exercise asks for a ValueError (graded since issue 17)
+        raise ValueError("window must be positive")
     full = torch.ones(t, t, dtype=torch.bool)
     return full.tril() & ~full.tril(diagonal=-window)
 ''',

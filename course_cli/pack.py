@@ -1,0 +1,156 @@
+"""The student distribution of a graded class: what students install, with no solution code in it.
+
+`course pack DIR` (and `course nbgrader DIR`, into DIR/student-package) writes a pip-installable project:
+
+  graders/            the engine and the lessons' graders, with every hidden check's probe taken out and the
+                      known mistakes reduced to their messages (`Mistake(..., observed=True)`: no code, no edits)
+  graders/lessons/    the release notebooks (the stubs), which `course init` copies into a workspace
+  graders/data/reference/<lesson>-cpu.pt
+                      the reference observations of the *public* checks, and the known mistakes' observations on
+                      them, as data (`torch.load(weights_only=True)`), so `course check` and the check cells grade
+                      the public checks exactly as in the repository, and name the same mistakes
+  course_cli/         the command line, as in the repository
+  pyproject.toml, README.md
+
+Not in it: `solutions/`, the hidden checks and their references (they stay with the instructor's repository,
+where `course grade` and `nbgrader autograde` run them with a seed drawn per run), the mistakes' code, the tests.
+`graders.parts.import_lesson` there uses the student's own earlier notebooks. A marker file,
+`graders/_distribution.py`, tells the registry where the notebooks are.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import shutil
+from pathlib import Path
+
+from graders.registry import LESSONS, ROOT
+
+MARKER = '''"""This is the student distribution of the attention course (made by `course pack`): no solutions here."""
+DISTRIBUTION = "student"
+'''
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "attention-course-student"
+version = "{version}"
+description = "The attention course, student distribution: release notebooks, graders, public checks."
+requires-python = ">=3.10"
+dependencies = {dependencies}
+
+[project.optional-dependencies]
+triton = ["triton>=3.0"]
+
+[project.scripts]
+course = "course_cli.main:cli"
+
+[tool.setuptools]
+packages = ["graders", "course_cli"]
+
+[tool.setuptools.package-data]
+graders = ["*.md", "data/*.txt", "data/reference/*.pt", "lessons/*.ipynb"]
+'''
+
+README = '''# The attention course — student distribution
+
+Install it (in a fresh virtual environment): `pip install .` (or the wheel your instructor gives you), then
+`course init ~/attention && cd ~/attention` and open the notebooks in `lessons/`.
+
+`course check LESSON` and the check cells in the notebooks grade the **public** checks here. The hidden
+checks are run by your instructor when grading (with inputs drawn for each grading run), so a notebook that
+passes here can still fail a hidden check: make your code right, not just the examples.
+'''
+
+
+def _hidden_probe(node: ast.stmt) -> bool:
+    """A probe registered with `@CHECKS.probe(..., hidden=True)`."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for dec in node.decorator_list:
+        if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "probe":
+            for kw in dec.keywords:
+                if kw.arg == "hidden" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                    return True
+    return False
+
+
+def strip_grader(source: str, mistakes) -> str:
+    """A lesson's grader module without its hidden probes and without its mistakes' code."""
+    tree = ast.parse(source)
+    impl_names = {m.impl.__name__ for m in mistakes if getattr(m, "impl", None) is not None}
+    body = []
+    for node in tree.body:
+        if _hidden_probe(node):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in impl_names:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "MISTAKES" for t in targets):
+                entries = ", ".join(f"Mistake({m.exercise!r}, {m.id!r}, {m.message!r}, observed=True)" for m in mistakes)
+                body.append(ast.parse(f"MISTAKES = ({entries}{',' if len(mistakes) == 1 else ''})").body[0])
+                continue
+        body.append(node)
+    tree.body = body
+    text = ast.unparse(tree)
+    if "Mistake" in text and "import Mistake" not in text and " Mistake," not in text and ", Mistake" not in text:
+        text = "from graders.engine import Mistake\n" + text
+    return text + "\n"
+
+
+def _reference(lesson, device: str = "cpu") -> dict:
+    """The public checks' reference observations and the mistakes' observations on them."""
+    from . import sandbox
+    from .grading import _read_obs
+    from .notebook import graded_cells, read_notebook
+
+    cells = graded_cells(read_notebook(lesson.solution_path))
+    child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
+                          only_public=True, visible=[ROOT / "solutions"]).wait()
+    try:
+        if child.death():
+            raise RuntimeError(f"the reference of {lesson.id} failed to run: {child.death()}")
+        data = {"exercises": {e.name: dict(_read_obs(child.out / f"obs-{e.name}.pt")) for e in lesson.exercises},
+                "mistakes": {}}
+        for f in child.out.glob("mistake-*.pt"):
+            obs = _read_obs(f)
+            if obs is not None and not hasattr(obs, "message"):
+                data["mistakes"][f.stem.removeprefix("mistake-")] = dict(obs)
+        return data
+    finally:
+        child.cleanup()
+
+
+def make_pack(target: Path) -> dict:
+    """Write the student distribution of every lesson into `target` (a new or empty folder)."""
+    import tomllib
+
+    import torch
+
+    target = Path(target)
+    if target.exists() and any(target.iterdir()):
+        raise FileExistsError(f"{target} is not empty: give a new folder for the student distribution")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "course_cli", target / "course_cli", ignore=ignore)
+    shutil.copytree(ROOT / "graders", target / "graders", ignore=ignore)
+    g = target / "graders"
+    (g / "_distribution.py").write_text(MARKER)
+    (g / "lessons").mkdir()
+    (g / "data" / "reference").mkdir(parents=True, exist_ok=True)
+    for lesson in LESSONS:
+        module = importlib.import_module(lesson.module)
+        src = g / f"{lesson.id}_{lesson.slug}.py"
+        src.write_text(strip_grader(src.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ())))
+        shutil.copy(lesson.student_path, g / "lessons" / lesson.notebook)
+        torch.save(_reference(lesson), g / "data" / "reference" / f"{lesson.id}-cpu.pt")
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = "[" + ", ".join(f'"{d}"' for d in meta["dependencies"]) + "]"
+    (target / "pyproject.toml").write_text(PYPROJECT.format(version=meta["version"], dependencies=deps))
+    (target / "README.md").write_text(README)
+    if (ROOT / "constraints.txt").exists():
+        shutil.copy(ROOT / "constraints.txt", target / "constraints.txt")
+    return {"lessons": [l.id for l in LESSONS], "target": target}

@@ -1,0 +1,424 @@
+"""Structural diagnosis: what the observations say happened, when no catalogued mistake matches.
+
+Computed in the parent from the student's and the reference's observations (plain tensors, never student
+code). Each rule looks for one shape of wrongness and says it in a sentence:
+
+  axes       the output is the reference transposed, with every axis reversed, or with axes permuted
+  scale      off by a constant factor (named when it is a simple one: 8, 1/8, √8, 1/√8) or a constant shift
+  masks      right except at the masked positions (or only there); a boolean mask inverted or shifted by one
+  zeros      all zeros; NaN or Inf, and where they start (whole rows: a row with nothing to attend to)
+  dtype      the right values in the wrong dtype
+  order      outputs returned in the wrong order: (weights, output) for (output, weights)
+  extent     right only when Tq = Tk; right up to an index along one axis and wrong from there (a tile, a
+             partial last tile, positions after a cache)
+
+`settle` is the engine's fallback (graders/engine.py `diagnose`): it keeps a catalogued mistake only when its
+observations really match (an exception matches only an exception with the same message), and
+otherwise returns the structural diagnosis. It also leaves, on the first failing check, the data for a figure
+(`CheckResult.figure`: the student's and the reference's matrix, the bad and the leaked cells), which
+course_cli draws.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+import torch
+
+from . import compare
+
+# ------------------------------------------------------------------------------------------------
+# Tensor against tensor
+
+
+def _close(a: torch.Tensor, e: torch.Tensor, tol: compare.Tolerance) -> bool:
+    if a.shape != e.shape:
+        return False
+    if a.dtype == torch.bool or e.dtype == torch.bool:
+        return bool(torch.equal(a.bool(), e.bool()))
+    a, e = a.double(), e.double()
+    return bool(torch.allclose(a, e, atol=tol.atol * 10, rtol=tol.rtol * 10, equal_nan=True))
+
+
+def _bad(a: torch.Tensor, e: torch.Tensor, tol: compare.Tolerance) -> torch.Tensor:
+    if a.dtype == torch.bool or e.dtype == torch.bool:
+        return a.bool() != e.bool()
+    a, e = a.double(), e.double()
+    same_nonfinite = (a == e) | (a.isnan() & e.isnan())
+    return ~((a - e).abs() <= tol.atol * 10 + tol.rtol * 10 * e.abs()) & ~same_nonfinite
+
+
+def _idx(flat: int, shape) -> tuple[int, ...]:
+    return tuple(int(i) for i in compare._index(flat, shape))
+
+
+def simple_factor(c: float) -> str | None:
+    """`8`, `1/8`, `√8`, `1/√8`, `-1` for a factor that is one of those (to 0.1 %), else None."""
+    if c == 0 or not math.isfinite(c):
+        return None
+    sign, c = ("-" if c < 0 else ""), abs(c)
+    for k in range(2, 4097):
+        for value, text in ((k, f"{k}"), (1 / k, f"1/{k}"), (math.sqrt(k), f"√{k}"), (1 / math.sqrt(k), f"1/√{k}")):
+            if "√" in text and math.isqrt(k) ** 2 == k:
+                continue
+            if abs(c - value) <= 1e-3 * value:
+                return sign + text
+    if abs(c - 1) <= 1e-3 and sign:
+        return "-1"
+    return None
+
+
+def _permutation(a: torch.Tensor, e: torch.Tensor, tol) -> tuple[int, ...] | None:
+    if a.dim() != e.dim() or a.dim() < 2 or a.dim() > 6 or sorted(a.shape) != sorted(e.shape):
+        return None
+    for p in itertools.permutations(range(e.dim())):
+        if p == tuple(range(e.dim())):
+            continue
+        if tuple(e.shape[i] for i in p) == tuple(a.shape) and _close(a, e.permute(*p), tol):
+            return p
+    return None
+
+
+def _axes_message(what: str, p: tuple[int, ...]) -> str:
+    n = len(p)
+    if p == tuple(reversed(range(n))) and n > 2:
+        return (f"`{what}` is the reference with every axis reversed: `.T` on a tensor with more than two "
+                f"dims reverses them all; swap only the last two with `.transpose(-2, -1)` (or `.mT`)")
+    if p == tuple(range(n - 2)) + (n - 1, n - 2):
+        return f"`{what}` is the reference transposed (its last two axes swapped)"
+    return f"`{what}` is the reference with its axes permuted: `reference.permute{p}`"
+
+
+def _mask_for(r: dict, key: str, shape) -> torch.Tensor | None:
+    """A boolean tensor of the reference's observations that broadcasts to `shape` (the probe's mask)."""
+    tag = key[key.find("("):] if "(" in key else None
+    cands = [(k, v) for k, v in r.items() if isinstance(v, torch.Tensor) and v.dtype == torch.bool and k != key]
+    cands.sort(key=lambda kv: not (tag and kv[0].endswith(tag)))
+    for _, m in cands:
+        try:
+            return m.expand(shape)
+        except RuntimeError:
+            continue
+    return None
+
+
+def _slab(bad: torch.Tensor) -> tuple[int, int, str] | None:
+    """(axis, index, 'from'|'until'): the bad positions are exactly those from `index` on (or before it)
+    along one axis, everywhere else right."""
+    for axis in range(bad.dim()):
+        n = bad.shape[axis]
+        if n < 2:
+            continue
+        along = bad.movedim(axis, 0).reshape(n, -1)
+        rows = along.any(1)
+        full = along.all(1)
+        if not rows.any() or rows.all():
+            continue
+        first = int(rows.nonzero()[0])
+        last = int(rows.nonzero()[-1])
+        if first > 0 and bool(rows[first:].all()) and bool(full[first:].all()):
+            return axis, first, "from"
+        if first == 0 and bool(rows[: last + 1].all()) and not bool(rows[last + 1:].any()) and bool(full[: last + 1].all()):
+            return axis, last + 1, "until"
+    return None
+
+
+def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r: dict | None = None) -> str | None:
+    """One sentence on how tensor `a` (the student's) relates to `e` (the reference's), or None."""
+    if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
+        return None
+    tol = tol or compare.tolerance(e.dtype)
+    if a.shape != e.shape:
+        p = _permutation(a, e, tol)
+        if p is not None:
+            return _axes_message(what, p)
+        if a.numel() == e.numel() and _close(a.reshape(e.shape), e, tol):
+            return (f"`{what}` has the right values in the wrong shape {tuple(a.shape)} (expected "
+                    f"{tuple(e.shape)}): reshape it back")
+        return None
+    if a.dtype != e.dtype:
+        if e.dtype == torch.bool and a.dtype != torch.bool and bool(((a == 0) | (a == 1)).all()) and \
+                torch.equal(a.bool(), e):
+            return (f"`{what}` has the right True/False pattern as {str(a.dtype).removeprefix('torch.')} 0s and 1s; "
+                    f"return a bool tensor (masks are `torch.bool`: `masked_fill` and `~` need it)")
+        if e.dtype != torch.bool and a.dtype != torch.bool and _close(a.to(e.dtype), e, tol):
+            dt = lambda t: str(t.dtype).removeprefix("torch.")  # noqa: E731
+            return (f"`{what}` has the right values but dtype {dt(a)} instead of {dt(e)}: compute in the input's "
+                    f"dtype, or cast back with `.to(x.dtype)`")
+        return None
+    if e.dtype == torch.bool:
+        return _explain_bool(a, e, what)
+    if _close(a, e, tol):
+        return None
+    ad, ed = a.double(), e.double()
+    e_finite = torch.isfinite(ed)
+    bad_nonfinite = ~torch.isfinite(ad) & e_finite
+    if bad_nonfinite.any():
+        kind = "NaN" if ad[bad_nonfinite].isnan().any() else "Inf"
+        first = _idx(int(bad_nonfinite.flatten().nonzero()[0]), a.shape)
+        rows = bad_nonfinite.reshape(-1, a.shape[-1]) if a.dim() else bad_nonfinite.reshape(1, 1)
+        whole = rows.all(1)
+        text = (f"`{what}` has {int(bad_nonfinite.sum())} {kind} values where the reference has numbers, "
+                f"starting at index {first}")
+        if whole.any() and bool((rows.any(1) == whole).all()):
+            text += (f"; they fill {int(whole.sum())} whole rows of the last axis: a row with nothing to attend "
+                     f"to (every score -inf) gives exp(-inf)/0 = NaN in the softmax")
+        return text
+    if bool((ad == 0).all()) and not bool((ed == 0).all()):
+        return f"`{what}` is all zeros: nothing is written to it (or it is multiplied by an all-zero mask)"
+    p = _permutation(a, e, tol)
+    if p is not None:
+        return _axes_message(what, p)
+    for axis in range(a.dim()):
+        if a.shape[axis] > 1 and _close(a, e.flip(axis), tol):
+            return f"`{what}` is the reference reversed along axis {axis - a.dim()} (size {a.shape[axis]})"
+    fin = e_finite & torch.isfinite(ad)
+    if fin.any() and bool((torch.isfinite(ad) == e_finite).all()):
+        x, y = ad[fin], ed[fin]
+        denom = float((y * y).sum())
+        if denom > 0:
+            c = float((x * y).sum()) / denom
+            if abs(c - 1) > 1e-3 and _close(ad[fin], c * y, tol):
+                named = simple_factor(c)
+                return (f"`{what}` is the reference times a constant factor, {c:.4g}"
+                        + (f" (= {named})" if named else "") + ": a scale is applied twice, or missing, or wrong")
+        shift = float((x - y).mean())
+        if abs(shift) > tol.atol * 10 and _close(ad[fin], y + shift, tol):
+            return f"`{what}` is the reference plus a constant, {shift:.4g}, everywhere"
+    bad = _bad(ad, ed, tol)
+    mask = _mask_for(r or {}, what, a.shape)
+    n_bad = int(bad.sum())
+    if mask is not None:
+        if bool((bad & mask).sum() == 0) and bool((~mask).any()):
+            leaked = bad & ~mask
+            return (f"`{what}` is right where the mask is True and wrong at {n_bad} of the {int((~mask).sum())} "
+                    f"masked positions (mask False), first at {_idx(int(leaked.flatten().nonzero()[0]), a.shape)}: "
+                    f"masked positions must get exactly what the reference gives them (weight 0)")
+        if bool((bad & ~mask).sum() == 0) and bool(mask.any()):
+            return (f"`{what}` is right at the masked positions and wrong at {n_bad} of the {int(mask.sum())} "
+                    f"positions the mask allows: the mask's meaning (True = may attend) is the other way round?")
+    zero = ed == 0
+    if zero.any() and not zero.all() and bool((bad & ~zero).sum() == 0):
+        first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
+        return (f"`{what}` is right except at {n_bad} positions where the reference is exactly 0 (masked out?), "
+                f"first at {first}, where it gives {float(ad[first]):.4g}")
+    slab = _slab(bad)
+    if slab is not None:
+        axis, i, where = slab
+        ax = axis - a.dim()
+        if where == "from":
+            return (f"`{what}` is right up to index {i - 1} along axis {ax} (size {a.shape[axis]}) and wrong from "
+                    f"index {i} on: only the first block (tile) is right, or a last partial one is dropped?")
+        return (f"`{what}` is wrong for indices 0…{i - 1} along axis {ax} (size {a.shape[axis]}) and right after "
+                f"them: the first block is handled differently")
+    return None
+
+
+def _explain_bool(a: torch.Tensor, e: torch.Tensor, what: str) -> str | None:
+    if torch.equal(a, e):
+        return None
+    if torch.equal(a, ~e):
+        return f"`{what}` is the reference inverted (True and False swapped): True means 'may attend'"
+    if a.dim() >= 2 and a.shape[-1] == a.shape[-2] and torch.equal(a, e.transpose(-2, -1)):
+        return f"`{what}` is the reference transposed: rows are queries, columns are keys"
+    for axis in (-1, -2):
+        if a.shape[axis] < 2:
+            continue
+        for s in (1, -1):
+            n = a.shape[axis]
+            lo, hi = (slice(s, n), slice(0, n - s)) if s > 0 else (slice(0, n + s), slice(-s, n))
+            if torch.equal(a.narrow(axis, lo.start, lo.stop - lo.start),
+                           e.narrow(axis, hi.start, hi.stop - hi.start)):
+                return (f"`{what}` is the reference shifted by one position along axis {axis}: an off-by-one in "
+                        f"the diagonal (or the window)")
+    extra, missing = int((a & ~e).sum()), int((~a & e).sum())
+    if extra and not missing:
+        return f"`{what}` allows {extra} positions the reference masks (and none fewer): too permissive"
+    if missing and not extra:
+        return f"`{what}` masks {missing} positions the reference allows (and none more): too strict"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Observations against observations
+
+
+def _tensors(obs: dict) -> dict:
+    return {k: v for k, v in obs.items() if isinstance(v, torch.Tensor)}
+
+
+def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str | None:
+    """The first structural reason among one check's observations (outputs swapped before each one alone)."""
+    if not isinstance(s, dict) or not isinstance(r, dict) or "__error__" in s or "__error__" in r:
+        return None
+    rt = _tensors(r)
+    wrong = [k for k, e in rt.items() if not (isinstance(s.get(k), torch.Tensor) and s[k].dtype == e.dtype and
+                                              _close(s[k], e, tol or compare.tolerance(e.dtype)))]
+    for k in wrong:  # does the student's k hold what another observation should be?
+        a = s.get(k)
+        if not isinstance(a, torch.Tensor):
+            continue
+        for k2 in wrong:
+            t = tol or compare.tolerance(rt[k2].dtype)
+            if k2 != k and isinstance(s.get(k2), torch.Tensor) and _close(a, rt[k2], t) and \
+                    _close(s[k2], rt[k], t) and not _close(rt[k], rt[k2], t):  # a real swap, of two different things
+                return (f"`{k}` holds what `{k2}` should be: the outputs are returned in the wrong order "
+                        f"(check the order in the `return` line)")
+    for k in wrong:
+        msg = explain(s.get(k), rt[k], k, tol, r)
+        if msg:
+            return msg
+    return None
+
+
+def _square(obs: dict) -> bool | None:
+    """Whether the check's attention-like tensors are square in their last two axes (None: no such tensor)."""
+    shapes = [tuple(v.shape) for v in _tensors(obs).values() if v.dim() >= 2 and v.dtype != torch.bool]
+    if not shapes:
+        return None
+    return all(sh[-1] == sh[-2] for sh in shapes)
+
+
+def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | None:
+    """The structural diagnosis of one exercise: across its checks first (only right when Tq = Tk), then
+    the first failing check that says something."""
+    status = {(c.name, c.device, c.dtype): c.status for c in results}
+    ran = []
+    for check in checks:
+        for config in check.configs:
+            st = status.get((check.name, config.device, config.dtype))
+            if st in ("passed", "failed", "error"):
+                ran.append((check, config, st))
+    squares = [(_square(r_checks.get(c.key(cfg), {})), st) for c, cfg, st in ran if st != "error"]
+    squares = [(sq, st) for sq, st in squares if sq is not None]
+    if squares and any(st == "failed" for _, st in squares) and any(st == "passed" for _, st in squares):
+        if all((st == "passed") == sq for sq, st in squares):
+            return ("right only when Tq = Tk: an axis of the queries and one of the keys are swapped somewhere "
+                    "(the scores should be (..., Tq, Tk), normalised over Tk)")
+    for check, config, st in sorted(ran, key=lambda x: x[2] != "failed"):
+        if st == "passed":
+            continue
+        from .engine import JudgeContext
+
+        msg = explain_obs(s_checks.get(check.key(config)) or {}, r_checks.get(check.key(config)) or {},
+                          JudgeContext(config).tol)
+        if msg:
+            return msg
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The engine's fallback
+
+
+def _first_line(err: dict) -> str:
+    """The exception's own text, without where it was raised. Student and mistake run on the same seeded
+    inputs, so the same mistake raises the same text, sizes included; another mistake that happens to raise
+    the same exception type (a swapped pair the grader then multiplies) says other sizes."""
+    text = (err.get("message") or "").split("\n  at ")[0].strip()
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)  # object addresses
+    return re.sub(r"(/[\w.+-]+)+/|<cell \d+>", "…/", text)  # where the code happened to live
+
+
+def _strict(check, config, s_obs, m_obs, r_obs) -> bool:
+    from .engine import _matches
+
+    s_err = (s_obs or {}).get("__error__") if isinstance(s_obs, dict) else None
+    m_err = (m_obs or {}).get("__error__") if isinstance(m_obs, dict) else None
+    if s_err or m_err:
+        return bool(s_err and m_err and s_err.get("type") == m_err.get("type") and s_err.get("kind") == "error"
+                    and _first_line(s_err) == _first_line(m_err))
+    return _matches(check, config, s_obs, m_obs, r_obs)
+
+
+def catalogued(module, name, checks, s_checks, r_checks, mistakes, results):
+    """The catalogued mistake whose observations match the most failing checks, exceptions matched by type and
+    message, not by type alone; None when none matches."""
+    failed = {(r.name, r.device, r.dtype) for r in results if r.status in ("failed", "error")}
+    best, best_count = None, 0
+    for mistake in getattr(module, "MISTAKES", ()):
+        if mistake.exercise != name or mistake.id not in mistakes:
+            continue
+        m_checks = (mistakes[mistake.id] or {}).get("checks", {})
+        count = 0
+        for check in checks:
+            for config in check.configs:
+                if (check.name, config.device, config.dtype) not in failed:
+                    continue
+                k = check.key(config)
+                if _strict(check, config, s_checks.get(k), m_checks.get(k), r_checks.get(k, {})):
+                    count += 1
+        if count > best_count:
+            best, best_count = mistake, count
+    return best
+
+
+def settle(best, module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
+    """The diagnosis of a failing exercise: a catalogued mistake that really matches, else a structural one.
+    Leaves a figure's data on the first failing check it can draw."""
+    try:
+        attach_figure(checks, s_checks, r_checks, results)
+    except Exception:  # a figure is a convenience; never let it cost the verdict
+        pass
+    try:
+        if best is not None:
+            best = catalogued(module, name, checks, s_checks, r_checks, mistakes, results)
+        if best is not None:
+            return best.message
+        return explain_exercise(checks, s_checks, r_checks, results)
+    except Exception:
+        return best.message if best is not None else None
+
+
+# ------------------------------------------------------------------------------------------------
+# Figures: a readable matrix, student against reference
+
+MAX_SIDE = 24
+READABLE = re.compile(r"weight|mask|bias|score|attn|attention|table|position|mean|var|std|stat", re.I)  # drawn first
+
+
+def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None:
+    """The 2-D slice holding the first bad index of two same-shaped tensors, as plain lists, or None when the
+    tensors are not a matrix a person can read (fewer than 2 dims, or a side over MAX_SIDE)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.shape != e.shape or a.dim() < 2:
+        return None
+    if a.shape[-1] > MAX_SIDE or a.shape[-2] > MAX_SIDE or a.dtype != e.dtype:
+        return None
+    bad = _bad(a, e, tol)
+    if not bad.any():
+        return None
+    first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
+    lead = first[:-2]
+    mask = _mask_for(r, what, a.shape)
+    blocked = (~mask)[lead] if mask is not None else (e[lead] == 0) if e.dtype != torch.bool else None
+    sa, se = a[lead], e[lead]
+    leaked = (blocked & (sa != se)) if blocked is not None else torch.zeros_like(sa, dtype=torch.bool)
+    conv = (lambda t: t.int().tolist()) if a.dtype == torch.bool else (lambda t: [[float(x) for x in row] for row in t.double().tolist()])  # noqa: E731
+    return {"what": what, "index": list(lead), "kind": "bool" if a.dtype == torch.bool else "float",
+            "student": conv(sa), "reference": conv(se), "bad": bad[lead].int().tolist(),
+            "leaked": leaked.int().tolist(), "first": list(first[-2:]),
+            "blocked": blocked.int().tolist() if blocked is not None else None}
+
+
+def attach_figure(checks, s_checks, r_checks, results) -> None:
+    """Put `figure` on the first failing check (in the order feedback tells them) that has a readable matrix."""
+    from .engine import JudgeContext
+
+    by_key = {(c.name, c.device, c.dtype): c for c in results}
+    for check in checks:
+        for config in check.configs:
+            res = by_key.get((check.name, config.device, config.dtype))
+            if res is None or res.status != "failed":
+                continue
+            s, r = s_checks.get(check.key(config)) or {}, r_checks.get(check.key(config)) or {}
+            if "__error__" in s or "__error__" in r:
+                continue
+            tol = JudgeContext(config).tol
+            keys = sorted(_tensors(r), key=lambda k: not READABLE.search(re.sub(r"\(.*?\)", "", k)))  # weights first
+            for k in keys:
+                data = figure_data(s.get(k), r[k], k, r, tol)
+                if data is not None:
+                    res.figure = data
+                    return

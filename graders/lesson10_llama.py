@@ -1,0 +1,1204 @@
+"""Lesson 10 — a modern decoder: `SwiGLU`, `swiglu_hidden_dim`, `LlamaAttention`, `RollingKVCache`,
+`LlamaConfig`, `LlamaBlock`, `Llama`, `load_llama_state_dict`, `filter_logits`, `decoder_costs`.
+
+Reads like the lesson: helpers the probes share (a config without validation, caches and a RoPE of the
+grader's own, parameters set by name), then each exercise's probes beside their judges, then the known
+mistakes (edits of the solved cells). Probes run in the sandboxed child (student code); judges run in the
+parent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .compare import close
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, same
+
+CHECKS = Checks("lesson10")
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {}  # nothing here is a one-call built-in
+
+LLAMA3_8B = dict(vocab_size=128256, block_size=8192, n_layer=32, n_head=32, n_kv_head=8, n_embd=4096,
+                 hidden_dim=14336, rope_base=500000.0, norm_eps=1e-5, window=None, tie_embeddings=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers the probes share
+
+
+@dataclass
+class _Config:
+    """LlamaConfig's fields, without the validation that is the LlamaConfig exercise."""
+
+    vocab_size: int = 67
+    block_size: int = 24
+    n_layer: int = 2
+    n_head: int = 6
+    n_kv_head: int = 2
+    n_embd: int = 36
+    hidden_dim: int = 52
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    window: int | None = None
+    tie_embeddings: bool = False
+
+
+class _Cache:
+    """A growing KV cache with the course's interface: update(layer_idx, k, v) -> (k_all, v_all), len()."""
+
+    def __init__(self):
+        self.k, self.v = {}, {}
+
+    def update(self, layer_idx, k, v):
+        if layer_idx in self.k:
+            k, v = torch.cat([self.k[layer_idx], k], dim=-2), torch.cat([self.v[layer_idx], v], dim=-2)
+        self.k[layer_idx], self.v[layer_idx] = k, v
+        return k, v
+
+    def __len__(self):
+        return self.k[0].shape[-2] if 0 in self.k else 0
+
+
+class _Rolling:
+    """The grader's rolling cache: returns kept + new, keeps the last `window`, len counts every position."""
+
+    def __init__(self, window):
+        self.window, self.k, self.v, self.seen = window, {}, {}, 0
+
+    def update(self, layer_idx, k, v):
+        if layer_idx == 0:
+            self.seen += k.shape[-2]
+        if layer_idx in self.k:
+            k, v = torch.cat([self.k[layer_idx], k], dim=-2), torch.cat([self.v[layer_idx], v], dim=-2)
+        self.k[layer_idx], self.v[layer_idx] = k[..., -self.window:, :], v[..., -self.window:, :]
+        return k, v
+
+    def __len__(self):
+        return self.seen
+
+
+class _Shifted:
+    """A cache that claims `start` earlier positions but holds none: it records what it is given."""
+
+    def __init__(self, start):
+        self.start, self.given = start, {}
+
+    def update(self, layer_idx, k, v):
+        self.given[layer_idx] = (k, v)
+        return k, v
+
+    def __len__(self):
+        return self.start
+
+
+def _rope(x, positions, base=10000.0):
+    """The grader's own half-split RoPE: pairs (x[i], x[i + D/2]) rotated by position·base^(-2i/D)."""
+    D = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D)  # (D/2,)
+    angles = positions.to(x.device, torch.float32)[:, None] * inv_freq  # (T, D/2)
+    cos, sin = angles.cos(), angles.sin()
+    a, b = x[..., :D // 2].float(), x[..., D // 2:].float()
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1).to(x.dtype)
+
+
+def _window_mask(t_q, t_k, window, device=None):
+    i = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)
+    j = torch.arange(t_k, device=device)[None, :]
+    mask = j <= i
+    return mask & (j > i - window) if window else mask
+
+
+def _fill(model: nn.Module, seed: int) -> nn.Module:
+    """Seeded values chosen by each parameter's name, so that two models with the course's parameter names
+    compute the same function whatever order they initialised in."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            g = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
+            t = torch.randn(tuple(p.shape), generator=g)
+            if p.dim() == 1:
+                t = 0.1 * t + (1.0 if name.endswith("weight") else 0.0)  # norm gains near 1, biases near 0
+            elif name in ("embed.weight", "lm_head.weight"):
+                t = 0.5 * t
+            else:
+                t = t / math.sqrt(p.shape[1])
+            p.copy_(t.to(p.dtype))
+    return model
+
+
+def _tokens(ctx, *shape, vocab=67):
+    return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
+
+
+def _forward(ctx, model, idx, **kwargs):
+    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+
+
+def _raises(fn, *args, **kwargs) -> dict:
+    """What calling fn did: the exception's type and message, or that nothing was raised."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
+        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
+    return {"raised": "nothing", "message": ""}
+
+
+def _expect_value_error(obs: dict, what: str, name: str | None = None) -> str | None:
+    if obs["raised"] != "ValueError":
+        got = "raised nothing" if obs["raised"] == "nothing" else f"raised {obs['raised']}: {obs['message']}"
+        return f"{what} should raise ValueError, but it {got}"
+    if name and name not in obs["message"]:
+        return f"{what} raised ValueError, but its message does not name `{name}`: {obs['message']!r}"
+    return None
+
+
+def _shapes(module: nn.Module) -> dict:
+    return {n: list(p.shape) for n, p in module.named_parameters()}
+
+
+def _shapes_judge(*keys, hint=""):
+    def judge(s, r, ctx):
+        for key in keys:
+            got, want = s[key], r[key]
+            if got != want:
+                extra = sorted(set(got) - set(want))
+                missing = sorted(set(want) - set(got))
+                wrong = [f"{n} {got[n]} (expected {want[n]})" for n in sorted(set(got) & set(want)) if got[n] != want[n]]
+                why = hint if any(n.endswith("bias") for n in extra) else ""
+                return (f"{key}: the parameters should be named and shaped as the course's layout; extra: "
+                        f"{extra[:4]}, missing: {missing[:4]}, wrong shape: {wrong[:3]}{why}")
+        return None
+    return judge
+
+
+def _precision(ctx, module: nn.Module, run, key: str) -> dict:
+    """`run(module, dtype)` on ctx.device in ctx.dtype; in float16/bfloat16 also in float32, the yardstick."""
+    obs = {}
+    if ctx.dtype != torch.float32:
+        obs[f"{key} (float32)"] = run(module.to(ctx.device), torch.float32).float()
+    obs[key] = run(module.to(device=ctx.device, dtype=ctx.dtype), ctx.dtype)
+    return obs
+
+
+def _precision_judge(*keys, hint=None):
+    def judge(s, r, ctx):
+        if ctx.config.dtype == "float32":
+            msg = same(*keys)(s, r, ctx)
+            return msg + (hint(s, r) if hint and msg else "") if msg else None
+        for key in keys:
+            got = s.get(key)
+            if isinstance(got, torch.Tensor) and got.dtype != getattr(torch, ctx.config.dtype):
+                return (f"{key} has dtype {str(got.dtype).removeprefix('torch.')}: a {ctx.config.dtype} module "
+                        f"should give {ctx.config.dtype}")
+            msg = close(got, r[f"{key} (float32)"], f"{key} in {ctx.config.dtype} against float32",
+                        tol=ctx.tol.scaled(5), check_dtype=False)
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+def _ints_judge(key):
+    def judge(s, r, ctx):
+        got, want = s[key], r[key]
+        for case, value in want.items():
+            g = got.get(case) if isinstance(got, dict) else None
+            if not isinstance(g, int) or isinstance(g, bool):
+                return f"{case}: expected the int {value:,}, got {type(g).__name__} {g!r}"
+            if g != value:
+                return f"{case}: expected {value:,}, got {g:,}"
+        return None
+    return judge
+
+
+# ----------------------------------------------------------------------------------------------
+# SwiGLU
+
+
+@CHECKS.probe("SwiGLU", "gate_proj, up_proj (D → hidden) and down_proj (hidden → D); biases only with bias=True",
+              _shapes_judge("bias=False", "bias=True"), CPU)
+def swiglu_names(ctx):
+    ctx.manual_seed()
+    return {"bias=False": _shapes(ctx.call(ctx.target, 20, 44)),
+            "bias=True": _shapes(ctx.call(ctx.target, 20, 44, bias=True))}
+
+
+@CHECKS.probe("SwiGLU", "output is down_proj(silu(gate_proj(x)) * up_proj(x)) (parameters set by name)",
+              _precision_judge("output"), CPU_AND_GPU)
+def swiglu_output(ctx):
+    ctx.manual_seed()
+    mlp = _fill(ctx.call(ctx.target, 20, 44), ctx.seed)
+    x = ctx.randn(3, 7, 20)
+    return _precision(ctx, mlp, lambda m, dt: ctx.call(m, x.to(dt)), "output")
+
+
+@CHECKS.probe("SwiGLU", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+def swiglu_grads(ctx):
+    ctx.manual_seed()
+    mlp = _fill(ctx.call(ctx.target, 12, 30), ctx.seed)
+    x = ctx.randn(2, 5, 12, requires_grad=True)
+    ctx.call(mlp, x).pow(2).sum().backward()
+    return {"gradient of x": x.grad, **{f"gradient of {n}": p.grad for n, p in mlp.named_parameters()}}
+
+
+# ----------------------------------------------------------------------------------------------
+# swiglu_hidden_dim
+
+_HIDDEN_CASES = (("Llama 2 7B: d_model=4096", (4096,), {}), ("Llama 2 13B: d_model=5120", (5120,), {}),
+                 ("Llama 3 8B: 4096, multiple_of=1024, ffn_dim_multiplier=1.3", (4096,),
+                  {"multiple_of": 1024, "ffn_dim_multiplier": 1.3}),
+                 ("Llama 3 70B: 8192, multiple_of=4096, ffn_dim_multiplier=1.3", (8192,),
+                  {"multiple_of": 4096, "ffn_dim_multiplier": 1.3}),
+                 ("d_model=128, multiple_of=64", (128,), {"multiple_of": 64}),
+                 ("d_model=96, multiple_of=1", (96,), {"multiple_of": 1}),
+                 ("d_model=3, multiple_of=8", (3,), {"multiple_of": 8}),
+                 ("d_model=768, multiple_of=256, ffn_dim_multiplier=0.5", (768,), {"ffn_dim_multiplier": 0.5}))
+
+
+@CHECKS.probe("swiglu_hidden_dim", "Llama's published widths (11008, 13824, 14336, 28672) and small cases",
+              _ints_judge("widths"), CPU)
+def hidden_values(ctx):
+    return {"widths": {name: ctx.call(ctx.target, *args, **kwargs) for name, args, kwargs in _HIDDEN_CASES}}
+
+
+def _hidden_bad_judge(s, r, ctx):
+    return (_expect_value_error(s["d_model=0"], "swiglu_hidden_dim(0)", "d_model")
+            or _expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of"))
+
+
+@CHECKS.probe("swiglu_hidden_dim", "ValueError for d_model or multiple_of below 1", _hidden_bad_judge, CPU,
+              hidden=True)
+def hidden_bad(ctx):
+    return {"d_model=0": _raises(ctx.call, ctx.target, 0), "multiple_of=0": _raises(ctx.call, ctx.target, 64, 0)}
+
+
+# ----------------------------------------------------------------------------------------------
+# LlamaAttention (and its sliding_window_mask)
+
+
+def _attention(ctx, kv=2, window=None, d=36, heads=6):
+    ctx.manual_seed()
+    return _fill(ctx.call(ctx.get("LlamaAttention"), d, heads, kv, window=window), ctx.seed).eval()
+
+
+@CHECKS.probe("LlamaAttention", "q_proj (D→D), k_proj and v_proj (D→num_kv_heads·Dh), out_proj; no biases",
+              _shapes_judge("num_kv_heads=2", "num_kv_heads=1",
+                            hint=". Llama has no biases: nn.Linear(..., bias=False) everywhere"), CPU)
+def attn_names(ctx):
+    ctx.manual_seed()
+    return {"num_kv_heads=2": _shapes(ctx.call(ctx.target, 36, 6, 2)),
+            "num_kv_heads=1": _shapes(ctx.call(ctx.target, 36, 6, 1))}
+
+
+def _attn_bad_judge(s, r, ctx):
+    return (_expect_value_error(s["num_heads=6, num_kv_heads=4"], "LlamaAttention(36, 6, 4)", "num_kv_heads")
+            or _expect_value_error(s["d_model=36, num_heads=5"], "LlamaAttention(36, 5, 5)", "num_heads"))
+
+
+@CHECKS.probe("LlamaAttention", "ValueError when num_kv_heads does not divide num_heads", _attn_bad_judge, CPU)
+def attn_bad(ctx):
+    return {"num_heads=6, num_kv_heads=4": _raises(ctx.call, ctx.target, 36, 6, 4),
+            "d_model=36, num_heads=5": _raises(ctx.call, ctx.target, 36, 5, 5)}
+
+
+def _gqa_hint(s, r):
+    keys = ("output (num_kv_heads=1)", "output (num_kv_heads=2)", "output (num_kv_heads=6)")
+    ok = [isinstance(s.get(k), torch.Tensor) and s[k].shape == r[k].shape and torch.allclose(s[k], r[k], atol=1e-4)
+          for k in keys]
+    if ok == [True, False, True]:
+        return (". Only the grouped case (1 < num_kv_heads < num_heads) is wrong: query head h must read KV head "
+                "h // n_rep (repeat each KV head n_rep times in a row, as repeat_kv does)")
+    return ""
+
+
+@CHECKS.probe("LlamaAttention", "output matches the reference with 1, some and all KV heads (parameters set by name)",
+              _precision_judge("output (num_kv_heads=1)", "output (num_kv_heads=2)", "output (num_kv_heads=6)",
+                               hint=_gqa_hint), CPU_AND_GPU)
+def attn_output(ctx):
+    x = ctx.randn(2, 9, 36)
+    obs = {}
+    for kv in (1, 2, 6):
+        obs.update(_precision(ctx, _attention(ctx, kv), lambda m, dt: ctx.call(m, x.to(dt)),
+                              f"output (num_kv_heads={kv})"))
+    return obs
+
+
+def _attn_cache_judge(s, r, ctx):
+    full, pieces = s["full forward"], s["through the cache"]
+    if not isinstance(pieces, torch.Tensor) or not isinstance(full, torch.Tensor) or pieces.shape != full.shape:
+        return close(pieces, r["through the cache"], "output through the cache")
+    msg = close(pieces, full, "output fed through a cache (4 positions, then 2, then one at a time) against "
+                "your own full forward", tol=ctx.tol.scaled(5))
+    if msg:
+        return msg + ("; the first chunk agrees: do the positions of later chunks start at len(cache)?"
+                      if torch.allclose(pieces[:, :4], full[:, :4], atol=1e-4) else "")
+    return None
+
+
+@CHECKS.probe("LlamaAttention", "output through a cache, fed in pieces, equals the full forward", _attn_cache_judge, CPU)
+def attn_cache(ctx):
+    attn = _attention(ctx, 2)
+    x = ctx.randn(2, 10, 36)
+    full = ctx.call(attn, x)
+    cache = _Cache()
+    pieces = [ctx.call(attn, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :4], x[:, 4:6], *x[:, 6:].split(1, 1))]
+    return {"full forward": full, "through the cache": torch.cat(pieces, dim=1)}
+
+
+def _absolute_judge(s, r, ctx):
+    for key, why in (("values given to the cache", "RoPE rotates q and k only: v goes into the cache as v_proj "
+                      "made it"),
+                     ("keys given to the cache", "the keys should be rotated at their absolute positions, "
+                      "len(cache) = 37 onwards, before they go into the cache")):
+        msg = close(s[key], r[key], key)
+        if msg:
+            return f"{msg}. {why}"
+    msg = close(s["output at positions 37..43"], s["output at positions 0..6"],
+                "the output at positions 37..43 against the same input at positions 0..6", tol=ctx.tol.scaled(5))
+    if msg:
+        return msg + ": with RoPE only relative positions matter, so shifting every position must change nothing"
+    return None
+
+
+@CHECKS.probe("LlamaAttention", "RoPE at absolute positions: keys cached rotated at len(cache) onwards, v untouched, "
+              "a shift changes nothing", _absolute_judge, CPU)
+def attn_absolute(ctx):
+    attn = _attention(ctx, 2)
+    x = ctx.randn(2, 7, 36)
+    shifted = _Shifted(37)
+    out = ctx.call(attn, x, cache=shifted, layer_idx=0)
+    k, v = shifted.given.get(0, (None, None))
+    return {"keys given to the cache": k, "values given to the cache": v,
+            "output at positions 37..43": out, "output at positions 0..6": ctx.call(attn, x)}
+
+
+def _mask_judge(s, r, ctx):
+    for key, want in r.items():
+        got = s[key]
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
+            return f"sliding_window_mask({key}) should be a bool tensor, got {type(got).__name__}"
+        msg = close(got, want, f"sliding_window_mask({key})")
+        if msg:
+            rows = got.sum(-1).tolist()
+            return f"{msg}; the keys each query sees: {rows}, expected {want.sum(-1).tolist()}"
+    return None
+
+
+@CHECKS.probe("LlamaAttention", "sliding_window_mask: causal, queries last, each sees at most `window` keys",
+              _mask_judge, CPU)
+def attn_mask(ctx):
+    mask = ctx.get("sliding_window_mask")
+    cases = ((5, 5, None), (3, 8, None), (6, 6, 3), (4, 9, 3), (5, 5, 1))
+    return {f"{q}, {k}, window={w}": ctx.call(mask, q, k, w) for q, k, w in cases}
+
+
+def _window_judge(s, r, ctx):
+    msg = same("output (window=3)")(s, r, ctx)
+    if msg:
+        return msg + ": with window=3 each query sees itself and the 2 keys before it"
+    return close(s["through a rolling cache (window=3)"], s["output (window=3)"],
+                 "window=3 output through a rolling cache, one position at a time, against your full forward",
+                 tol=ctx.tol.scaled(5))
+
+
+@CHECKS.probe("LlamaAttention", "window=3: the output matches, with and without a rolling cache", _window_judge, CPU)
+def attn_window(ctx):
+    attn = _attention(ctx, 2, window=3)
+    x = ctx.randn(2, 9, 36)
+    cache = _Rolling(3)
+    pieces = [ctx.call(attn, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :4], *x[:, 4:].split(1, 1))]
+    return {"output (window=3)": ctx.call(attn, x), "through a rolling cache (window=3)": torch.cat(pieces, 1)}
+
+
+@CHECKS.probe("LlamaAttention", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+def attn_grads(ctx):
+    attn = _attention(ctx, 2)
+    x = ctx.randn(2, 6, 36, requires_grad=True)
+    ctx.call(attn, x).pow(2).sum().backward()
+    return {"gradient of x": x.grad, **{f"gradient of {n}": p.grad for n, p in attn.named_parameters()}}
+
+
+def _fast_judge(s, r, ctx):
+    return close(s["output"], r["torch's fused SDPA with enable_gqa"],
+                 f"output in {ctx.config.dtype} against SDPA's fused kernels (enable_gqa=True)",
+                 tol=ctx.tol.scaled(5), check_dtype=False)
+
+
+@CHECKS.probe("LlamaAttention", "on a GPU in float16/bfloat16: matches SDPA's fused kernels with enable_gqa",
+              _fast_judge, GPU_ONLY)
+def attn_fast_path(ctx):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    attn = _attention(ctx, 2, d=64, heads=8).to(ctx.device, ctx.dtype)  # head size 8: the fused kernels' minimum
+    x = ctx.randn(2, 33, 64)
+    out = ctx.call(attn, x)
+    with torch.no_grad():  # the same weights through torch's own path: GQA inside SDPA, no repeat
+        B, T, _ = x.shape
+        pos = torch.arange(T, device=ctx.device)
+        q = _rope(attn.q_proj(x).view(B, T, 8, 8).transpose(1, 2), pos)
+        k = _rope(attn.k_proj(x).view(B, T, 2, 8).transpose(1, 2), pos)
+        v = attn.v_proj(x).view(B, T, 2, 8).transpose(1, 2)
+        try:
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]):
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        except RuntimeError:  # no fused kernel for this build: torch's default choice
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        fast = attn.out_proj(y.transpose(1, 2).reshape(B, T, 64))
+    return {"output": out, "torch's fused SDPA with enable_gqa": fast}
+
+
+# ----------------------------------------------------------------------------------------------
+# RollingKVCache
+
+
+def _steps(ctx):
+    """Two layers, steps of 3, 2, 1, 4 and 1 new positions; (B, H, T_new, Dh) = (2, 3, T_new, 5)."""
+    return [[(ctx.randn(2, 3, t, 5), ctx.randn(2, 3, t, 5)) for _layer in range(2)] for t in (3, 2, 1, 4, 1)]
+
+
+@CHECKS.probe("RollingKVCache", "update returns the kept positions then the new ones, and keeps the newest `window`",
+              same(), CPU)
+def rolling_update(ctx):
+    cache = ctx.call(ctx.target, 4)
+    obs = {}
+    for step, layers in enumerate(_steps(ctx)):
+        for layer, (k, v) in enumerate(layers):
+            k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+            obs[f"keys returned for layer {layer} at step {step + 1}"] = k_all
+            obs[f"values returned for layer {layer} at step {step + 1}"] = v_all
+    return obs
+
+
+def _len_judge(s, r, ctx):
+    if s["lengths"] != r["lengths"]:
+        return (f"len(cache) should count every position seen (the next RoPE offset), not the kept ones: with "
+                f"window=4, after steps of 3, 2, 1, 4 and 1 positions it should read {r['lengths']}; yours read "
+                f"{s['lengths']}")
+    return None
+
+
+@CHECKS.probe("RollingKVCache", "len(cache) counts every position seen, past the window too", _len_judge, CPU)
+def rolling_len(ctx):
+    cache = ctx.call(ctx.target, 4)
+    lengths = [len(cache)]
+    for layers in _steps(ctx):
+        for layer, (k, v) in enumerate(layers):
+            ctx.call(cache.update, layer, k, v)
+        lengths.append(len(cache))
+    return {"lengths": lengths}
+
+
+def _mini_attention(weights, x, cache, window):
+    """Two layers of single-head windowed attention with RoPE at len(cache) (the grader's own)."""
+    B, T, d = x.shape
+    start = len(cache) if cache is not None else 0
+    pos = torch.arange(start, start + T)
+    for layer, (wq, wk, wv) in enumerate(weights):
+        q, k, v = _rope((x @ wq)[:, None], pos), _rope((x @ wk)[:, None], pos), (x @ wv)[:, None]  # (B, 1, T, d)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)
+        mask = _window_mask(T, k.shape[-2], window)
+        x = x + F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, 0]
+    return x
+
+
+def _rolling_model_judge(s, r, ctx):
+    msg = close(s["through your cache"], r["full forward with the sliding-window mask"],
+                "a windowed attention fed through your cache (5 positions, then one at a time) against the full "
+                "forward with a sliding-window mask", tol=ctx.tol.scaled(5))
+    if msg:
+        pieces, full = s["through your cache"], r["full forward with the sliding-window mask"]
+        if isinstance(pieces, torch.Tensor) and pieces.shape == full.shape:
+            bad = ((pieces - full).abs().amax(dim=(0, 2)) > 1e-3).nonzero().flatten().tolist()
+            msg += f"; positions {bad[:6]} differ"
+    return msg
+
+
+@CHECKS.probe("RollingKVCache", "a windowed attention through the cache equals the full sliding-window forward",
+              _rolling_model_judge, CPU)
+def rolling_model(ctx):
+    d, window = 8, 4
+    weights = [tuple(ctx.randn(d, d, scale=1 / math.sqrt(d)) for _ in range(3)) for _layer in range(2)]
+    x = ctx.randn(2, 14, d)
+    cache = ctx.call(ctx.target, window)
+    pieces = [_mini_attention(weights, chunk, cache, window) for chunk in (x[:, :5], *x[:, 5:].split(1, 1))]
+    return {"through your cache": torch.cat(pieces, 1),
+            "full forward with the sliding-window mask": _mini_attention(weights, x, None, window)}
+
+
+def _rolling_bad_judge(s, r, ctx):
+    return _expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
+
+
+@CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True)
+def rolling_bad(ctx):
+    return {"window=0": _raises(ctx.call, ctx.target, 0)}
+
+
+# ----------------------------------------------------------------------------------------------
+# LlamaConfig
+
+_REQUIRED = dict(vocab_size=67, block_size=24, n_layer=2, n_head=6, n_kv_head=2, n_embd=36, hidden_dim=52)
+_BAD_CONFIGS = (({"vocab_size": 0}, "vocab_size"), ({"block_size": 0}, "block_size"), ({"n_layer": 0}, "n_layer"),
+                ({"n_kv_head": 0}, "n_kv_head"), ({"hidden_dim": -1}, "hidden_dim"),
+                ({"n_embd": 30}, "n_embd"), ({"n_embd": 30, "n_head": 10, "n_kv_head": 5}, "n_embd"),
+                ({"n_kv_head": 4}, "n_kv_head"), ({"window": 0}, "window"), ({"norm_eps": 0.0}, "norm_eps"))
+
+
+def _call_text(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def _config_judge(s, r, ctx):
+    if s["is a dataclass"] is not True:
+        return "LlamaConfig should stay a @dataclass"
+    for key in ("defaults", "custom"):
+        if s[key] != r[key]:
+            diff = [f"{k}={s[key].get(k)!r} (expected {v!r})" for k, v in r[key].items() if s[key].get(k) != v]
+            return f"LlamaConfig's fields ({key}): " + ", ".join(diff)
+    for kwargs, name in _BAD_CONFIGS:
+        msg = _expect_value_error(s[_call_text(kwargs)], f"LlamaConfig(..., {_call_text(kwargs)})", name)
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("LlamaConfig", "the fields and defaults; impossible configs raise ValueError naming the field",
+              _config_judge, CPU)
+def config_fields(ctx):
+    import dataclasses
+
+    Config = ctx.target
+    fields = [f.name for f in dataclasses.fields(_Config)]
+    default = ctx.call(Config, **_REQUIRED)
+    custom = dict(_REQUIRED, rope_base=500000.0, norm_eps=1e-6, window=8, tie_embeddings=True)
+    made = ctx.call(Config, **custom)
+    obs = {"is a dataclass": dataclasses.is_dataclass(Config),
+           "defaults": {f: getattr(default, f, "missing") for f in fields},
+           "custom": {f: getattr(made, f, "missing") for f in fields}}
+    for kwargs, _name in _BAD_CONFIGS:
+        obs[_call_text(kwargs)] = _raises(ctx.call, Config, **{**_REQUIRED, **kwargs})
+    return obs
+
+
+# ----------------------------------------------------------------------------------------------
+# LlamaBlock
+
+
+def _block(ctx, **overrides):
+    ctx.manual_seed()
+    return _fill(ctx.call(ctx.get("LlamaBlock"), _Config(**overrides)), ctx.seed).eval()
+
+
+@CHECKS.probe("LlamaBlock", "ln1, attn (q/k/v/out_proj), ln2, mlp (gate/up/down_proj); no biases",
+              _shapes_judge("parameters"), CPU)
+def block_names(ctx):
+    ctx.manual_seed()
+    return {"parameters": _shapes(ctx.call(ctx.target, _Config()))}
+
+
+@CHECKS.probe("LlamaBlock", "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
+              _precision_judge("output"), CPU_AND_GPU)
+def block_output(ctx):
+    block = _block(ctx)
+    x = ctx.randn(2, 8, 36)
+    return _precision(ctx, block, lambda m, dt: ctx.call(m, x.to(dt)), "output")
+
+
+def _block_cache_judge(s, r, ctx):
+    return close(s["through the cache"], s["full forward"], "the block's output through a cache (5 positions, then "
+                 "one at a time) against its full forward", tol=ctx.tol.scaled(5))
+
+
+@CHECKS.probe("LlamaBlock", "output through a cache equals the full forward", _block_cache_judge, CPU)
+def block_cache(ctx):
+    block = _block(ctx)
+    x = ctx.randn(2, 8, 36)
+    cache = _Cache()
+    pieces = [ctx.call(block, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :5], *x[:, 5:].split(1, 1))]
+    return {"full forward": ctx.call(block, x), "through the cache": torch.cat(pieces, 1)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Llama
+
+
+def _llama(ctx, **overrides):
+    ctx.manual_seed()
+    return _fill(ctx.call(ctx.get("Llama"), _Config(**overrides)), ctx.seed).eval()
+
+
+def _llama_names_judge(s, r, ctx):
+    msg = _shapes_judge("untied", "tied")(s, r, ctx)
+    if msg:
+        return msg
+    if not s["tied: lm_head.weight is embed.weight"]:
+        return ("with tie_embeddings=True, lm_head.weight should be the very Parameter embed.weight: "
+                "`self.lm_head.weight = self.embed.weight`")
+    if s["untied: lm_head.weight is embed.weight"]:
+        return "with tie_embeddings=False (the default), the head should have a weight of its own"
+    return None
+
+
+@CHECKS.probe("Llama", "embed, blocks.{i}.*, norm, lm_head; no position table; tied only when asked",
+              _llama_names_judge, CPU)
+def llama_names(ctx):
+    ctx.manual_seed()
+    untied = ctx.call(ctx.target, _Config())
+    tied = ctx.call(ctx.target, _Config(tie_embeddings=True))
+    return {"untied": _shapes(untied), "tied": _shapes(tied),
+            "tied: lm_head.weight is embed.weight": tied.lm_head.weight is tied.embed.weight,
+            "untied: lm_head.weight is embed.weight": untied.lm_head.weight is untied.embed.weight}
+
+
+@CHECKS.probe("Llama", "logits and loss match the reference (parameters set by name)",
+              _precision_judge("logits", "loss"), CPU_AND_GPU)
+def llama_logits(ctx):
+    model = _llama(ctx)
+    idx, targets = _tokens(ctx, 3, 11), _tokens(ctx, 3, 11)
+
+    def run(m, dt):
+        logits, loss = _forward(ctx, m, idx, targets=targets)
+        _, no_loss = _forward(ctx, m, idx)
+        if no_loss is not None:
+            raise WrongResult("without targets, forward should return (logits, None)")
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            raise WrongResult("with targets, the loss should be a scalar tensor (the mean cross-entropy)")
+        return torch.cat([logits.flatten(), loss.reshape(1).to(logits.dtype)])
+
+    obs = _precision(ctx, model, run, "both")
+    out = {"logits": obs["both"][:-1].view(3, 11, 67), "loss": obs["both"][-1]}
+    if "both (float32)" in obs:
+        out.update({"logits (float32)": obs["both (float32)"][:-1].view(3, 11, 67),
+                    "loss (float32)": obs["both (float32)"][-1]})
+    return out
+
+
+def _causal_judge(s, r, ctx):
+    a, b = s["logits"], s["logits with the future changed"]
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+        moved = (a[:, :7] - b[:, :7]).abs().max().item()
+        if moved > 1e-5:
+            return (f"changing the tokens from position 7 on moved the logits of earlier positions by up to "
+                    f"{moved:.3g}: the future leaks into the past")
+    return same("logits")(s, r, ctx)
+
+
+@CHECKS.probe("Llama", "the future does not change the past", _causal_judge, CPU)
+def llama_causal(ctx):
+    model = _llama(ctx)
+    idx = _tokens(ctx, 2, 13)
+    changed = idx.clone()
+    changed[:, 7:] = (changed[:, 7:] + 5) % 67
+    return {"logits": _forward(ctx, model, idx)[0], "logits with the future changed": _forward(ctx, model, changed)[0]}
+
+
+def _model_cache_judge(what):
+    def judge(s, r, ctx):
+        full, pieces = s["full forward"], s["through the cache"]
+        if not isinstance(pieces, torch.Tensor) or not isinstance(full, torch.Tensor) or pieces.shape != full.shape:
+            return close(pieces, r["through the cache"], "logits through the cache")
+        msg = close(pieces, full, f"logits fed through {what} (a prompt of 5, then one token at a time) against "
+                    "your own full forward", tol=ctx.tol.scaled(5))
+        if msg:
+            bad = ((pieces - full).abs().amax(dim=(0, 2)) > 1e-3).nonzero().flatten().tolist()
+            return (msg + f"; positions {bad[:6]} differ" + (": the prompt agrees, so is every layer given the same "
+                    "offset, len(cache) read once before layer 0 updates it?" if bad and bad[0] >= 5 else ""))
+        return None
+    return judge
+
+
+@CHECKS.probe("Llama", "logits through a KV cache, one token at a time, equal the full forward",
+              _model_cache_judge("a growing cache"), CPU)
+def llama_cache(ctx):
+    model = _llama(ctx)
+    idx = _tokens(ctx, 2, 12)
+    cache = _Cache()
+    pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
+    return {"full forward": _forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
+
+
+@CHECKS.probe("Llama", "with window=4, logits through a rolling cache equal the full sliding-window forward",
+              _model_cache_judge("a rolling cache (window=4)"), CPU)
+def llama_rolling(ctx):
+    model = _llama(ctx, window=4)
+    idx = _tokens(ctx, 2, 14)
+    cache = _Rolling(4)
+    pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
+    return {"full forward": _forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
+
+
+def _block_size_judge(s, r, ctx):
+    return (_expect_value_error(s["25 tokens at block_size=24"], "a sequence of 25 tokens at block_size=24",
+                                "block_size")
+            or _expect_value_error(s["5 new tokens after 20 cached"], "5 new tokens after 20 cached positions "
+                                   "(block_size=24, no window)", "block_size")
+            or (None if s["24 tokens"] == "nothing" else f"a sequence of exactly block_size tokens should run: "
+                f"it raised {s['24 tokens']}")
+            or (None if s["window=4: 5 new tokens after 22"] == "nothing" else "with a window, a rolling cache may "
+                f"run past block_size, but it raised {s['window=4: 5 new tokens after 22']}"))
+
+
+@CHECKS.probe("Llama", "ValueError naming block_size past it (a windowed model's cache may run on)",
+              _block_size_judge, CPU)
+def llama_block_size(ctx):
+    model = _llama(ctx)
+    cache = _Cache()
+    _forward(ctx, model, _tokens(ctx, 1, 20), cache=cache)
+    windowed, rolling = _llama(ctx, window=4), _Rolling(4)
+    _forward(ctx, windowed, _tokens(ctx, 1, 22), cache=rolling)
+    return {"25 tokens at block_size=24": _raises(ctx.call, model, _tokens(ctx, 1, 25)),
+            "5 new tokens after 20 cached": _raises(ctx.call, model, _tokens(ctx, 1, 5), cache=cache),
+            "24 tokens": _raises(ctx.call, model, _tokens(ctx, 1, 24))["raised"],
+            "window=4: 5 new tokens after 22": _raises(ctx.call, windowed, _tokens(ctx, 1, 5), cache=rolling)["raised"]}
+
+
+INIT = dict(vocab_size=67, block_size=32, n_layer=4, n_head=4, n_kv_head=2, n_embd=128, hidden_dim=352)
+
+
+def _init_judge(s, r, ctx):
+    L = INIT["n_layer"]
+    rules = (("std of embed and lm_head / 0.02", "embed.weight and lm_head.weight should be drawn from N(0, 0.02)"),
+             ("std of q/k/v_proj, gate/up_proj / 0.02", "the Linear weights should be drawn from N(0, 0.02)"),
+             ("std of out_proj and down_proj / 0.02", f"the residual projections (attn.out_proj, mlp.down_proj) should "
+              f"be drawn with std 0.02/√(2·n_layer) = {0.02 / math.sqrt(2 * L):.5f}"))
+    for key, rule in rules:
+        if s[key] != r[key]:
+            got = s[key]
+            shown = f"about {got * 0.02:.4f}" if isinstance(got, (int, float)) else repr(got)
+            return f"{rule}; yours have std {shown}"
+    if not s["RMSNorm gains are 1"]:
+        return "RMSNorm weights (gains) should start at 1"
+    if not s["loss at init within 0.3 of ln V"]:
+        return f"the loss at initialisation should be close to ln(vocab_size) = {math.log(INIT['vocab_size']):.2f}"
+    return None
+
+
+@CHECKS.probe("Llama", "init: N(0, 0.02), residual projections scaled by 1/√(2·n_layer), loss at init ≈ ln V",
+              _init_judge, CPU)
+def llama_init(ctx):
+    ctx.manual_seed()
+    model = ctx.call(ctx.target, _Config(**INIT)).eval()
+    blocks = list(model.blocks)
+
+    def ratio(ts):  # rounded to one decimal: every correct draw observes the same value
+        return round(torch.cat([t.detach().flatten().float() for t in ts]).std().item() / 0.02, 1)
+
+    gains = [p for n, p in model.named_parameters() if p.dim() == 1]
+    idx = _tokens(ctx, 4, 16)
+    with torch.no_grad():
+        _, loss = _forward(ctx, model, idx, targets=_tokens(ctx, 4, 16))
+    return {"std of embed and lm_head / 0.02": ratio([model.embed.weight, model.lm_head.weight]),
+            "std of q/k/v_proj, gate/up_proj / 0.02": ratio([w for b in blocks for w in (
+                b.attn.q_proj.weight, b.attn.k_proj.weight, b.attn.v_proj.weight, b.mlp.gate_proj.weight,
+                b.mlp.up_proj.weight)]),
+            "std of out_proj and down_proj / 0.02": ratio([w for b in blocks for w in (
+                b.attn.out_proj.weight, b.mlp.down_proj.weight)]),
+            "RMSNorm gains are 1": all(bool((p == 1).all()) for p in gains),
+            "loss at init within 0.3 of ln V": abs(float(loss) - math.log(INIT["vocab_size"])) < 0.3}
+
+
+@CHECKS.probe("Llama", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+def llama_grads(ctx):
+    model = _llama(ctx)
+    _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
+    loss.backward()
+    named = dict(model.named_parameters())
+    return {f"gradient of {n}": (named[n].grad if n in named else None)
+            for n in ("embed.weight", "blocks.0.attn.q_proj.weight", "blocks.1.mlp.down_proj.weight", "norm.weight",
+                      "lm_head.weight")}
+
+
+# ----------------------------------------------------------------------------------------------
+# load_llama_state_dict: a synthetic checkpoint in Hugging Face's layout, loaded into a skeleton of the
+# course's parameter names built from torch's modules (so that your Llama does not matter here)
+
+
+class _Attn(nn.Module):
+    def __init__(self, D, kv):
+        super().__init__()
+        self.q_proj, self.out_proj = nn.Linear(D, D, bias=False), nn.Linear(D, D, bias=False)
+        self.k_proj, self.v_proj = nn.Linear(D, kv, bias=False), nn.Linear(D, kv, bias=False)
+
+
+class _Mlp(nn.Module):
+    def __init__(self, D, hidden):
+        super().__init__()
+        self.gate_proj, self.up_proj = nn.Linear(D, hidden, bias=False), nn.Linear(D, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, D, bias=False)
+
+
+class _Norm(nn.Module):
+    def __init__(self, D):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(D))
+
+
+class _BlockSkeleton(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        D, kv = cfg.n_embd, cfg.n_kv_head * cfg.n_embd // cfg.n_head
+        self.ln1, self.attn, self.ln2, self.mlp = _Norm(D), _Attn(D, kv), _Norm(D), _Mlp(D, cfg.hidden_dim)
+
+
+class _Skeleton(nn.Module):
+    """The course's Llama parameter layout, every parameter zero."""
+
+    def __init__(self, cfg: _Config):
+        super().__init__()
+        self.config = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.blocks = nn.ModuleList(_BlockSkeleton(cfg) for _ in range(cfg.n_layer))
+        self.norm = _Norm(cfg.n_embd)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        with torch.no_grad():
+            for p in self.parameters():
+                p.zero_()
+
+
+def hf_llama_state_dict(cfg, seed: int, tied: bool = False) -> dict:
+    """Random tensors under LlamaForCausalLM's keys and shapes (a tied checkpoint has no lm_head.weight)."""
+    g = torch.Generator().manual_seed(seed)
+    D, kv = cfg.n_embd, cfg.n_kv_head * cfg.n_embd // cfg.n_head
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, D), "model.norm.weight": (D,)}
+    if not tied:
+        shapes["lm_head.weight"] = (cfg.vocab_size, D)
+    for i in range(cfg.n_layer):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (D, D), p + "self_attn.k_proj.weight": (kv, D),
+                       p + "self_attn.v_proj.weight": (kv, D), p + "self_attn.o_proj.weight": (D, D),
+                       p + "mlp.gate_proj.weight": (cfg.hidden_dim, D), p + "mlp.up_proj.weight": (cfg.hidden_dim, D),
+                       p + "mlp.down_proj.weight": (D, cfg.hidden_dim), p + "input_layernorm.weight": (D,),
+                       p + "post_attention_layernorm.weight": (D,)})
+    return {k: torch.randn(s, generator=g) for k, s in shapes.items()}
+
+
+def _loaded(ctx, cfg, sd):
+    model = _Skeleton(cfg)
+    ctx.call(ctx.target, model, sd)
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def _load_judge(key):
+    def judge(s, r, ctx):
+        got, want = s[key], r[key]
+        for name, tensor in want.items():
+            msg = close(got.get(name), tensor, f"{key}: {name} after loading")
+            if msg:
+                return msg + (" (still zero: not loaded?)" if isinstance(got.get(name), torch.Tensor)
+                              and not got[name].abs().sum() else "")
+        return None
+    return judge
+
+
+@CHECKS.probe("load_llama_state_dict", "every tensor of a synthetic Hugging Face checkpoint lands in its parameter",
+              _load_judge("untied, GQA"), CPU)
+def load_untied(ctx):
+    cfg = _Config(n_layer=3)
+    return {"untied, GQA": _loaded(ctx, cfg, hf_llama_state_dict(cfg, ctx.seed))}
+
+
+@CHECKS.probe("load_llama_state_dict", "a tied checkpoint without lm_head.weight loads into a tied model",
+              _load_judge("tied, one KV head"), CPU)
+def load_tied(ctx):
+    cfg = _Config(n_kv_head=1, tie_embeddings=True)
+    return {"tied, one KV head": _loaded(ctx, cfg, hf_llama_state_dict(cfg, ctx.seed, tied=True))}
+
+
+def _load_bad_judge(s, r, ctx):
+    return (_expect_value_error(s["no model.norm.weight"], "a checkpoint without model.norm.weight")
+            or _expect_value_error(s["k_proj of the wrong shape"], "a checkpoint whose k_proj has the wrong shape")
+            or _expect_value_error(s["a layer more than n_layer"], "a checkpoint with more layers than n_layer"))
+
+
+@CHECKS.probe("load_llama_state_dict", "ValueError for a missing key, a wrong shape, or too many layers",
+              _load_bad_judge, CPU, hidden=True)
+def load_bad(ctx):
+    cfg = _Config()
+    sd = hf_llama_state_dict(cfg, ctx.seed)
+    missing = {k: v for k, v in sd.items() if k != "model.norm.weight"}
+    wrong = dict(sd, **{"model.layers.1.self_attn.k_proj.weight": torch.zeros(36, 36)})
+    more = hf_llama_state_dict(_Config(n_layer=3), ctx.seed)
+    return {"no model.norm.weight": _raises(ctx.call, ctx.target, _Skeleton(cfg), missing),
+            "k_proj of the wrong shape": _raises(ctx.call, ctx.target, _Skeleton(cfg), wrong),
+            "a layer more than n_layer": _raises(ctx.call, ctx.target, _Skeleton(cfg), more)}
+
+
+# ----------------------------------------------------------------------------------------------
+# filter_logits
+
+# rows of probabilities where the crossing token, the sort and the max all matter
+_PROBS = ((0.05, 0.40, 0.10, 0.30, 0.15), (0.30, 0.02, 0.08, 0.25, 0.35), (0.70, 0.05, 0.10, 0.05, 0.10))
+
+
+def _kept_judge(*keys):
+    def judge(s, r, ctx):
+        for key in keys:
+            got, want = s[key], r[key]
+            if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.shape == want.shape:
+                kept, should = got > float("-inf"), want > float("-inf")
+                if not torch.equal(kept, should):
+                    row = int((kept != should).any(-1).flatten().nonzero()[0])
+                    return (f"{key}: row {row} keeps tokens {kept.flatten(0, -2)[row].nonzero().flatten().tolist()}, "
+                            f"expected {should.flatten(0, -2)[row].nonzero().flatten().tolist()}")
+            msg = close(got, want, key)
+            if msg:
+                return msg + " (the kept logits must be returned unchanged, the others -inf)"
+        return None
+    return judge
+
+
+@CHECKS.probe("filter_logits", "top_k keeps the k largest logits unchanged, the rest -inf; no filter changes nothing",
+              _kept_judge("top_k=2", "top_k=7 (more than V)", "no filter"), CPU)
+def filter_top_k(ctx):
+    logits = torch.tensor(_PROBS).log().to(ctx.device)
+    return {"top_k=2": ctx.call(ctx.target, logits, top_k=2), "top_k=7 (more than V)": ctx.call(ctx.target, logits, top_k=7),
+            "no filter": ctx.call(ctx.target, logits)}
+
+
+@CHECKS.probe("filter_logits", "top_p keeps the smallest most-likely set reaching p, the crossing token included",
+              _kept_judge("top_p=0.6", "top_p=0.9", "top_p=0.5 (3, 5) logits"), CPU)
+def filter_top_p(ctx):
+    logits = torch.tensor(_PROBS).log().to(ctx.device)
+    scaled = (2.0 * logits + 1.0)  # not a log-probability any more: the softmax is what counts
+    return {"top_p=0.6": ctx.call(ctx.target, logits, top_p=0.6), "top_p=0.9": ctx.call(ctx.target, logits, top_p=0.9),
+            "top_p=0.5 (3, 5) logits": ctx.call(ctx.target, scaled, top_p=0.5)}
+
+
+@CHECKS.probe("filter_logits", "min_p keeps the tokens with probability ≥ min_p · the largest",
+              _kept_judge("min_p=0.5", "min_p=0.2"), CPU)
+def filter_min_p(ctx):
+    logits = torch.tensor(_PROBS).log().to(ctx.device)
+    return {"min_p=0.5": ctx.call(ctx.target, logits, min_p=0.5), "min_p=0.2": ctx.call(ctx.target, logits, min_p=0.2)}
+
+
+@CHECKS.probe("filter_logits", "top_k, then top_p, then min_p, each on what is left; any leading dims",
+              _kept_judge("top_k=20, top_p=0.8, min_p=0.05", "top_p=0.7, min_p=0.3"), CPU)
+def filter_combined(ctx):
+    logits = ctx.randn(2, 3, 50, scale=2.0)
+    return {"top_k=20, top_p=0.8, min_p=0.05": ctx.call(ctx.target, logits, top_k=20, top_p=0.8, min_p=0.05),
+            "top_p=0.7, min_p=0.3": ctx.call(ctx.target, logits, top_p=0.7, min_p=0.3)}
+
+
+def _filter_bad_judge(s, r, ctx):
+    for key, name in (("top_k=0", "top_k"), ("top_p=0", "top_p"), ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p")):
+        msg = _expect_value_error(s[key], f"filter_logits(..., {key})", name)
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.probe("filter_logits", "ValueError for top_k < 1, top_p outside (0, 1], min_p outside [0, 1]",
+              _filter_bad_judge, CPU, hidden=True)
+def filter_bad(ctx):
+    logits = ctx.randn(2, 9)
+    return {key: _raises(ctx.call, ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
+                                                          if "." in key else int(key.split("=")[1])})
+            for key in ("top_k=0", "top_p=0", "top_p=1.5", "min_p=-0.1")}
+
+
+# ----------------------------------------------------------------------------------------------
+# decoder_costs
+
+_COST_CASES = (("tiny, untied, GQA, bfloat16", _REQUIRED, 1000, "bfloat16"),
+               ("tiny, tied, MHA, float32", dict(_REQUIRED, n_kv_head=6, tie_embeddings=True), 4096, "float32"),
+               ("MQA, float16", dict(_REQUIRED, n_kv_head=1, n_layer=5, block_size=128), 12345, "float16"),
+               ("Llama 3 8B's shape, 15T tokens, bfloat16", LLAMA3_8B, 15 * 10 ** 12, "bfloat16"))
+
+
+def _costs_judge(s, r, ctx):
+    for case, want in r["costs"].items():
+        got = s["costs"].get(case)
+        if not isinstance(got, dict):
+            return f"{case}: decoder_costs should return a dict, got {type(got).__name__}"
+        for key, value in want.items():
+            g = got.get(key)
+            if not isinstance(g, int) or isinstance(g, bool):
+                return f"{case}: {key} should be the int {value:,}, got {type(g).__name__} {g!r}"
+            if g != value:
+                return f"{case}: {key} should be {value:,}, got {g:,}"
+    return None
+
+
+@CHECKS.probe("decoder_costs", "params, train_flops, kv_bytes_per_token and adamw_bytes (Llama 3 8B: 8,030,261,248 "
+              "parameters)", _costs_judge, CPU)
+def costs_values(ctx):
+    out = {}
+    for case, fields, tokens, dtype in _COST_CASES:
+        cfg = _Config(**fields)  # the grader's config (LlamaConfig's fields), so that this exercise stands alone
+        costs = ctx.call(ctx.target, cfg, tokens, dtype=getattr(torch, dtype))
+        out[case] = dict(costs) if isinstance(costs, dict) else costs
+    return {"costs": out}
+
+
+# ----------------------------------------------------------------------------------------------
+# Known mistakes, as edits of the solved cells
+
+MISTAKES = (
+    Mistake("SwiGLU", "silu_on_up", "silu is applied to the up branch instead of the gate: the gate is what goes "
+            "through silu, `down_proj(F.silu(gate_proj(x)) * up_proj(x))`.",
+            edits={"F.silu(self.gate_proj(x)) * self.up_proj(x)": "self.gate_proj(x) * F.silu(self.up_proj(x))"}),
+    Mistake("swiglu_hidden_dim", "rounded_down", "the width is rounded down to a multiple of multiple_of; Llama "
+            "rounds up: `multiple_of * ((hidden + multiple_of - 1) // multiple_of)`.",
+            edits={"((hidden + multiple_of - 1) // multiple_of)": "(hidden // multiple_of)"}),
+    Mistake("LlamaAttention", "rope_on_v", "RoPE is applied to v as well: only q and k are rotated (their dot "
+            "product then depends on relative position); v goes into the cache as v_proj made it.",
+            edits={"q, k = (L06.apply_rope_half(t, positions, self.rope_base) for t in (q, k))":
+                   "q, k, v = (L06.apply_rope_half(t, positions, self.rope_base) for t in (q, k, v))"}),
+    Mistake("LlamaAttention", "rope_positions_from_zero", "with a cache, RoPE's positions restart at 0 at every "
+            "step: the new tokens sit at len(cache), len(cache) + 1, ..., so start from len(cache) when start is None.",
+            edits={"start = len(cache) if cache is not None else 0": "start = 0"}),
+    Mistake("LlamaAttention", "interleaved_rope", "the interleaved RoPE (pairs x[2i], x[2i+1]) is used, but Hugging "
+            "Face's Llama weights expect the half-split pairs (x[i], x[i + Dh/2]): use apply_rope_half.",
+            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope(t, positions, self.rope_base)"}),
+    Mistake("LlamaAttention", "gqa_by_tiling", "the KV heads are tiled with `repeat`, so query head h reads KV head "
+            "h % num_kv_heads; in GQA consecutive query heads share a KV head (h // n_rep): repeat each in a row, "
+            "with repeat_kv or repeat_interleave.",
+            edits={"L03.repeat_kv(k, n_rep), L03.repeat_kv(v, n_rep)": "k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)"}),
+    Mistake("LlamaAttention", "biases_left_on", "the projections have biases: Llama's have none, so build every "
+            "nn.Linear with bias=False (and a Hugging Face checkpoint has no bias tensors to load).",
+            edits={"self.q_proj = nn.Linear(d_model, d_model, bias=False)": "self.q_proj = nn.Linear(d_model, d_model)",
+                   "self.k_proj = nn.Linear(d_model, kv_dim, bias=False)": "self.k_proj = nn.Linear(d_model, kv_dim)",
+                   "self.v_proj = nn.Linear(d_model, kv_dim, bias=False)": "self.v_proj = nn.Linear(d_model, kv_dim)",
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=False)": "self.out_proj = nn.Linear(d_model, d_model)"}),
+    Mistake("LlamaAttention", "window_off_by_one", "the window is off by one: each query should see exactly `window` "
+            "keys (itself and the window - 1 before it), so keep j > i - window, not j >= i - window.",
+            edits={"mask & (j > i - window)": "mask & (j >= i - window)"}),
+    Mistake("RollingKVCache", "drops_newest", "the cache keeps the oldest `window` positions and drops the newest: "
+            "keep the tail, `k_all[..., -self.window:, :]`.",
+            edits={"self.keys[layer_idx] = k_all[..., -self.window:, :]": "self.keys[layer_idx] = k_all[..., :self.window, :]",
+                   "self.values[layer_idx] = v_all[..., -self.window:, :]": "self.values[layer_idx] = v_all[..., :self.window, :]"}),
+    Mistake("RollingKVCache", "len_counts_kept", "len(cache) counts the kept positions only, so once the window "
+            "fills, the next token's RoPE position stops advancing: count every position seen.",
+            edits={"return self.seen": "return self.keys[0].shape[-2] if self.keys else 0"}),
+    Mistake("LlamaBlock", "rmsnorm_after_add", "RMSNorm is applied after the residual add (post-norm): in a pre-norm "
+            "block the norm is on each sub-layer's input, `x + attn(ln1(x))`, and the stream itself is never normalised.",
+            edits={"x = x + self.attn(self.ln1(x), cache, layer_idx, start)": "x = self.ln1(x + self.attn(x, cache, layer_idx, start))",
+                   "return x + self.mlp(self.ln2(x))": "return self.ln2(x + self.mlp(x))"}),
+    Mistake("Llama", "offset_per_layer", "each layer reads len(cache) itself, after the layers before it have "
+            "updated the cache, so layers past the first rotate at the wrong positions: read start = len(cache) once "
+            "and pass it to every block.",
+            edits={"x = block(x, cache, i, start)": "x = block(x, cache, i)"}),
+    Mistake("filter_logits", "top_p_drops_crossing", "top-p drops the token that crosses p, so the kept set sums "
+            "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
+            "tokens before it already reach p, `cumsum - probs >= p`.",
+            edits={"before = sorted_probs.cumsum(dim=-1) - sorted_probs": "before = sorted_probs.cumsum(dim=-1)"}),
+    Mistake("filter_logits", "top_p_unsorted", "the cumulative sum runs over the probabilities in vocabulary order: "
+            "sort them in decreasing order first, then map the decision back with the sort's indices.",
+            edits={"sorted_probs, order = probs.sort(dim=-1, descending=True)":
+                   "sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand_as(probs)"}),
+    Mistake("filter_logits", "min_p_against_sum", "min-p compares against min_p times the sum of the probabilities "
+            "(always 1); it is min_p times the largest probability, `probs.amax(-1, keepdim=True)`.",
+            edits={"probs.amax(dim=-1, keepdim=True)": "probs.sum(dim=-1, keepdim=True)"}),
+    Mistake("decoder_costs", "tied_head_counted_twice", "a tied head is counted as a second V×D matrix: with "
+            "tie_embeddings the head is the embedding, counted once in params (it is still a matrix product in N_mm).",
+            edits={"head = 0 if config.tie_embeddings else V * D": "head = V * D"}),
+    Mistake("decoder_costs", "flops_from_all_parameters", "train_flops uses 6 × every parameter: the embedding is a "
+            "table lookup (no FLOPs) and the norm gains are not matrix products; N_mm is the layers' matrices plus "
+            "the head.",
+            edits={"n_matmul = L * per_layer + V * D": "n_matmul = params"}),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# `course bench lesson10`: a training step of your Llama against the same model from torch's own modules
+
+
+class TorchLlama(nn.Module):
+    """The lesson's decoder from torch's own parts: nn.RMSNorm, SDPA with enable_gqa (no repeat_kv), F.silu."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        D, self.cfg = cfg.n_embd, cfg
+        self.embed = nn.Embedding(cfg.vocab_size, D)
+        self.blocks = nn.ModuleList()
+        kv = cfg.n_kv_head * D // cfg.n_head
+        for _ in range(cfg.n_layer):
+            block = nn.Module()
+            block.ln1, block.ln2 = nn.RMSNorm(D, eps=cfg.norm_eps), nn.RMSNorm(D, eps=cfg.norm_eps)
+            block.attn = _Attn(D, kv)
+            block.mlp = _Mlp(D, cfg.hidden_dim)
+            self.blocks.append(block)
+        self.norm = nn.RMSNorm(D, eps=cfg.norm_eps)
+        self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        H, Hkv, Dh = self.cfg.n_head, self.cfg.n_kv_head, self.cfg.n_embd // self.cfg.n_head
+        pos = torch.arange(T, device=idx.device)
+        x = self.embed(idx)
+        for b in self.blocks:
+            h = b.ln1(x)
+            q = _rope(b.attn.q_proj(h).view(B, T, H, Dh).transpose(1, 2), pos, self.cfg.rope_base)
+            k = _rope(b.attn.k_proj(h).view(B, T, Hkv, Dh).transpose(1, 2), pos, self.cfg.rope_base)
+            v = b.attn.v_proj(h).view(B, T, Hkv, Dh).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + b.attn.out_proj(y.transpose(1, 2).reshape(B, T, H * Dh))
+            h = b.ln2(x)
+            x = x + b.mlp.down_proj(F.silu(b.mlp.gate_proj(h)) * b.mlp.up_proj(h))
+        logits = self.lm_head(self.norm(x))
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+def _step_time(model, x, y, repeats):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        _, loss = model(x, targets=y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(repeats):
+        if x.is_cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        if x.is_cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 128,
+                  "hidden_dim": 384, "batch": 16},
+                 {"vocab_size": 512, "block_size": 256, "n_layer": 6, "n_head": 6, "n_kv_head": 2, "n_embd": 384,
+                  "hidden_dim": 1024, "batch": 8})
+
+
+def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) -> dict:
+    """Median time of one AdamW training step (forward, backward, step) of your Llama and of TorchLlama of the
+    same size, measured in the same run."""
+    rows = []
+    for c in configs:
+        c = dict(c)
+        batch = c.pop("batch")
+        cfg = _Config(**c)
+        torch.manual_seed(0)
+        ours, theirs = ns["Llama"](ns["LlamaConfig"](**c)).to(device).train(), TorchLlama(cfg).to(device).train()
+        n_ours = sum(p.numel() for p in ours.parameters())
+        n_theirs = sum(p.numel() for p in theirs.parameters())
+        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
+        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
+        t_ours = _step_time(ours, x, y, repeats)
+        t_theirs = _step_time(theirs, x, y, repeats)
+        rows.append([f"L={cfg.n_layer} D={cfg.n_embd} H={cfg.n_head}/{cfg.n_kv_head} T={cfg.block_size} B={batch}",
+                     f"{n_ours:,}" + ("" if n_ours == n_theirs else f" (torch's: {n_theirs:,})"),
+                     round(t_ours * 1e3, 2), round(t_theirs * 1e3, 2), round(t_ours / t_theirs, 3),
+                     round(batch * cfg.block_size / t_ours)])
+    return {"title": f"Llama training step on {device}: yours against nn.RMSNorm + SDPA(enable_gqa)",
+            "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
+            "rows": rows,
+            "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}

@@ -1,0 +1,122 @@
+"""`course classroom`: the GitHub Actions workflow and Classroom autograding files, parsed with PyYAML and checked
+for structure and points; and (slow) their commands, run as the runner would, on a solved and a stub notebook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from course_cli.classroom import GRADER, REPORTER, step_id, verdict
+from course_cli.main import cli
+from graders.registry import LESSONS, find_lesson
+
+PACKAGE = "attention-course @ git+https://example.org/attention-course-dist.git"
+
+
+def make(tmp_path, *lessons):
+    r = CliRunner().invoke(cli, ["classroom", *lessons, "--dir", str(tmp_path), "--package", PACKAGE],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    wf = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
+    legacy = json.loads((tmp_path / ".github" / "classroom" / "autograding.json").read_text())
+    return wf, legacy, r.output
+
+
+def test_workflow_structure_and_points(tmp_path):
+    chosen = [find_lesson("lesson01"), find_lesson("lesson03")]
+    wf, _, output = make(tmp_path, "lesson01", "3")
+    assert "on" in wf and "push" in wf["on"]  # quoted, so YAML 1.1 does not read it as true
+    assert wf["permissions"]["checks"] == "write"
+    (job,) = wf["jobs"].values()
+    steps = job["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@")
+    install = next(s for s in steps if "pip install" in s.get("run", ""))
+    assert "-c .github/classroom/constraints.txt" in install["run"] and PACKAGE in install["run"]
+    assert "bubblewrap" in install["run"]
+    for lesson in chosen:
+        grade = next(s for s in steps if s.get("name") == f"Grade {lesson.id} (public checks)")
+        assert (f"course check {lesson.id} --public --notebook lessons/{lesson.notebook} --json "
+                f"> .course-results/{lesson.id}.json") in grade["run"]
+    graders = [s for s in steps if s.get("uses") == GRADER]
+    want = [(lesson, ex) for lesson in chosen for ex in lesson.exercises]
+    assert [s["id"] for s in graders] == [step_id(lesson, ex.name) for lesson, ex in want]
+    for step, (lesson, ex) in zip(graders, want):
+        assert step["with"]["max-score"] == ex.points
+        assert step["with"]["command"].endswith(f".course-results/{lesson.id}.json {ex.name}")
+        assert step["with"]["timeout"] > 0
+    for lesson in chosen:
+        assert sum(s["with"]["max-score"] for s in graders if s["id"].startswith(lesson.id)) == lesson.max_score
+    reporter = steps[-1]
+    assert reporter["uses"] == REPORTER
+    ids = [s["id"] for s in graders]
+    assert reporter["with"]["runners"].split(",") == ids
+    assert reporter["env"] == {f"{i.upper()}_RESULTS": f"${{{{steps.{i}.outputs.result}}}}" for i in ids}
+    assert len(set(ids)) == len(ids) and all(i.replace("-", "").isalnum() and i == i.lower() for i in ids)
+    assert "22 points" in output
+
+
+def test_legacy_autograding_json_and_constraints(tmp_path):
+    _, legacy, _ = make(tmp_path)  # no lesson given: all of them
+    tests = legacy["tests"]
+    assert len(tests) == sum(len(lesson.exercises) for lesson in LESSONS)
+    assert sum(t["points"] for t in tests) == sum(lesson.max_score for lesson in LESSONS)
+    assert all(t["run"].startswith("course check ") and "--public" in t["run"] for t in tests)
+    assert "pip install -c .github/classroom/constraints.txt" in tests[0]["setup"]
+    pins = (tmp_path / ".github" / "classroom" / "constraints.txt").read_text()
+    assert "torch==" in pins
+
+
+def test_rewriting_keeps_a_changed_file(tmp_path):
+    make(tmp_path, "1")
+    wf = tmp_path / ".github" / "workflows" / "classroom.yml"
+    wf.write_text(wf.read_text() + "# my own edit\n")
+    _, _, output = make(tmp_path, "1")
+    assert "# my own edit" in (tmp_path / ".github" / "workflows" / "classroom.yml.bak").read_text()
+    assert "unchanged" in output  # the other two files were the same
+
+
+def test_verdict_reads_course_check_json(tmp_path):
+    f = tmp_path / "lesson01.json"
+    f.write_text(json.dumps({"exercises": [
+        {"id": "softmax", "status": "passed", "points": 4.0, "max_points": 4.0, "checks": [], "diagnosis": None},
+        {"id": "scaled_dot_product_attention", "status": "failed", "points": 0.0, "max_points": 6.0,
+         "checks": [{"name": "shapes", "status": "failed", "device": "cpu", "dtype": "float32", "message": "bad"}],
+         "diagnosis": "the scores are not scaled"}]}))
+    assert verdict(f, "softmax")[0] == 0
+    code, text = verdict(f, "scaled_dot_product_attention")
+    assert code == 1 and "Likely mistake: the scores are not scaled" in text and "bad" in text
+    assert verdict(f, "nope")[0] == 1
+    assert verdict(tmp_path / "missing.json", "softmax")[0] == 1
+    (tmp_path / "empty.json").write_text("")
+    code, text = verdict(tmp_path / "empty.json", "softmax")
+    assert code == 1 and "no result" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source,passes", [("solution", True), ("stub", False)])
+def test_the_workflow_s_commands_run_as_written(tmp_path, source, passes):
+    lesson = find_lesson("lesson01")
+    wf, _, _ = make(tmp_path, "lesson01")
+    (tmp_path / "lessons").mkdir()
+    shutil.copy(lesson.solution_path if source == "solution" else lesson.student_path,
+                tmp_path / "lessons" / lesson.notebook)
+    steps = next(iter(wf["jobs"].values()))["steps"]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    grade = next(s for s in steps if s.get("name", "").startswith("Grade lesson01"))
+    subprocess.run(["bash", "-e", "-c", grade["run"]], cwd=tmp_path, env=env, check=True, timeout=600)
+    data = json.loads((tmp_path / ".course-results" / "lesson01.json").read_text())
+    assert [e["id"] for e in data["exercises"]] == [e.name for e in lesson.exercises]
+    hidden = {c.name for c in __import__(lesson.module, fromlist=["CHECKS"]).CHECKS if c.hidden}
+    assert not {c["name"] for e in data["exercises"] for c in e["checks"]} & hidden  # public checks only
+    for step in (s for s in steps if s.get("uses") == GRADER):
+        proc = subprocess.run(step["with"]["command"], shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert (proc.returncode == 0) == passes, proc.stdout + proc.stderr
