@@ -8,7 +8,8 @@ hostile corpus. A test is slow when it is marked `@pytest.mark.slow` or lives in
     python -m pytest -q -n auto            # the fast tier (slow tests deselected)
     python -m pytest -q -n auto -m slow    # the slow tier
     python -m pytest -q -n auto --all-tiers  # both
-A `-m` expression of your own (e.g. `-m lesson03`) selects across both tiers.
+A `-m` expression of your own (e.g. `-m lesson03`) selects across both tiers, and so does naming test files
+(`python -m pytest tests/test_gpu.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
     if config.getoption("--all-tiers") or config.getoption("markexpr"):
         return
+    if config.args and all(".py" in a for a in config.args):
+        return  # test files named on the command line run whole, both tiers
     fast = [i for i in items if i.get_closest_marker("slow") is None]
     if len(fast) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("slow") is not None])

@@ -215,3 +215,27 @@ def test_a_float32_result_for_other_dtypes_fails_the_dtype_entries(tmp_path):
     failed = {c.name: c.message for c in ex.checks if c.status == "failed"}
     assert set(failed) == {"float64 inputs", "bfloat16 inputs on the CPU", "float16 inputs on the CPU"}, explain(ex)
     assert "has dtype float32, expected float64" in failed["float64 inputs"]
+
+
+def test_a_stub_is_not_implemented_even_when_the_probe_catches_its_error():
+    """lesson 08's `generate` stub was reported *failed* ("should raise ValueError, but it raised
+    NotImplementedError") by a probe that observes exceptions: ctx.call remembers the NotImplementedError."""
+    from graders.engine import Checks, probe_exercise, raises_value_error
+
+    class Module:
+        CHECKS = Checks("lesson_test")
+
+    @Module.CHECKS.probe("f", "raises ValueError", raises_value_error(("bad", "f(-1)")))
+    def probe(ctx):
+        try:
+            ctx.call(ctx.target, -1)
+        except Exception as exc:  # noqa: BLE001 - a probe that observes whatever was raised
+            return {"bad": {"raised": type(exc).__name__, "message": str(exc)}}
+        return {"bad": {"raised": "nothing", "message": ""}}
+
+    def stub(x):
+        raise NotImplementedError()
+
+    obs = probe_exercise(Module, {"f": stub}, "f", CPU)
+    (only,) = obs["checks"].values()
+    assert only["__error__"]["kind"] == "not_implemented"
