@@ -313,46 +313,12 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | N
 # The engine's fallback
 
 
-def _first_line(err: dict) -> str:
-    """The exception's own text, without where it was raised. Student and mistake run on the same seeded
-    inputs, so the same mistake raises the same text, sizes included; another mistake that happens to raise
-    the same exception type (a swapped pair the grader then multiplies) says other sizes."""
-    text = (err.get("message") or "").split("\n  at ")[0].strip()
-    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)  # object addresses
-    return re.sub(r"(/[\w.+-]+)+/|<cell \d+>", "…/", text)  # where the code happened to live
-
-
 def _strict(check, config, s_obs, m_obs, r_obs) -> bool:
+    """A catalogued mistake's match: the engine's rule (exceptions by type and by their text, sizes included,
+    addresses and file paths aside; an exception type alone is not an observation)."""
     from .engine import _matches
 
-    s_err = (s_obs or {}).get("__error__") if isinstance(s_obs, dict) else None
-    m_err = (m_obs or {}).get("__error__") if isinstance(m_obs, dict) else None
-    if s_err or m_err:
-        return bool(s_err and m_err and s_err.get("type") == m_err.get("type") and s_err.get("kind") == "error"
-                    and _first_line(s_err) == _first_line(m_err))
     return _matches(check, config, s_obs, m_obs, r_obs)
-
-
-def catalogued(module, name, checks, s_checks, r_checks, mistakes, results):
-    """The catalogued mistake whose observations match the most failing checks, exceptions matched by type and
-    message, not by type alone; None when none matches."""
-    failed = {(r.name, r.device, r.dtype) for r in results if r.status in ("failed", "error")}
-    best, best_count = None, 0
-    for mistake in getattr(module, "MISTAKES", ()):
-        if mistake.exercise != name or mistake.id not in mistakes:
-            continue
-        m_checks = (mistakes[mistake.id] or {}).get("checks", {})
-        count = 0
-        for check in checks:
-            for config in check.configs:
-                if (check.name, config.device, config.dtype) not in failed:
-                    continue
-                k = check.key(config)
-                if _strict(check, config, s_checks.get(k), m_checks.get(k), r_checks.get(k, {})):
-                    count += 1
-        if count > best_count:
-            best, best_count = mistake, count
-    return best
 
 
 def settle(best, module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
@@ -363,9 +329,7 @@ def settle(best, module, name, checks, s_checks, r_checks, mistakes, results) ->
     except Exception:  # a figure is a convenience; never let it cost the verdict
         pass
     try:
-        if best is not None:
-            best = catalogued(module, name, checks, s_checks, r_checks, mistakes, results)
-        if best is not None:
+        if best is not None:  # engine.diagnose matched it by the strict rule above
             return best.message
         return explain_exercise(checks, s_checks, r_checks, results)
     except Exception:

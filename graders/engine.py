@@ -639,7 +639,11 @@ def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | Non
 def _error_head(err: dict) -> str:
     """An error observation's first line, "Type: message", without where it was raised (the student's
     cell numbers and the mistake's differ)."""
-    return err.get("message", "").split("\n  at ")[0].strip()
+    import re
+
+    text = err.get("message", "").split("\n  at ")[0].strip()
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)  # object addresses
+    return re.sub(r"(/[\w.+-]+)+/|<cell \d+>", "…/", text)  # where the code happened to live
 
 
 def same_observations(a: dict, b: dict, tol: compare.Tolerance) -> bool:

@@ -10,7 +10,6 @@ parent.
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from dataclasses import dataclass
 
@@ -1149,27 +1148,7 @@ class TorchLlama(nn.Module):
         return logits, loss
 
 
-def _step_time(model, x, y, repeats):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        _, loss = model(x, targets=y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeats):
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+from .lesson08_gpt import _step_time  # noqa: E402  (one timer for both lessons' training-step benchmarks)
 
 
 BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 128,
