@@ -253,6 +253,13 @@ def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str |
     """The first structural reason among one check's observations (outputs swapped before each one alone)."""
     if not isinstance(s, dict) or not isinstance(r, dict) or "__error__" in s or "__error__" in r:
         return None
+    from .engine import wrong_devices
+
+    moved = wrong_devices(s, r, "the probe's device")
+    if moved:
+        key, dev = next(iter(moved.items()))
+        return (f"`{key}` comes back on {dev}, not on the inputs' device: a tensor made without device= (or moved "
+                f"with .cpu()/.cuda()) somewhere in your code")
     rt = _tensors(r)
     wrong = [k for k, e in rt.items() if not (isinstance(s.get(k), torch.Tensor) and s[k].dtype == e.dtype and
                                               _close(s[k], e, tol or compare.tolerance(e.dtype)))]

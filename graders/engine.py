@@ -454,7 +454,11 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
             ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched,
                                check.variant.layout if check.variant else None)
             try:
-                obs = clean(check.probe(ctx))
+                raw = check.probe(ctx)
+                obs = clean(raw)
+                moved = _off_device(raw, ctx.device)
+                if moved and isinstance(obs, dict):  # clean() brings every tensor to the CPU: say where it was
+                    obs["__devices__"] = moved
                 if ctx.not_implemented is not None:  # raised by student code, caught by the probe
                     obs = error_obs(ctx.not_implemented)
                 elif check.variant and not ctx.drawn:
@@ -471,6 +475,28 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
     out["forbidden"] = sorted(forbidden)
     out["mutated"] = mutated[:5]
     return out
+
+
+def _off_device(raw, device: torch.device) -> dict:
+    """The observed tensors (top-level) that are not on the probe's device, with where they are."""
+    if not isinstance(raw, dict):
+        return {}
+    out = {}
+    for k, v in dict.items(raw):
+        if isinstance(v, torch.Tensor):
+            with torch._C.DisableTorchFunctionSubclass():
+                where = torch.Tensor.detach(v).device.type
+            if where != device.type and where != "meta":  # a meta tensor is refused by clean() already
+                out[str(k)[:100]] = where
+    return out
+
+
+def wrong_devices(s_obs: dict, r_obs: dict, device: str) -> dict:
+    """The student's observations that came back on another device than the reference's did."""
+    s_moved, r_moved = s_obs.get("__devices__"), r_obs.get("__devices__")
+    s_moved = s_moved if isinstance(s_moved, dict) else {}
+    r_moved = r_moved if isinstance(r_moved, dict) else {}
+    return {k: d for k, d in s_moved.items() if r_moved.get(k, device) != d}
 
 
 def CHECKS_OF(module) -> Checks:
@@ -610,6 +636,13 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
             res.status, res.message = "failed", f"{check.variant.message}: it raised {err['message']}"
         else:
             res.status, res.message = "error", err["message"]
+        return res
+    moved = wrong_devices(s_obs, r_obs, config.device)
+    if moved:
+        key, dev = next(iter(moved.items()))
+        res.status, res.message = "failed", (
+            f"`{key}` is on {dev}, but the inputs were on {config.device}: make new tensors on the input's device "
+            f"(device=x.device, or torch.zeros_like(x)), and never move results with .cpu() or .cuda()")
         return res
     try:
         msg = check.judge(s_obs, r_obs, JudgeContext(config))

@@ -239,3 +239,26 @@ def test_a_stub_is_not_implemented_even_when_the_probe_catches_its_error():
     obs = probe_exercise(Module, {"f": stub}, "f", CPU)
     (only,) = obs["checks"].values()
     assert only["__error__"]["kind"] == "not_implemented"
+
+
+def test_an_output_on_the_wrong_device_fails_and_is_named():
+    """clean() brings observations to the CPU, but where a tensor came from is kept: an output left on the CPU
+    for CUDA inputs (a planted observation: no GPU here) fails its check with the device named, and the
+    structural diagnosis says so."""
+    import torch
+
+    from graders.diagnosis import explain_obs
+    from graders.engine import Check, Config, _off_device, _verdict, same
+
+    cuda = Config("cuda", "float16")
+    check = Check("x", "matches", None, same(), (cuda,))
+    out = torch.ones(3)
+    student = {"output": out, "__devices__": {"output": "cpu"}}  # what the child sends for a CPU output
+    reference = {"output": out}
+    res = _verdict(check, cuda, student, reference)
+    assert res.status == "failed" and "`output` is on cpu, but the inputs were on cuda" in res.message
+    assert "device" in explain_obs(student, reference)
+    # the reference itself off the probe's device (a probe that moves results): the student is not blamed
+    assert _verdict(check, cuda, student, {"output": out, "__devices__": {"output": "cpu"}}).status == "passed"
+    assert _off_device({"output": out, "n": 3}, torch.device("cuda")) == {"output": "cpu"}
+    assert _off_device({"output": out}, torch.device("cpu")) == {}
