@@ -992,3 +992,14 @@ def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) ->
             "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
             "rows": rows,
             "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+
+
+# The input battery: KVCache takes tensors and gets every entry; the others take none the battery could
+# change (their probes would draw no floating input, and generate's would still spend ~3 s finding that out).
+CHECKS.add_battery(skip={
+    "GPTConfig": "takes numbers, no tensor",
+    "GPT": "its input is integer token ids; its parameters are set by name by the grader, in float32",
+    "count_parameters": "takes a module, not a tensor: it counts, it does not compute on values",
+    "generate": "its prompt is integer token ids, and the model is the grader's",
+    "load_gpt2_state_dict": "takes a checkpoint the grader builds (a dict of float32 weights), not a drawn input",
+})

@@ -1181,3 +1181,22 @@ def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) ->
             "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
             "rows": rows,
             "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+
+
+# The input battery, on the check of each exercise that computes on a drawn input (a module's parameters
+# follow the input's dtype there: `_precision` moves the module). The others take none the battery could change.
+CHECKS.add_battery(
+    base={"SwiGLU": "output is down_proj(silu(gate_proj(x)) * up_proj(x)) (parameters set by name)",
+          "LlamaAttention": "output matches the reference with 1, some and all KV heads (parameters set by name)",
+          "LlamaBlock": "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
+          "filter_logits": "top_k, then top_p, then min_p, each on what is left; any leading dims"},
+    skip={"filter_logits": {
+              "bfloat16 inputs on the CPU": "rounded to 8 bits, the 50 logits of a row tie, and which of tied logits "
+                                            "top_k keeps is not defined (a correct filter could keep the other)",
+              "float16 inputs on the CPU": "rounded to 11 bits the logits may tie, and which of tied logits top_k "
+                                           "keeps is not defined"},
+          "swiglu_hidden_dim": "takes sizes (integers), no tensor",
+          "LlamaConfig": "takes numbers, no tensor",
+          "Llama": "its input is integer token ids; its parameters are set by name by the grader",
+          "load_llama_state_dict": "takes a checkpoint the grader builds (a dict of float32 weights), not a drawn input",
+          "decoder_costs": "takes a config's sizes, no tensor"})
