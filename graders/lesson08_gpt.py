@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
+from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
+                     same)
 
 CHECKS = Checks("lesson08")
 
@@ -98,24 +99,6 @@ def _forward(ctx, model, idx, **kwargs):
     return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
 
 
-def _raises(fn, *args, **kwargs) -> dict:
-    """What calling fn did: the exception's type and message, or that nothing was raised."""
-    try:
-        fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
-        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
-    return {"raised": "nothing", "message": ""}
-
-
-def _expect_value_error(obs: dict, what: str, name: str | None = None) -> str | None:
-    if obs["raised"] != "ValueError":
-        got = "raised nothing" if obs["raised"] == "nothing" else f"raised {obs['raised']}: {obs['message']}"
-        return f"{what} should raise ValueError, but it {got}"
-    if name and name not in obs["message"]:
-        return f"{what} raised ValueError, but its message does not name `{name}`: {obs['message']!r}"
-    return None
-
-
 # ----------------------------------------------------------------------------------------------
 # GPTConfig
 
@@ -131,7 +114,7 @@ def _config_judge(s, r, ctx):
         return f"GPTConfig(**{r['custom']}) should keep those values, got {s['custom']}"
     for kwargs, name in _BAD_CONFIGS:
         case = _call_text(kwargs)
-        msg = _expect_value_error(s[case], f"GPTConfig({case})", name)
+        msg = expect_value_error(s[case], f"GPTConfig({case})", name)
         if msg:
             return msg
     return None
@@ -160,7 +143,7 @@ def config_fields(ctx):
            "defaults": {f: getattr(default, f, "missing") for f in fields},
            "custom": {f: getattr(made, f, "missing") for f in fields}}
     for kwargs, _name in _BAD_CONFIGS:
-        obs[_call_text(kwargs)] = _raises(ctx.call, Config, **kwargs)
+        obs[_call_text(kwargs)] = ctx.raised(Config, **kwargs)
     return obs
 
 
@@ -279,20 +262,20 @@ def gpt_cache(ctx):
 
 
 def _block_size_judge(s, r, ctx):
-    return (_expect_value_error(s["17 tokens at block_size=16"], "a sequence of 17 tokens at block_size=16", "block_size")
-            or _expect_value_error(s["3 new tokens after 14 cached"], "3 new tokens after 14 cached positions "
-                                   "(block_size=16)", "block_size")
+    return (expect_value_error(s["17 tokens at block_size=16"], "a sequence of 17 tokens at block_size=16", "block_size")
+            or expect_value_error(s["3 new tokens after 14 cached"], "3 new tokens after 14 cached positions "
+                                  "(block_size=16)", "block_size")
             or (None if s["16 tokens"] == "ok" else f"a sequence of exactly block_size tokens should run: {s['16 tokens']}"))
 
 
 @CHECKS.probe("GPT", "ValueError naming block_size when the sequence runs past it", _block_size_judge, CPU)
 def gpt_block_size(ctx):
     model = _tiny_gpt(ctx)
-    full = _raises(ctx.call, model, _tokens(ctx, 1, 16))
+    full = ctx.raised(model, _tokens(ctx, 1, 16))
     cache = _Cache()
     _forward(ctx, model, _tokens(ctx, 1, 14), cache=cache)
-    return {"17 tokens at block_size=16": _raises(ctx.call, model, _tokens(ctx, 1, 17)),
-            "3 new tokens after 14 cached": _raises(ctx.call, model, _tokens(ctx, 1, 3), cache=cache),
+    return {"17 tokens at block_size=16": ctx.raised(model, _tokens(ctx, 1, 17)),
+            "3 new tokens after 14 cached": ctx.raised(model, _tokens(ctx, 1, 3), cache=cache),
             "16 tokens": "ok" if full["raised"] == "nothing" else f"{full['raised']}: {full['message']}"}
 
 
@@ -673,16 +656,15 @@ def gen_top_k(ctx):
     return _sampled(ctx, temperature=1.3, top_k=4)
 
 
-def _bad_args_judge(s, r, ctx):
-    return (_expect_value_error(s["temperature=-1"], "generate(..., temperature=-1)", "temperature")
-            or _expect_value_error(s["top_k=0"], "generate(..., top_k=0)", "top_k"))
+_bad_args_judge = raises_value_error(("temperature=-1", "generate(..., temperature=-1)", "temperature"),
+                                     ("top_k=0", "generate(..., top_k=0)", "top_k"))
 
 
 @CHECKS.probe("generate", "ValueError for a negative temperature or top_k < 1", _bad_args_judge, CPU, hidden=True)
 def gen_bad_args(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 1, 3)
-    return {"temperature=-1": _raises(ctx.call, ctx.target, model, idx, 2, temperature=-1.0),
-            "top_k=0": _raises(ctx.call, ctx.target, model, idx, 2, top_k=0)}
+    return {"temperature=-1": ctx.raised(ctx.target, model, idx, 2, temperature=-1.0),
+            "top_k=0": ctx.raised(ctx.target, model, idx, 2, top_k=0)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -783,11 +765,9 @@ def load_buffers(ctx):
     return {"blocks.0.attn.q_proj.weight": model.blocks[0].attn.q_proj.weight, "ln_f.bias": model.ln_f.bias}
 
 
-def _wrong_size_judge(s, r, ctx):
-    return (_expect_value_error(s["a checkpoint with n_embd=40 into n_embd=32"], "loading a checkpoint with n_embd=40 "
-                                "into a model with n_embd=32")
-            or _expect_value_error(s["a checkpoint without transformer.ln_f.bias"], "loading a checkpoint without "
-                                   "transformer.ln_f.bias", "ln_f"))
+_wrong_size_judge = raises_value_error(
+    ("a checkpoint with n_embd=40 into n_embd=32", "loading a checkpoint with n_embd=40 into a model with n_embd=32"),
+    ("a checkpoint without transformer.ln_f.bias", "loading a checkpoint without transformer.ln_f.bias", "ln_f"))
 
 
 @CHECKS.probe("load_gpt2_state_dict", "ValueError for a checkpoint of another size or with a key missing",
@@ -797,8 +777,8 @@ def load_wrong(ctx):
     other = _hf_checkpoint(_Config(**{**LOAD, "n_embd": 40}), ctx.seed)
     missing = _hf_checkpoint(cfg, ctx.seed)
     del missing["transformer.ln_f.bias"]
-    return {"a checkpoint with n_embd=40 into n_embd=32": _raises(ctx.call, ctx.target, _Skeleton(cfg), other),
-            "a checkpoint without transformer.ln_f.bias": _raises(ctx.call, ctx.target, _Skeleton(cfg), missing)}
+    return {"a checkpoint with n_embd=40 into n_embd=32": ctx.raised(ctx.target, _Skeleton(cfg), other),
+            "a checkpoint without transformer.ln_f.bias": ctx.raised(ctx.target, _Skeleton(cfg), missing)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1012,3 +992,14 @@ def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) ->
             "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
             "rows": rows,
             "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+
+
+# The input battery: KVCache takes tensors and gets every entry; the others take none the battery could
+# change (their probes would draw no floating input, and generate's would still spend ~3 s finding that out).
+CHECKS.add_battery(skip={
+    "GPTConfig": "takes numbers, no tensor",
+    "GPT": "its input is integer token ids; its parameters are set by name by the grader, in float32",
+    "count_parameters": "takes a module, not a tensor: it counts, it does not compute on values",
+    "generate": "its prompt is integer token ids, and the model is the grader's",
+    "load_gpt2_state_dict": "takes a checkpoint the grader builds (a dict of float32 weights), not a drawn input",
+})

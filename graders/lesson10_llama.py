@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .compare import close
-from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, same
+from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 
 CHECKS = Checks("lesson10")
 
@@ -139,24 +139,6 @@ def _forward(ctx, model, idx, **kwargs):
     return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
 
 
-def _raises(fn, *args, **kwargs) -> dict:
-    """What calling fn did: the exception's type and message, or that nothing was raised."""
-    try:
-        fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - whatever the student raised is the observation
-        return {"raised": type(exc).__name__, "message": str(exc)[:300]}
-    return {"raised": "nothing", "message": ""}
-
-
-def _expect_value_error(obs: dict, what: str, name: str | None = None) -> str | None:
-    if obs["raised"] != "ValueError":
-        got = "raised nothing" if obs["raised"] == "nothing" else f"raised {obs['raised']}: {obs['message']}"
-        return f"{what} should raise ValueError, but it {got}"
-    if name and name not in obs["message"]:
-        return f"{what} raised ValueError, but its message does not name `{name}`: {obs['message']!r}"
-    return None
-
-
 def _shapes(module: nn.Module) -> dict:
     return {n: list(p.shape) for n, p in module.named_parameters()}
 
@@ -267,14 +249,14 @@ def hidden_values(ctx):
 
 
 def _hidden_bad_judge(s, r, ctx):
-    return (_expect_value_error(s["d_model=0"], "swiglu_hidden_dim(0)", "d_model")
-            or _expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of"))
+    return (expect_value_error(s["d_model=0"], "swiglu_hidden_dim(0)", "d_model")
+            or expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of"))
 
 
 @CHECKS.probe("swiglu_hidden_dim", "ValueError for d_model or multiple_of below 1", _hidden_bad_judge, CPU,
               hidden=True)
 def hidden_bad(ctx):
-    return {"d_model=0": _raises(ctx.call, ctx.target, 0), "multiple_of=0": _raises(ctx.call, ctx.target, 64, 0)}
+    return {"d_model=0": ctx.raised(ctx.target, 0), "multiple_of=0": ctx.raised(ctx.target, 64, 0)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,14 +278,14 @@ def attn_names(ctx):
 
 
 def _attn_bad_judge(s, r, ctx):
-    return (_expect_value_error(s["num_heads=6, num_kv_heads=4"], "LlamaAttention(36, 6, 4)", "num_kv_heads")
-            or _expect_value_error(s["d_model=36, num_heads=5"], "LlamaAttention(36, 5, 5)", "num_heads"))
+    return (expect_value_error(s["num_heads=6, num_kv_heads=4"], "LlamaAttention(36, 6, 4)", "num_kv_heads")
+            or expect_value_error(s["d_model=36, num_heads=5"], "LlamaAttention(36, 5, 5)", "num_heads"))
 
 
 @CHECKS.probe("LlamaAttention", "ValueError when num_kv_heads does not divide num_heads", _attn_bad_judge, CPU)
 def attn_bad(ctx):
-    return {"num_heads=6, num_kv_heads=4": _raises(ctx.call, ctx.target, 36, 6, 4),
-            "d_model=36, num_heads=5": _raises(ctx.call, ctx.target, 36, 5, 5)}
+    return {"num_heads=6, num_kv_heads=4": ctx.raised(ctx.target, 36, 6, 4),
+            "d_model=36, num_heads=5": ctx.raised(ctx.target, 36, 5, 5)}
 
 
 def _gqa_hint(s, r):
@@ -532,12 +514,12 @@ def rolling_model(ctx):
 
 
 def _rolling_bad_judge(s, r, ctx):
-    return _expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
+    return expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
 
 
 @CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True)
 def rolling_bad(ctx):
-    return {"window=0": _raises(ctx.call, ctx.target, 0)}
+    return {"window=0": ctx.raised(ctx.target, 0)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -562,7 +544,7 @@ def _config_judge(s, r, ctx):
             diff = [f"{k}={s[key].get(k)!r} (expected {v!r})" for k, v in r[key].items() if s[key].get(k) != v]
             return f"LlamaConfig's fields ({key}): " + ", ".join(diff)
     for kwargs, name in _BAD_CONFIGS:
-        msg = _expect_value_error(s[_call_text(kwargs)], f"LlamaConfig(..., {_call_text(kwargs)})", name)
+        msg = expect_value_error(s[_call_text(kwargs)], f"LlamaConfig(..., {_call_text(kwargs)})", name)
         if msg:
             return msg
     return None
@@ -582,7 +564,7 @@ def config_fields(ctx):
            "defaults": {f: getattr(default, f, "missing") for f in fields},
            "custom": {f: getattr(made, f, "missing") for f in fields}}
     for kwargs, _name in _BAD_CONFIGS:
-        obs[_call_text(kwargs)] = _raises(ctx.call, Config, **{**_REQUIRED, **kwargs})
+        obs[_call_text(kwargs)] = ctx.raised(Config, **{**_REQUIRED, **kwargs})
     return obs
 
 
@@ -734,9 +716,9 @@ def llama_rolling(ctx):
 
 
 def _block_size_judge(s, r, ctx):
-    return (_expect_value_error(s["25 tokens at block_size=24"], "a sequence of 25 tokens at block_size=24",
+    return (expect_value_error(s["25 tokens at block_size=24"], "a sequence of 25 tokens at block_size=24",
                                 "block_size")
-            or _expect_value_error(s["5 new tokens after 20 cached"], "5 new tokens after 20 cached positions "
+            or expect_value_error(s["5 new tokens after 20 cached"], "5 new tokens after 20 cached positions "
                                    "(block_size=24, no window)", "block_size")
             or (None if s["24 tokens"] == "nothing" else f"a sequence of exactly block_size tokens should run: "
                 f"it raised {s['24 tokens']}")
@@ -752,10 +734,10 @@ def llama_block_size(ctx):
     _forward(ctx, model, _tokens(ctx, 1, 20), cache=cache)
     windowed, rolling = _llama(ctx, window=4), _Rolling(4)
     _forward(ctx, windowed, _tokens(ctx, 1, 22), cache=rolling)
-    return {"25 tokens at block_size=24": _raises(ctx.call, model, _tokens(ctx, 1, 25)),
-            "5 new tokens after 20 cached": _raises(ctx.call, model, _tokens(ctx, 1, 5), cache=cache),
-            "24 tokens": _raises(ctx.call, model, _tokens(ctx, 1, 24))["raised"],
-            "window=4: 5 new tokens after 22": _raises(ctx.call, windowed, _tokens(ctx, 1, 5), cache=rolling)["raised"]}
+    return {"25 tokens at block_size=24": ctx.raised(model, _tokens(ctx, 1, 25)),
+            "5 new tokens after 20 cached": ctx.raised(model, _tokens(ctx, 1, 5), cache=cache),
+            "24 tokens": ctx.raised(model, _tokens(ctx, 1, 24))["raised"],
+            "window=4: 5 new tokens after 22": ctx.raised(windowed, _tokens(ctx, 1, 5), cache=rolling)["raised"]}
 
 
 INIT = dict(vocab_size=67, block_size=32, n_layer=4, n_head=4, n_kv_head=2, n_embd=128, hidden_dim=352)
@@ -913,9 +895,9 @@ def load_tied(ctx):
 
 
 def _load_bad_judge(s, r, ctx):
-    return (_expect_value_error(s["no model.norm.weight"], "a checkpoint without model.norm.weight")
-            or _expect_value_error(s["k_proj of the wrong shape"], "a checkpoint whose k_proj has the wrong shape")
-            or _expect_value_error(s["a layer more than n_layer"], "a checkpoint with more layers than n_layer"))
+    return (expect_value_error(s["no model.norm.weight"], "a checkpoint without model.norm.weight")
+            or expect_value_error(s["k_proj of the wrong shape"], "a checkpoint whose k_proj has the wrong shape")
+            or expect_value_error(s["a layer more than n_layer"], "a checkpoint with more layers than n_layer"))
 
 
 @CHECKS.probe("load_llama_state_dict", "ValueError for a missing key, a wrong shape, or too many layers",
@@ -926,9 +908,9 @@ def load_bad(ctx):
     missing = {k: v for k, v in sd.items() if k != "model.norm.weight"}
     wrong = dict(sd, **{"model.layers.1.self_attn.k_proj.weight": torch.zeros(36, 36)})
     more = hf_llama_state_dict(_Config(n_layer=3), ctx.seed)
-    return {"no model.norm.weight": _raises(ctx.call, ctx.target, _Skeleton(cfg), missing),
-            "k_proj of the wrong shape": _raises(ctx.call, ctx.target, _Skeleton(cfg), wrong),
-            "a layer more than n_layer": _raises(ctx.call, ctx.target, _Skeleton(cfg), more)}
+    return {"no model.norm.weight": ctx.raised(ctx.target, _Skeleton(cfg), missing),
+            "k_proj of the wrong shape": ctx.raised(ctx.target, _Skeleton(cfg), wrong),
+            "a layer more than n_layer": ctx.raised(ctx.target, _Skeleton(cfg), more)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -989,7 +971,7 @@ def filter_combined(ctx):
 
 def _filter_bad_judge(s, r, ctx):
     for key, name in (("top_k=0", "top_k"), ("top_p=0", "top_p"), ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p")):
-        msg = _expect_value_error(s[key], f"filter_logits(..., {key})", name)
+        msg = expect_value_error(s[key], f"filter_logits(..., {key})", name)
         if msg:
             return msg
     return None
@@ -999,7 +981,7 @@ def _filter_bad_judge(s, r, ctx):
               _filter_bad_judge, CPU, hidden=True)
 def filter_bad(ctx):
     logits = ctx.randn(2, 9)
-    return {key: _raises(ctx.call, ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
+    return {key: ctx.raised(ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
                                                           if "." in key else int(key.split("=")[1])})
             for key in ("top_k=0", "top_p=0", "top_p=1.5", "min_p=-0.1")}
 
@@ -1181,3 +1163,22 @@ def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) ->
             "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
             "rows": rows,
             "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+
+
+# The input battery, on the check of each exercise that computes on a drawn input (a module's parameters
+# follow the input's dtype there: `_precision` moves the module). The others take none the battery could change.
+CHECKS.add_battery(
+    base={"SwiGLU": "output is down_proj(silu(gate_proj(x)) * up_proj(x)) (parameters set by name)",
+          "LlamaAttention": "output matches the reference with 1, some and all KV heads (parameters set by name)",
+          "LlamaBlock": "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
+          "filter_logits": "top_k, then top_p, then min_p, each on what is left; any leading dims"},
+    skip={"filter_logits": {
+              "bfloat16 inputs on the CPU": "rounded to 8 bits, the 50 logits of a row tie, and which of tied logits "
+                                            "top_k keeps is not defined (a correct filter could keep the other)",
+              "float16 inputs on the CPU": "rounded to 11 bits the logits may tie, and which of tied logits top_k "
+                                           "keeps is not defined"},
+          "swiglu_hidden_dim": "takes sizes (integers), no tensor",
+          "LlamaConfig": "takes numbers, no tensor",
+          "Llama": "its input is integer token ids; its parameters are set by name by the grader",
+          "load_llama_state_dict": "takes a checkpoint the grader builds (a dict of float32 weights), not a drawn input",
+          "decoder_costs": "takes a config's sizes, no tensor"})

@@ -33,7 +33,7 @@ def flash_attention(q, k, v, causal=False, block_q=64, block_k=64):
     for b in range(B):
         for h in range(H):
             for qs in range(0, Tq, block_q):
-                qt = q[b, h, qs:qs + block_q]                          # (bq, D)
+                qt = q[b, h, qs:qs + block_q].float()                  # (bq, D), float32 arithmetic
                 rows = torch.arange(qs, qs + qt.shape[0])
                 m = torch.full((qt.shape[0],), float("-inf"))
                 l = torch.zeros(qt.shape[0])
@@ -41,7 +41,7 @@ def flash_attention(q, k, v, causal=False, block_q=64, block_k=64):
                 for ks in range(0, Tk, block_k):
                     if causal and ks > rows[-1]:
                         break
-                    kt, vt = k[b, h, ks:ks + block_k], v[b, h, ks:ks + block_k]
+                    kt, vt = k[b, h, ks:ks + block_k].float(), v[b, h, ks:ks + block_k].float()
                     s = torch.einsum("qd,kd->qk", qt, kt) / D ** 0.5
                     if causal:
                         cols = torch.arange(ks, ks + kt.shape[0])
@@ -93,6 +93,7 @@ def flash_attention_triton(q, k, v, causal=False):
     B, H, T, D = q.shape
     if D not in (16, 32, 64, 128):
         raise ValueError(f"unsupported head size D={D}")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # the kernel steps along D with stride 1
     o = torch.empty_like(q)
     _attn[(triton.cdiv(T, 32), B * H)](q, k, v, o, T, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
                                        *o.stride()[:3], 1.4426950408889634 / D ** 0.5, H,
