@@ -170,7 +170,6 @@ def hidden_seed() -> int:
     if not os.environ.get("COURSE_HIDDEN_SEED", "").isdigit():
         os.environ["COURSE_HIDDEN_SEED"] = str(secrets.randbits(31))
     return int(os.environ["COURSE_HIDDEN_SEED"])
-_LOADED: dict = {}  # a cache file read (and checked) by Reference.start, handed to Reference.finish
 
 
 class Reference:
@@ -204,14 +203,8 @@ class Reference:
             path = None
         else:
             path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
-            if path.exists():
-                data = _load(path)
-                if isinstance(data, dict) and isinstance(data.get("exercises"), dict) \
-                        and isinstance(data.get("mistakes"), dict) \
-                        and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises):
-                    _LOADED[path] = data
-                    return path, None
-                path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
+            if path.exists():  # read (and checked) in finish, while the student's child works
+                return path, None
         cells = graded_cells(read_notebook(lesson.solution_path))
         child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
                               visible=[ROOT / "solutions"], strict=trusted,
@@ -248,10 +241,15 @@ class Reference:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
             os.replace(tmp, path)
-        data = _LOADED.pop(path, None) or _load(path)
-        if not isinstance(data, dict) or "exercises" not in data:
-            raise RuntimeError(f"the reference observations in {path} cannot be read; delete the file and retry")
-        return Reference(data["exercises"], data.get("mistakes", {}))
+        data = _load(path)
+        if not (isinstance(data, dict) and isinstance(data.get("exercises"), dict)
+                and isinstance(data.get("mistakes"), dict)
+                and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises)):
+            if not lesson.solution_path.exists():
+                raise RuntimeError(f"the reference observations in {path} cannot be read; reinstall the course")
+            path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
+            return Reference.finish(lesson, *Reference.start(lesson, device), device)
+        return Reference(data["exercises"], data["mistakes"])
 
 
 def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error") -> LessonResult:
