@@ -26,9 +26,10 @@ from pathlib import Path
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 try:  # nbgrader is a dependency, but keep `course` importable without it
+    from nbgrader.plugins import CsvExportPlugin
     from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 except ImportError:  # pragma: no cover
-    NbGraderPreprocessor = OverwriteCells = object
+    NbGraderPreprocessor = OverwriteCells = CsvExportPlugin = object
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
@@ -72,6 +73,9 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
+# says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
+c.ExportApp.plugin_class = "course_cli.nbgrader_course.CourseExport"
 '''
 
 README = '''\
@@ -83,7 +87,8 @@ Every lesson of the attention course is an assignment here (`source/<lesson>/`).
     # students work on release/..., you collect into submitted/<student>/lesson01/
     nbgrader autograde lesson01                      # the course's graders decide the points
     nbgrader generate_feedback lesson01              # feedback/: what failed and why; no hidden tests
-    nbgrader export                                  # grades.csv
+    nbgrader export                                  # grades.csv, with a status column: a submission nbgrader
+                                                     # failed on is NOT GRADED (no score), never a silent 0
 
 The autograder cells call the course's graders; the verdict is computed in a sandboxed process outside
 the notebook's kernel, so a notebook cannot talk its way into points, and `course check` gives the same
@@ -295,3 +300,70 @@ def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> 
 
 def in_nbgrader_kernel() -> bool:
     return os.environ.get("COURSE_NBGRADER") == "1"
+
+
+# ------------------------------------------------------------------------------------------------
+# The export: every submission accounted for
+
+NOT_GRADED = "NOT GRADED"
+
+
+class CourseExport(CsvExportPlugin):
+    """nbgrader's CSV export (the same columns, in the same order) with `status` and `note` added. When
+    nbgrader fails on a submission (a notebook that is not JSON, say) it logs the error, removes that
+    student's autograded notebook and goes on; its own export then gives the student 0, the same as a
+    student who never submitted. Here such a row says NOT GRADED, with an empty score, and the export
+    names every one of them in the terminal. Statuses: graded, not submitted, NOT GRADED."""
+
+    def export(self, gradebook) -> None:
+        import csv
+
+        super().export(gradebook)
+        dest = Path(self.to or "grades.csv")
+        with dest.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        fields = list(rows[0].keys()) if rows else []
+        ungraded = []
+        for row in rows:
+            row["status"], row["note"] = self._status(gradebook, row["assignment"], row["student_id"])
+            if row["status"] == NOT_GRADED:
+                row["raw_score"] = row["score"] = row["late_submission_penalty"] = ""
+                ungraded.append(f"{row['student_id']} ({row['assignment']}): {row['note']}")
+        with dest.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields + ["status", "note"] if fields else
+                                    ["assignment", "student_id", "status", "note"])
+            writer.writeheader()
+            writer.writerows(rows)
+        for line in ungraded:
+            self.log.error("%s: %s", NOT_GRADED, line)
+        if ungraded:
+            self.log.error("%d submission(s) NOT GRADED: they are in %s with an empty score. Fix what the "
+                           "autograde log names for each, then run `nbgrader autograde ASSIGNMENT --student ID "
+                           "--force` and export again.", len(ungraded), dest)
+
+    def _status(self, gradebook, assignment: str, student: str) -> tuple[str, str]:
+        from nbgrader.api import MissingEntry
+
+        coursedir = getattr(self.parent, "coursedir", None)
+
+        def folder(kind: str) -> Path | None:
+            if coursedir is None:
+                return None
+            return Path(coursedir.format_path(getattr(coursedir, f"{kind}_directory"), student, assignment))
+
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            submitted = folder("submitted")
+            if submitted is not None and submitted.is_dir() and any(submitted.glob("*.ipynb")):
+                return NOT_GRADED, "submitted, but never autograded (nbgrader failed before grading it)"
+            return "not submitted", ""
+        autograded = folder("autograded")
+        for nb in submission.notebooks:
+            if autograded is not None and not (autograded / f"{nb.name}.ipynb").is_file():
+                return NOT_GRADED, (f"nbgrader failed on {nb.name}.ipynb in autograde (its log says why) "
+                                    "and removed the graded copy")
+            if any(g.auto_score is None and g.manual_score is None and not g.needs_manual_grade
+                   for g in nb.grades):
+                return NOT_GRADED, f"{nb.name}.ipynb has autograder cells without a score"
+        return "graded", ""
