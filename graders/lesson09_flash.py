@@ -185,7 +185,7 @@ def lse_streamed(ctx):
 
 
 # ----------------------------------------------------------------------------------------------
-# flash_attention(q, k, v, causal=False, block_q=128, block_k=128) -> (output, lse)
+# flash_attention(q, k, v, causal=False, block_q=64, block_k=64) -> (output, lse)
 
 
 def _flash(ctx, q, k, v, fn=None, **kwargs):
@@ -585,14 +585,14 @@ MISTAKES = (
             "before adding the new block.", online_logsumexp__sum_not_rescaled),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
-            edits={"acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke])": "acc = torch.baddbmm(acc, p, vf[:, ks:ke])"}),
+            edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"}),
     Mistake("flash_attention", "sum_not_rescaled", "the running sum of exponentials is not rescaled when the max "
             "moves: l must become l·exp(m_old − m_new) + rowsum(P), like the accumulator.",
-            edits={"l = alpha * l + p.sum(dim=-1, keepdim=True)": "l = l + p.sum(dim=-1, keepdim=True)"}),
+            edits={"l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))": "l.add_(p.sum(dim=-1, keepdim=True))"}),
     Mistake("flash_attention", "divide_inside_loop", "the output is divided by the running sum inside the loop: "
             "keep the accumulator unnormalised across key tiles and divide by l once, after the last tile.",
-            edits={"acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke])  # alpha·acc + p @ v":
-                   "acc = torch.baddbmm(alpha * acc, p, vf[:, ks:ke]) / l  # normalised at every step",
+            edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])  # acc ← alpha·acc + p @ v":
+                   "acc = acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke]) / l  # normalised at every step",
                    "out[:, qs:qe] = acc / l": "out[:, qs:qe] = acc"}),
     Mistake("flash_attention", "full_scores", "the whole Tq×Tk score matrix is built (then sliced): compute each "
             "tile's scores from a tile of q and a tile of k, so memory stays at one tile.",
@@ -608,7 +608,7 @@ MISTAKES = (
             "log-sum-exp is of the scaled scores q·k/√D, so use m·scale (or scale the scores first).",
             edits={"q_tile = qf[:, qs:qe] * scale": "q_tile = qf[:, qs:qe]  # raw scores; the scale goes in the exponent",
                    "alpha = torch.exp(m - m_new)": "alpha = torch.exp((m - m_new) * scale)",
-                   "p = torch.exp(s - m_new)": "p = torch.exp((s - m_new) * scale)"}),
+                   "p = s.sub_(m_new).exp_()": "p = s.sub_(m_new).mul_(scale).exp_()"}),
     Mistake("flash_attention", "no_tail_masking", "the last, partial tile is padded but its padded keys are not "
             "masked: padding rows score 0 and take a share of the softmax, so mask keys at positions ≥ Tk with "
             "-inf (or slice the tile to its real length).",
