@@ -794,55 +794,6 @@ def count__tied_counted_twice(model):
     return total
 
 
-@torch.no_grad()
-def generate__temperature_after_softmax(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
-                                        generator=None):
-    block_size = model.config.block_size
-    model.eval()
-    out = idx
-    cache = KVCache() if use_cache else None  # noqa: F821
-    new = idx
-    for _ in range(max_new_tokens):
-        logits, _ = model(new, cache=cache) if use_cache else model(out[:, -block_size:])
-        logits = logits[:, -1, :]
-        if temperature == 0:
-            next_token = logits.argmax(dim=-1, keepdim=True)
-        else:
-            if top_k is not None:
-                kth = torch.topk(logits, top_k).values[:, -1:]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            probs = torch.softmax(logits, dim=-1) / temperature
-            next_token = torch.multinomial(probs, 1, generator=generator)
-        out = torch.cat([out, next_token], dim=1)
-        new = next_token
-    return out
-
-
-@torch.no_grad()
-def generate__top_k_keeps_k_plus_1(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True,
-                                   generator=None):
-    block_size = model.config.block_size
-    model.eval()
-    out = idx
-    cache = KVCache() if use_cache else None  # noqa: F821
-    new = idx
-    for _ in range(max_new_tokens):
-        logits, _ = model(new, cache=cache) if use_cache else model(out[:, -block_size:])
-        logits = logits[:, -1, :]
-        if temperature == 0:
-            next_token = logits.argmax(dim=-1, keepdim=True)
-        else:
-            logits = logits / temperature
-            if top_k is not None:
-                ranked = logits.sort(dim=-1, descending=True).values
-                logits = logits.masked_fill(logits < ranked[:, [top_k]], float("-inf"))
-            probs = torch.softmax(logits, dim=-1)
-            next_token = torch.multinomial(probs, 1, generator=generator)
-        out = torch.cat([out, next_token], dim=1)
-        new = next_token
-    return out
-
-
 def load__square_weights_not_transposed(model, state_dict):
     sd = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
     D = model.config.n_embd
@@ -903,9 +854,12 @@ MISTAKES = (
             "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
             "where renormalising cancels it: divide the logits by the temperature before the softmax.",
-            generate__temperature_after_softmax),
+            edits={"            logits = logits / temperature  # before the softmax\n": "",
+                   "probs = torch.softmax(logits, dim=-1)": "probs = torch.softmax(logits, dim=-1) / temperature"}),
     Mistake("generate", "top_k_keeps_k_plus_1", "top-k lets k + 1 tokens through: in a descending sort the k-th "
-            "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).", generate__top_k_keeps_k_plus_1),
+            "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).",
+            edits={"kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)":
+                   "kth = logits.sort(dim=-1, descending=True).values[:, [top_k]]  # (B, 1)"}),
     Mistake("load_gpt2_state_dict", "square_weights_not_transposed", "only the weights whose shapes differ are "
             "transposed; Conv1D stores every weight as (in, out), so the square ones (attn.c_proj and the q, k, v "
             "blocks of c_attn) need .t() too.", load__square_weights_not_transposed),
