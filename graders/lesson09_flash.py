@@ -255,6 +255,17 @@ def flash_causal(ctx):
     return {"output": out, "lse": lse, "output (block_q=32, block_k=24)": out_r, "lse (block_q=32, block_k=24)": lse_r}
 
 
+@CHECKS.probe("flash_attention", "causal mode with Tq ≠ Tk (fewer queries than keys, and more)", _flash_same(),
+              CPU, hidden=True)
+def flash_causal_ragged(ctx):
+    obs = {}
+    for tq, tk in ((40, 70), (70, 40)):  # query i sees keys j ≤ i, as SDPA's is_causal (top-left aligned)
+        q, k, v = ctx.randn(1, 2, tq, 16), ctx.randn(1, 2, tk, 16), ctx.randn(1, 2, tk, 16)
+        out, lse = _flash(ctx, q, k, v, causal=True, block_q=16, block_k=16)
+        obs[f"output (Tq={tq}, Tk={tk})"], obs[f"lse (Tq={tq}, Tk={tk})"] = out, lse
+    return obs
+
+
 def _no_full_scores(s, r, ctx):
     return _no_tq_by_tk(s, r, ctx) or _flash_same("output", "lse")(s, r, ctx)
 
@@ -536,6 +547,11 @@ def faf_plain(ctx):
 @CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's", _faf_vs_sdpa, CPU_AND_GPU)
 def faf_causal(ctx):
     return _faf_probe(ctx, True, 150, 150)
+
+
+@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's with Tq ≠ Tk", _faf_vs_sdpa, CPU, hidden=True)
+def faf_causal_ragged(ctx):
+    return _faf_probe(ctx, True, 75, 140)
 
 
 @CHECKS.probe("FlashAttentionFunction", "neither forward nor backward builds a Tq×Tk tensor",
