@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -73,12 +72,10 @@ def results(tmp_path_factory):
         _short_limits(mp)
         path, child = Reference.start(L01)  # the reference once, before grading in parallel
         Reference.finish(L01, path, child)
-        t0 = time.monotonic()
         with ThreadPoolExecutor(4) as pool:
             futures = {name: pool.submit(_grade_case, name, case, tmp_path_factory.mktemp("hostile"))
                        for name, case in EXPECTED.items()}
             out = {name: f.result() for name, f in futures.items()}
-        out["__elapsed__"] = time.monotonic() - t0
         return out
 
 
@@ -130,10 +127,6 @@ def test_output_never_floods_the_disk_or_the_result(results):
     """50 MB printed: the JSON and notes stay small (the child kept at most OUTPUT_LIMIT of it)."""
     result = results["huge_print.ipynb"]
     assert len(json.dumps(result.to_dict())) + sum(map(len, result.notes)) < 50_000
-
-
-def test_corpus_runs_in_reasonable_time(results):
-    assert results["__elapsed__"] < 170, results["__elapsed__"]
 
 
 def _cgroup_available() -> bool:
