@@ -85,7 +85,12 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
         nb.cells.insert(i, fresh)
         where = f"a new cell {i + 1} (it had been deleted)"
     notebook.write_text(nbformat.writes(nb) + "\n")
-    return f"Restored `{exercise}` in {where} of {notebook.name}; {kept}."
+    from graders.notebook import defines
+
+    partners = [e.name for e in lesson.exercises if e.name != exercise and defines(fresh.source, e.name)]
+    also = f" (and {', '.join(f'`{p}`' for p in partners)}, which share{'s' if len(partners) == 1 else ''} its cell)" \
+        if partners else ""
+    return f"Restored `{exercise}`{also} in {where} of {notebook.name}; {kept}."
 
 
 # A student's JupyterLab, as `course lab` starts it (JUPYTER_CONFIG_DIR=<workspace>/.jupyter and

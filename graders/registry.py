@@ -133,6 +133,16 @@ LESSONS: tuple[Lesson, ...] = (
                 ),
             ),
             Exercise(
+                "to_additive",
+                points=1,
+                hints=(
+                    "Start from zeros of the mask's shape in `dtype` on `mask.device`, and put -inf where the "
+                    "mask is False.",
+                    "`float('-inf')`, not −1e9; and do not multiply by -inf (0 × −inf is NaN). "
+                    "`zeros.masked_fill(~mask, float('-inf'))` or `torch.where` select instead.",
+                ),
+            ),
+            Exercise(
                 "padding_mask",
                 points=2,
                 hints=(
@@ -151,16 +161,6 @@ LESSONS: tuple[Lesson, ...] = (
                     "The window counts the query's own key: with window=1 a query sees only itself, with "
                     "window=3 itself and the 2 before. Count the True entries in a row to check.",
                     "The lower bound is strict: j > i − window (equivalently i − j < window), not ≥.",
-                ),
-            ),
-            Exercise(
-                "to_additive",
-                points=1,
-                hints=(
-                    "Start from zeros of the mask's shape in `dtype` on `mask.device`, and put -inf where the "
-                    "mask is False.",
-                    "`float('-inf')`, not −1e9; and do not multiply by -inf (0 × −inf is NaN). "
-                    "`zeros.masked_fill(~mask, float('-inf'))` or `torch.where` select instead.",
                 ),
             ),
             Exercise(
@@ -543,6 +543,15 @@ LESSONS: tuple[Lesson, ...] = (
                 ),
             ),
             Exercise(
+                "count_parameters",
+                points=1,
+                hints=(
+                    "`model.parameters()` yields each Parameter object once, even when two modules hold it.",
+                    "Sum `p.numel()` over `model.parameters()`: not over `model.state_dict()`, and not module by "
+                    "module, which both see a tied weight twice.",
+                ),
+            ),
+            Exercise(
                 "KVCache",
                 points=2,
                 hints=(
@@ -550,15 +559,6 @@ LESSONS: tuple[Lesson, ...] = (
                     "ones concatenate onto what is there.",
                     "Concatenate along the time axis, `torch.cat([old, new], dim=-2)`, and return the layer's whole "
                     "tensors; `len` is the time length (`shape[-2]`) of layer 0's keys, or 0 before any update.",
-                ),
-            ),
-            Exercise(
-                "count_parameters",
-                points=1,
-                hints=(
-                    "`model.parameters()` yields each Parameter object once, even when two modules hold it.",
-                    "Sum `p.numel()` over `model.parameters()`: not over `model.state_dict()`, and not module by "
-                    "module, which both see a tied weight twice.",
                 ),
             ),
             Exercise(

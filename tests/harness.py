@@ -30,12 +30,47 @@ def solution_cell_index(nb, exercise: str) -> int:
     return i
 
 
+def partners_kept(lesson: Lesson, exercise: str, cell_source: str, code: str) -> str:
+    """`code` as the new text of `exercise`'s defining cell. When that cell also defines other exercises (a
+    step with two exercises, e.g. split_heads and merge_heads) that `code` does not, only the cell's own
+    top-level definitions of what `code` defines are replaced, by `code`, where the first of them stood: the
+    partners and their helpers stay. A cell of one exercise is simply replaced."""
+    import ast
+
+    from graders.notebook import defines
+
+    if not any(defines(cell_source, e.name) and not defines(code, e.name) for e in lesson.exercises):
+        return code
+    try:
+        tree = ast.parse(cell_source)
+    except SyntaxError:
+        return code
+    try:
+        replaced = {getattr(n, "name", None) for n in ast.parse(code).body} | {exercise}
+    except SyntaxError:  # a fixture of a broken cell: it stands where the exercise did
+        replaced = {exercise}
+    lines, parts, placed = cell_source.splitlines(), [], False
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        if getattr(node, "name", None) in replaced:
+            if not placed:
+                parts.append(code.strip("\n"))
+                placed = True
+        else:
+            parts.append("\n".join(lines[first:node.end_lineno]))
+    if not placed:
+        parts.append(code.strip("\n"))
+    return "\n\n\n".join(parts) + "\n"
+
+
 def with_code(lesson: Lesson, exercise: str, code: str, tmp_path: Path, name: str | None = None,
               base: Path | None = None) -> Path:
-    """The solved notebook (or `base`) with `exercise`'s defining cell replaced by `code`."""
+    """The solved notebook (or `base`) with `exercise`'s definition replaced by `code`: its defining cell
+    becomes `code`, keeping the definitions of other exercises that share the cell (`partners_kept`)."""
     nb = nbformat.read(base or lesson.solution_path, as_version=4)
     nb = copy.deepcopy(nb)
-    nb.cells[solution_cell_index(nb, exercise)].source = code
+    i = solution_cell_index(nb, exercise)
+    nb.cells[i].source = partners_kept(lesson, exercise, nb.cells[i].source, code)
     path = tmp_path / (name or f"{lesson.id}-{exercise}.ipynb")
     nbformat.write(nb, path)
     return path

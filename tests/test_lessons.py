@@ -9,12 +9,14 @@ the same properties through the sandboxed child, end to end, are the `slow` test
 from __future__ import annotations
 
 import importlib
+import json
 
 import pytest
 
 from conftest import marks
 from course_cli.build import student_notebook
 from course_cli.grading import grade_notebook
+from graders.notebook import defines, defining_cell, source_of
 from graders.registry import LESSONS, ROOT
 from harness import (explain, grade_one, judge_in_process, mistake_observations, mistakes_of, reference,
                      run_in_process, with_mistake)
@@ -117,8 +119,14 @@ def test_registry_matches_the_files(lesson):
     for name in getattr(module, "FORBIDDEN", {}):
         assert name in names
     source = lesson.solution_path.read_text()
+    cells = json.loads(source)["cells"]
     for name in names:
-        assert f'"grade_id": "{name}"' in source, f"no solution cell with grade_id {name}"
+        # a solution cell defines it; its grade id is this exercise's, or that of the exercise it shares its step with
+        cell = defining_cell(cells, name)
+        assert cell is not None, f"no cell defines {name}"
+        nbg = cell.get("metadata", {}).get("nbgrader", {})
+        assert nbg.get("solution"), f"{name} is not defined in a solution cell"
+        assert nbg.get("grade_id") in {n for n in names if defines(source_of(cell), n)}, (name, nbg.get("grade_id"))
         assert f'"grade_id": "test_{name}"' in source, f"no test cell with grade_id test_{name}"
 
 

@@ -1,8 +1,13 @@
-"""The lessons teach; they do not hand out the answers.
+"""The lessons teach; they do not hand out the answers, and every exercise is a real step.
 
 For every exercise, no non-trivial line of the reference body (the solved notebook's solution cell, between
 `### BEGIN SOLUTION` and `### END SOLUTION`) may appear in the student notebook's teaching text: its markdown
 cells and its demo cells. Lines are compared with their whitespace removed and their trailing comments cut.
+
+A step is one solution cell. An exercise of one to three lines does not stand alone as a step: it shares its
+cell with the exercise it belongs with (split_heads with merge_heads), each still graded under its own name
+with its own check cell, or it is on STANDALONE_SHORT with the reason. The tests at the end check that a
+shared step grades each of its exercises on its own, and that `course reset` of one restores the step.
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ def _code(line: str) -> str:
     return "".join(out).strip()
 
 
-def reference_lines(source: str) -> list[str]:
-    """The non-trivial lines between the solution markers of one cell."""
+def solution_lines(source: str) -> list[str]:
+    """The lines between the solution markers of one cell (all its regions), stripped."""
     lines, inside = [], False
     for raw in source.splitlines():
         stripped = raw.strip()
@@ -54,9 +59,17 @@ def reference_lines(source: str) -> list[str]:
         elif stripped.startswith("### END SOLUTION"):
             inside = False
         elif inside:
-            code = _squash(_code(stripped))
-            if len(code) >= MIN_CHARS and code not in BOILERPLATE and not re.fullmatch(r"return\w+", code):
-                lines.append(code)
+            lines.append(stripped)
+    return lines
+
+
+def reference_lines(source: str) -> list[str]:
+    """The non-trivial lines between the solution markers of one cell."""
+    lines = []
+    for stripped in solution_lines(source):
+        code = _squash(_code(stripped))
+        if len(code) >= MIN_CHARS and code not in BOILERPLATE and not re.fullmatch(r"return\w+", code):
+            lines.append(code)
     return lines
 
 
@@ -163,3 +176,153 @@ def test_lesson08_trains_on_real_text_with_stored_figures():
     assert "from graders.corpus import" in code and "tiny_corpus" not in code
     pngs = [o for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(pngs) >= 2  # the loss curves and the attention maps of the stored run
+
+
+# ----------------------------------------------------------------------------------------------
+# Steps: no 1-3-line exercise stands alone (issue 19)
+
+MIN_STEP_LINES = 4  # non-comment lines between the solution markers of one cell
+# Exercises that stay a short step of their own, and why.
+STANDALONE_SHORT = {
+    ("lesson01", "softmax"): "the course's first idea: the three lines are max-subtraction, exp and the normalisation, "
+                             "each the point of section 3; folding it into attention would hide the stability step "
+                             "that its own checks (±1e4, any dim, no torch.softmax) and 4 points are about",
+    ("lesson05", "RMSNorm"): "the module around rms_norm: the step is its nn.Module contract (a `weight` Parameter "
+                             "loading nn.RMSNorm's state dict, eps kept), not its lines",
+}
+
+
+def step_lines(source: str) -> int:
+    """The non-blank, non-comment lines of a cell's solution regions (all of them)."""
+    return sum(1 for line in solution_lines(source) if line and not line.startswith("#"))
+
+
+def steps(lesson) -> list[tuple[dict, list[str]]]:
+    """Each solved cell that defines exercises, with the exercises it defines (in registry order)."""
+    from graders.notebook import defines, defining_cell, graded_cells
+
+    cells = graded_cells(_cells(lesson.solution_path))
+    out: dict[int, tuple[dict, list[str]]] = {}
+    for ex in lesson.exercises:
+        cell = defining_cell(cells, ex.name)
+        assert cell is not None and defines(cell["source"], ex.name), (lesson.id, ex.name)
+        out.setdefault(cell["index"], (cell, []))[1].append(ex.name)
+    return list(out.values())
+
+
+SHARED = [pytest.param(l, names, marks=marks(l), id=f"{l.id}-{'+'.join(names)}")
+          for l in LESSONS for _, names in steps(l) if len(names) > 1]
+
+
+def test_step_lines_counts_code_not_comments():
+    src = ("def f(x):\n    ### BEGIN SOLUTION\n    # a comment\n\n    y = x  # note\n    return y\n"
+           "    ### END SOLUTION\n\ndef g():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\n")
+    assert step_lines(src) == 3
+
+
+@pytest.mark.parametrize("lesson", CASES)
+def test_every_exercise_is_a_real_step(lesson):
+    """Each exercise has at least MIN_STEP_LINES lines, or shares its cell with another exercise (and the
+    shared step has them), or is on STANDALONE_SHORT."""
+    short = []
+    for cell, names in steps(lesson):
+        n = step_lines(cell["source"])
+        if n >= MIN_STEP_LINES:
+            continue
+        if len(names) > 1 or (lesson.id, names[0]) not in STANDALONE_SHORT:
+            short.append(f"{' + '.join(names)}: {n} lines")
+    assert not short, (f"{lesson.id}: steps under {MIN_STEP_LINES} lines (grow them, or fold each into the cell of "
+                       "the exercise it belongs with):\n" + "\n".join(short))
+
+
+def test_the_standalone_list_is_still_needed():
+    for (lesson_id, name), why in STANDALONE_SHORT.items():
+        lesson = next(l for l in LESSONS if l.id == lesson_id)
+        ((cell, names),) = [(c, n) for c, n in steps(lesson) if name in n]
+        assert names == [name] and step_lines(cell["source"]) < MIN_STEP_LINES, (lesson_id, name)
+        assert len(why) > 40, (lesson_id, name)
+
+
+def test_the_course_has_shared_steps():
+    assert {tuple(p.values[1]) for p in SHARED} >= {("causal_mask", "to_additive"), ("split_heads", "merge_heads"),
+                                                     ("GPT", "count_parameters"), ("attention_flops", "kv_cache_bytes")}
+
+
+def _stub_all_but(lesson, source: str, keep: str) -> str:
+    """The solved cell `source` with every exercise's solution regions but `keep`'s turned into stubs, as
+    `course build` would leave them: a student who has written one exercise of a shared step."""
+    import ast
+
+    from graders.notebook import defines
+
+    tree = ast.parse(source)
+    stubbed = set()
+    for node in tree.body:
+        name = getattr(node, "name", None)
+        if name != keep and any(e.name == name for e in lesson.exercises):
+            stubbed.update(range(node.lineno, node.end_lineno + 1))
+    out, inside = [], False
+    for number, line in enumerate(source.splitlines(), start=1):
+        marker = line.strip()
+        if number in stubbed and marker.startswith("### BEGIN SOLUTION"):
+            inside = True
+            out.append(line[:len(line) - len(line.lstrip())] + "raise NotImplementedError()")
+        elif inside:
+            inside = not marker.startswith("### END SOLUTION")
+        else:
+            out.append(line)
+    result = "\n".join(out) + "\n"
+    assert defines(result, keep) and result.count("raise NotImplementedError()") >= 1
+    return result
+
+
+@pytest.mark.parametrize("lesson, names", SHARED)
+def test_a_shared_step_grades_each_exercise_on_its_own(lesson, names, tmp_path):
+    """One exercise of a shared step written, the others left as stubs: the written one passes with its full
+    points, each stub is not_implemented, and the cell itself runs."""
+    from harness import check_in_process, explain, with_code
+
+    (cell, _), = [(c, n) for c, n in steps(lesson) if n == names]
+    for keep in names:
+        path = with_code(lesson, keep, _stub_all_but(lesson, cell["source"], keep), tmp_path, f"{keep}.ipynb")
+        result = check_in_process(lesson, path, names)
+        assert not result.notes, result.notes
+        for ex in result.exercises:
+            expected = "passed" if ex.id == keep else "not_implemented"
+            assert ex.status == expected, f"{keep} written:\n" + explain(ex)
+            assert ex.points == (ex.max_points if ex.id == keep else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson, names", SHARED)
+def test_a_shared_step_end_to_end(lesson, names, tmp_path):
+    """The same, through the sandboxed child: `course check --notebook`."""
+    from course_cli.grading import grade_notebook
+    from harness import explain, with_code
+
+    (cell, _), = [(c, n) for c, n in steps(lesson) if n == names]
+    keep = names[-1]
+    path = with_code(lesson, keep, _stub_all_but(lesson, cell["source"], keep), tmp_path)
+    result = grade_notebook(lesson, path, names)
+    assert {ex.id: ex.status for ex in result.exercises} == {n: "passed" if n == keep else "not_implemented"
+                                                              for n in names}, "\n".join(explain(e) for e in result.exercises)
+
+
+def test_reset_of_one_exercise_restores_its_shared_step(tmp_path):
+    import nbformat
+
+    from course_cli.workspace_ops import reset
+
+    lesson = next(l for l in LESSONS if l.id == "lesson03")
+    notebook = tmp_path / lesson.notebook
+    nb = nbformat.read(lesson.student_path, as_version=4)
+    from harness import solution_cell_index
+
+    i = solution_cell_index(nb, "merge_heads")
+    pristine = nb.cells[i].source
+    nb.cells[i].source = pristine.replace("raise NotImplementedError()", "return x", 1) + "\nprint('mine')\n"
+    nbformat.write(nb, notebook)
+    said = reset(lesson, notebook, tmp_path, "merge_heads")
+    assert "`merge_heads` (and `split_heads`, which shares its cell)" in said, said
+    assert nbformat.read(notebook, as_version=4).cells[i].source == pristine
+    assert list((tmp_path / ".course" / "backups").glob("*.ipynb"))  # the student's version is kept
