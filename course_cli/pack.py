@@ -2,8 +2,9 @@
 
 `course pack DIR` (and `course nbgrader DIR`, into DIR/student-package) writes a pip-installable project:
 
-  graders/            the engine and the lessons' graders, with every hidden check's probe taken out and the
-                      known mistakes reduced to their messages (`Mistake(..., observed=True)`: no code, no edits)
+  graders/            the engine and the lessons' graders, with every hidden check's probe taken out, the
+                      known mistakes reduced to their messages (`Mistake(..., observed=True)`: no code, no edits),
+                      and then every private helper nothing left reaches (`drop_unreferenced`)
   graders/lessons/    the release notebooks (the stubs), which `course init` copies into a workspace
   graders/data/reference/<lesson>-cpu.pt
                       the reference observations of the *public* checks, and the known mistakes' observations on
@@ -78,8 +79,51 @@ def _hidden_probe(node: ast.stmt) -> bool:
     return False
 
 
-def strip_grader(source: str, mistakes) -> str:
-    """A lesson's grader module without its hidden probes and without its mistakes' code."""
+def _registers(node: ast.stmt) -> bool:
+    """A statement that may register something with the lesson's checks (a probe, a battery): it stays."""
+    parts = (node.decorator_list if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             else [node.value] if node.value is not None else [])
+    return any(isinstance(n, ast.Name) and n.id == "CHECKS" for part in parts for n in ast.walk(part))
+
+
+def _private_definition(node: ast.stmt) -> str | None:
+    """The name a module-level `def _f`, `class _C` or `_x = ...` binds, if it is private and registers nothing."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        name = node.name
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        name = node.targets[0].id
+    elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        name = node.target.id
+    else:
+        return None
+    if not name.startswith("_") or name.startswith("__") or _registers(node):
+        return None
+    return name
+
+
+def drop_unreferenced(body: list[ast.stmt], keep: frozenset[str] = frozenset()) -> list[ast.stmt]:
+    """Dead code out: the module's private functions, classes and values that nothing left in the module
+    reaches (nor another shipped module imports: `keep`). Everything else in the module is a root; a private
+    definition is live once a live statement names it, and the marking runs to a fixed point, so what only
+    a hidden probe or a mistake's code used goes, with what only it used, and so on (cycles included).
+    A private name bound twice stays, whatever refers to it."""
+    defined = {i: name for i, node in enumerate(body) if (name := _private_definition(node)) is not None}
+    twice = {name for name in defined.values() if list(defined.values()).count(name) > 1}
+    refs = [{n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for node in body]
+    live = {i for i in range(len(body)) if i not in defined or defined[i] in twice | keep}
+    named: set[str] = set()
+    frontier = set(live)
+    while frontier:
+        for i in frontier:
+            named |= refs[i]
+        frontier = {i for i, name in defined.items() if name in named and i not in live}
+        live |= frontier
+    return [node for i, node in enumerate(body) if i in live]
+
+
+def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset()) -> str:
+    """A lesson's grader module without its hidden probes, without its mistakes' code, and without the private
+    helpers that only those used (`keep`: the names other shipped modules import from it)."""
     tree = ast.parse(source)
     impl_names = {m.impl.__name__ for m in mistakes if getattr(m, "impl", None) is not None}
     body = []
@@ -95,11 +139,22 @@ def strip_grader(source: str, mistakes) -> str:
                 body.append(ast.parse(f"MISTAKES = ({entries}{',' if len(mistakes) == 1 else ''})").body[0])
                 continue
         body.append(node)
-    tree.body = body
+    tree.body = drop_unreferenced(body, keep)
     text = ast.unparse(tree)
     if "Mistake" in text and "import Mistake" not in text and " Mistake," not in text and ", Mistake" not in text:
         text = "from graders.engine import Mistake\n" + text
     return text + "\n"
+
+
+def _imported_names(files) -> dict[str, frozenset[str]]:
+    """For each graders module, the names other modules import from it (`from .lesson08_gpt import _Cache`)."""
+    out: dict[str, set[str]] = {}
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                stem = node.module.rsplit(".", 1)[-1]
+                out.setdefault(stem, set()).update(a.name for a in node.names)
+    return {stem: frozenset(names) for stem, names in out.items()}
 
 
 def _reference(lesson, device: str = "cpu") -> dict:
@@ -141,10 +196,12 @@ def make_pack(target: Path) -> dict:
     (g / "_distribution.py").write_text(MARKER)
     (g / "lessons").mkdir()
     (g / "data" / "reference").mkdir(parents=True, exist_ok=True)
+    imported = _imported_names([*g.rglob("*.py"), *(target / "course_cli").rglob("*.py")])
     for lesson in LESSONS:
         module = importlib.import_module(lesson.module)
         src = g / f"{lesson.id}_{lesson.slug}.py"
-        src.write_text(strip_grader(src.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ())))
+        src.write_text(strip_grader(src.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ()),
+                                    keep=imported.get(src.stem, frozenset())))
         shutil.copy(lesson.student_path, g / "lessons" / lesson.notebook)
         torch.save(_reference(lesson), g / "data" / "reference" / f"{lesson.id}-cpu.pt")
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -159,8 +159,8 @@ def _names_judge(s, r, ctx):
             missing = sorted(set(want) - set(got))
             hint = ""
             if "lm_head.weight" in extra:
-                hint = (" `lm_head.weight` is a parameter of its own: tie it with "
-                        "`self.lm_head.weight = self.wte.weight` (the same Parameter), not a copy")
+                hint = (" `lm_head.weight` is a parameter of its own: tie it, assigning the Parameter `wte.weight` "
+                        "itself to `lm_head.weight` (the same Parameter), not a copy")
             return (f"the model's parameters ({key}) should be the course's layout; extra: {extra[:4]}, "
                     f"missing: {missing[:4]}.{hint}")
     return None
@@ -284,7 +284,7 @@ def _tied_judge(s, r, ctx):
         how = ("they share storage but are two Parameter objects" if s["same storage"] else
                "the head has a tensor of its own (a copy)")
         return (f"lm_head.weight should be the very Parameter wte.weight; here {how}. "
-                f"Assign it: `self.lm_head.weight = self.wte.weight`")
+                "Assign the Parameter `wte.weight` itself to `lm_head.weight`")
     if not s["the head sees a change to wte"]:
         return "after changing wte.weight in place, lm_head.weight did not change: they are not tied"
     return None
@@ -534,10 +534,11 @@ class _ToyLM(nn.Module):
 
     def forward(self, idx, targets=None, cache=None):
         B, T = idx.shape
-        start = len(cache) if cache is not None else 0
-        if start + T > self.config.block_size:
-            raise ValueError(f"position {start + T} is past block_size={self.config.block_size}")
-        x = self.emb[idx] + self.pos[start:start + T]  # (B, T, d)
+        past = 0 if cache is None else len(cache)  # positions already cached
+        end = past + T
+        if end > self.config.block_size:
+            raise ValueError(f"position {end} is past block_size={self.config.block_size}")
+        x = self.emb[idx] + self.pos[past:end]  # (B, T, d)
         q, k, v = ((x @ w).unsqueeze(1) for w in (self.wq, self.wk, self.wv))  # (B, 1, T, d)
         if cache is not None:
             k, v = cache.update(0, k, v)
@@ -700,7 +701,7 @@ class _Skeleton(nn.Module):
         self.blocks = nn.ModuleList(_Block(cfg.n_embd) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
+        self.wte.weight = self.lm_head.weight  # tied from the embedding's side: one Parameter, listed as wte.weight
         with torch.no_grad():
             for p in self.parameters():
                 p.zero_()
@@ -829,8 +830,8 @@ def load__square_weights_not_transposed(model, state_dict):
 
 MISTAKES = (
     Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
-            "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter itself: "
-            "`self.lm_head.weight = self.wte.weight`.", edits={
+            "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter "
+            "`wte.weight` itself to `lm_head.weight`.", edits={
                 "        self.lm_head.weight = self.wte.weight  # tied: the same Parameter, not a copy\n": "",
                 "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n":
                 "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n"
@@ -871,7 +872,8 @@ MISTAKES = (
 
 
 class TorchGPT(nn.Module):
-    """GPT-2's architecture from torch's own modules: nn.TransformerEncoderLayer (pre-LN, tanh GELU, causal)."""
+    """GPT-2's architecture from torch's own modules: nn.TransformerEncoderLayer (pre-LN, tanh GELU, causal);
+    the tied head is F.linear with the token embedding's weight."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -881,15 +883,13 @@ class TorchGPT(nn.Module):
                                            norm_first=True, activation=nn.GELU(approximate="tanh"), bias=cfg.bias)
         self.stack = nn.TransformerEncoder(layer, cfg.n_layer, enable_nested_tensor=False)
         self.ln_f = nn.LayerNorm(D, bias=cfg.bias)
-        self.lm_head = nn.Linear(D, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
 
     def forward(self, idx, targets=None):
         T = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         mask = nn.Transformer.generate_square_subsequent_mask(T, device=idx.device)
         x = self.stack(x, mask=mask, is_causal=True)
-        logits = self.lm_head(self.ln_f(x))
+        logits = F.linear(self.ln_f(x), self.wte.weight)  # the head, tied: (B, T, D) @ (V, D)^T
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 

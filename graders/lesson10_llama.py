@@ -52,22 +52,19 @@ class _Config:
 from .lesson08_gpt import _Cache  # noqa: E402  (the grader's growing KV cache, one for both lessons)
 
 
-class _Rolling:
-    """The grader's rolling cache: returns kept + new, keeps the last `window`, len counts every position."""
+class _Rolling(_Cache):
+    """The grader's rolling cache, seen from outside: update returns the last `window` positions it had, then
+    the new ones; len counts every position. Inside it forgets nothing (a growing cache, whose len is already
+    every position), and cuts what it returns out of the whole history."""
 
     def __init__(self, window):
-        self.window, self.k, self.v, self.seen = window, {}, {}, 0
+        super().__init__()
+        self.window = window
 
     def update(self, layer_idx, k, v):
-        if layer_idx == 0:
-            self.seen += k.shape[-2]
-        if layer_idx in self.k:
-            k, v = torch.cat([self.k[layer_idx], k], dim=-2), torch.cat([self.v[layer_idx], v], dim=-2)
-        self.k[layer_idx], self.v[layer_idx] = k[..., -self.window:, :], v[..., -self.window:, :]
-        return k, v
-
-    def __len__(self):
-        return self.seen
+        k_all, v_all = super().update(layer_idx, k, v)
+        first = max(k_all.shape[-2] - k.shape[-2] - self.window, 0)  # the oldest position still in the window
+        return k_all[..., first:, :], v_all[..., first:, :]
 
 
 class _Shifted:
@@ -95,10 +92,10 @@ def _rope(x, positions, base=10000.0):
 
 
 def _window_mask(t_q, t_k, window, device=None):
-    i = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)
-    j = torch.arange(t_k, device=device)[None, :]
-    mask = j <= i
-    return mask & (j > i - window) if window else mask
+    """Queries last: how far each key lies behind each query's position; a query sees the keys 0 or more
+    behind (causal) and, with a window, fewer than `window` behind."""
+    behind = (t_k - t_q) + torch.arange(t_q, device=device).unsqueeze(1) - torch.arange(t_k, device=device)
+    return (behind >= 0) & (behind < window) if window else behind >= 0
 
 
 def _fill(model: nn.Module, seed: int) -> nn.Module:
@@ -465,8 +462,7 @@ def rolling_len(ctx):
 def _mini_attention(weights, x, cache, window):
     """Two layers of single-head windowed attention with RoPE at len(cache) (the grader's own)."""
     B, T, d = x.shape
-    start = len(cache) if cache is not None else 0
-    pos = torch.arange(start, start + T)
+    pos = torch.arange(T) + (0 if cache is None else len(cache))  # continue after the cached positions
     for layer, (wq, wk, wv) in enumerate(weights):
         q, k, v = _rope((x @ wq)[:, None], pos), _rope((x @ wk)[:, None], pos), (x @ wv)[:, None]  # (B, 1, T, d)
         if cache is not None:
@@ -608,7 +604,7 @@ def _llama_names_judge(s, r, ctx):
         return msg
     if not s["tied: lm_head.weight is embed.weight"]:
         return ("with tie_embeddings=True, lm_head.weight should be the very Parameter embed.weight: "
-                "`self.lm_head.weight = self.embed.weight`")
+                "assign the Parameter `embed.weight` itself to `lm_head.weight`")
     if s["untied: lm_head.weight is embed.weight"]:
         return "with tie_embeddings=False (the default), the head should have a weight of its own"
     return None
@@ -825,8 +821,8 @@ class _Skeleton(nn.Module):
         self.blocks = nn.ModuleList(_BlockSkeleton(cfg) for _ in range(cfg.n_layer))
         self.norm = _Norm(cfg.n_embd)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        if cfg.tie_embeddings:
-            self.lm_head.weight = self.embed.weight
+        if cfg.tie_embeddings:  # from the embedding's side: one Parameter, listed as embed.weight
+            self.embed.weight = self.lm_head.weight
         with torch.no_grad():
             for p in self.parameters():
                 p.zero_()
@@ -1112,7 +1108,7 @@ class TorchLlama(nn.Module):
             x = x + b.attn.out_proj(y.transpose(1, 2).reshape(B, T, H * Dh))
             h = b.ln2(x)
             x = x + b.mlp.down_proj(F.silu(b.mlp.gate_proj(h)) * b.mlp.up_proj(h))
-        logits = self.lm_head(self.norm(x))
+        logits = F.linear(self.norm(x), self.lm_head.weight)  # the head as torch's functional linear
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 
