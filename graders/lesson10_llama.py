@@ -1154,7 +1154,7 @@ def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) ->
 
 # The input battery, on the check of each exercise that computes on a drawn input (a module's parameters
 # follow the input's dtype there: `_precision` moves the module). The others take none the battery could change.
-# Attention skips the offsets (engine.OFFSET_SCORES says why).
+# Attention skips the offsets (engine.OFFSET_SCORES says why), and so does SwiGLU (its products cancel).
 from .engine import OFFSET_SCORES  # noqa: E402
 
 CHECKS.add_battery(
@@ -1170,6 +1170,9 @@ CHECKS.add_battery(
               "tiny inputs (scaled by 1e-4)": "logits times 1e-4 give probabilities equal to ~7 digits, so their "
                                               "float32 order, which top_p sorts by, is decided by rounding"},
           "LlamaAttention": OFFSET_SCORES,
+          "SwiGLU": dict.fromkeys(("inputs offset by +1000", "very negative inputs (about -400)"),
+                                  "offset inputs make silu(gate)·up products of ~1e6 that down_proj sums to outputs "
+                                  "of ~10: the cancellation is decided by rounding (~5% of seeds differ)"),
           "swiglu_hidden_dim": "takes sizes (integers), no tensor",
           "LlamaConfig": "takes numbers, no tensor",
           "Llama": "its input is integer token ids; its parameters are set by name by the grader",
