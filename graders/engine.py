@@ -70,6 +70,7 @@ class Checks(list):
     def __init__(self, lesson: str):
         super().__init__()
         self.lesson = lesson
+        self.battery_skipped: dict[tuple[str, str], str] = {}  # (exercise, entry) -> why add_battery left it out
 
     def probe(self, exercise: str, name: str, judge: Judge, configs: tuple[Config, ...] = CPU,
               hidden: bool = False) -> Callable[[Probe], Probe]:
@@ -88,21 +89,30 @@ class Checks(list):
         """Add the standard input battery (BATTERY) to every exercise: each entry re-runs the exercise's
         first check (or `base[exercise]`, a check name) on changed inputs, judged by that check's judge
         against the reference run on the same inputs. `skip` opts out with a reason: {exercise: reason}
-        for the whole battery, or {exercise: {entry name: reason}} for some entries. Entries whose probe
-        draws no floating-point tensor from ctx are dropped by the engine (the exercise takes none)."""
+        for the whole battery, or {exercise: {entry name: reason}} for some entries; the reasons are kept in
+        `self.battery_skipped`. An entry whose probe draws no input it would change is dropped by the engine
+        at probe time (the exercise takes none: tests/test_battery.py holds the reference to that)."""
         skip, base = skip or {}, base or {}
-        for exercise in dict.fromkeys(c.exercise for c in list(self)):
+        exercises = list(dict.fromkeys(c.exercise for c in list(self)))
+        for name in set(skip) | set(base):
+            if name not in exercises:
+                raise ValueError(f"{self.lesson}: the battery's skip/base names {name!r}, which has no checks")
+        for exercise in exercises:
             why = skip.get(exercise)
-            if isinstance(why, str):
-                continue
+            if isinstance(why, dict):
+                unknown = set(why) - set(ENTRIES)
+                if unknown:
+                    raise ValueError(f"{self.lesson}: no battery entry {sorted(unknown)} (skip of {exercise})")
             checks = self.of(exercise)
             b = next((c for c in checks if c.name == base[exercise]), None) if exercise in base else checks[0]
             if b is None:
                 raise ValueError(f"{self.lesson}: no check {base[exercise]!r} of {exercise} for the battery")
             for v in BATTERY:
-                if why and v.name in why:
+                reason = why if isinstance(why, str) else (why or {}).get(v.name)
+                if reason:
+                    self.battery_skipped[exercise, v.name] = reason
                     continue
-                self.append(Check(exercise, f"{v.name}", b.probe, _battery_judge(b.judge, v),
+                self.append(Check(exercise, v.name, b.probe, _battery_judge(b.judge, v),
                                   (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v))
 
 
@@ -183,10 +193,13 @@ def resolve(dotted: str) -> Any:
 
 
 class ProbeContext:
-    """What a probe gets: the namespace, the target exercise, seeded inputs on the config's device."""
+    """What a probe gets: the namespace, the target exercise, seeded inputs on the config's device.
+
+    Under an entry of the input battery (`variant`) the inputs it hands out are changed: their dtype, memory
+    layout, shape (a batch of 1, sequences of length 1) or values (offset or scaled): see `Variant`."""
 
     def __init__(self, ns: dict, exercise: str, config: Config, seed: int,
-                 watched: dict[int, str] | None = None, layout: str | None = None):
+                 watched: dict[int, str] | None = None, variant: "Variant | None" = None):
         self.ns, self.exercise, self.config = ns, exercise, config
         self.device = torch.device(config.device)
         self.dtype = getattr(torch, config.dtype)
@@ -196,8 +209,11 @@ class ProbeContext:
         self.forbidden_seen: set[str] = set()
         self.mutated: list[str] = []
         self.not_implemented: BaseException | None = None  # a NotImplementedError raised by student code
-        self.layout = layout  # None, "transposed" or "strided": how put() lays out floating inputs
-        self.drawn = 0  # floating-point inputs handed out by put()
+        self.variant = variant
+        self.layout = variant.layout if variant else None  # None, "transposed" or "strided" (floating inputs)
+        self.drawn = 0  # floating-point inputs handed out
+        self.changed = 0  # inputs the variant changed: none, and the battery entry is inapplicable
+        self.took_floating = False  # did student code (through call) get a floating-point tensor argument?
 
     @property
     def target(self) -> Any:
@@ -212,21 +228,56 @@ class ProbeContext:
         torch.manual_seed(self.seed)
 
     # seeded inputs: drawn on the CPU in float32, so every device and dtype sees the same numbers
+    # `data`: is this input data the stress entries offset and scale (default: floating, 3 or more dims)?
+    # data=True for rows of 1 or 2 dims that are the exercise's data, data=False for a 3-D parameter.
     def randn(self, *shape: int, scale: float = 1.0, dtype: torch.dtype | None = None,
-              requires_grad: bool = False) -> torch.Tensor:
-        t = torch.randn(*shape, generator=self.gen) * scale
-        return self.put(t, dtype, requires_grad)
+              requires_grad: bool = False, data: bool | None = None) -> torch.Tensor:
+        t = torch.randn(*self._shape(shape), generator=self.gen) * scale
+        return self._place(t, dtype, requires_grad, data)
 
-    def rand(self, *shape: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-        return self.put(torch.rand(*shape, generator=self.gen), dtype)
+    def rand(self, *shape: int, dtype: torch.dtype | None = None, data: bool | None = None) -> torch.Tensor:
+        return self._place(torch.rand(*self._shape(shape), generator=self.gen), dtype, data=data)
 
     def bernoulli(self, *shape: int, p: float = 0.5) -> torch.Tensor:
-        return (torch.rand(*shape, generator=self.gen) < p).to(self.device)
+        return self._place(torch.rand(*self._shape(shape, mask=True), generator=self.gen) < p)
 
-    def put(self, t: torch.Tensor, dtype: torch.dtype | None = None, requires_grad: bool = False) -> torch.Tensor:
+    def put(self, t: torch.Tensor, dtype: torch.dtype | None = None, requires_grad: bool = False,
+            data: bool | None = None) -> torch.Tensor:
+        """A tensor the probe made, as an input (changed by a battery entry as drawn ones are; a floating or
+        boolean one of 3 or more dims is cut to a batch of 1 or a length of 1 under those entries)."""
+        v = self.variant
+        if v and v.shape and t.dim() >= 3 and (t.is_floating_point() or t.dtype == torch.bool):
+            keep = [slice(None)] * t.dim()
+            for axis in _shape_axes(t.dim(), v.shape, mask=t.dtype == torch.bool):
+                keep[axis] = slice(0, 1)
+            cut = t[tuple(keep)].contiguous()
+            self.changed += cut.shape != t.shape
+            t = cut
+        return self._place(t, dtype, requires_grad, data)
+
+    def _shape(self, shape: tuple[int, ...], mask: bool = False) -> tuple[int, ...]:
+        """The shape to draw: under the "batch of 1" and "length 1" entries, a shape of 3 or more dims gets its
+        batch axis (the first) or its sequence axis (-2; a mask's last two, queries and keys) set to 1."""
+        v = self.variant
+        if not (v and v.shape) or len(shape) < 3:
+            return shape
+        out = list(shape)
+        for axis in _shape_axes(len(shape), v.shape, mask):
+            out[axis] = 1
+        self.changed += tuple(out) != tuple(shape)  # a size already 1 is no change
+        return tuple(out)
+
+    def _place(self, t: torch.Tensor, dtype: torch.dtype | None = None, requires_grad: bool = False,
+               data: bool | None = None) -> torch.Tensor:
+        v = self.variant
         if t.is_floating_point():
-            t = t.to(dtype or self.dtype)
             self.drawn += 1
+            if v and (v.dtype or v.layout):
+                self.changed += 1
+            if v and (v.scale != 1.0 or v.offset) and (t.dim() >= 3 if data is None else data):
+                t = t * v.scale + v.offset
+                self.changed += 1
+            t = t.to(dtype or self.dtype)
         t = t.to(self.device)
         if t.is_floating_point() and t.dim() >= 2 and self.layout:
             t = _relaid(t, self.layout)
@@ -245,6 +296,7 @@ class ProbeContext:
         not_implemented, whatever the probe made of it (an untouched stub is never "failed")."""
         before = [(i, a, a.detach().clone()) for i, a in enumerate(list(args) + list(kwargs.values()))
                   if isinstance(a, torch.Tensor) and not a.is_meta]  # a meta tensor holds no values to compare
+        self.took_floating = self.took_floating or any(a.is_floating_point() for _, a, _ in before)
         try:
             with CallRecorder(self.watched, self.forbidden_seen):
                 out = fn(*args, **kwargs)
@@ -273,6 +325,13 @@ class ProbeContext:
         return {"raised": "nothing", "message": ""}
 
 
+def _shape_axes(ndim: int, kind: str, mask: bool = False) -> tuple[int, ...]:
+    """The axes a "batch" or "length" battery entry sets to 1 in a tensor of `ndim` (≥ 3) dims."""
+    if kind == "batch":
+        return (0,)
+    return (ndim - 2, ndim - 1) if mask else (ndim - 2,)
+
+
 def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
     """The same values in another memory layout: "transposed" (the last two axes' strides swapped) or
     "strided" (each row a view into a wider row, so the row stride is larger than the row)."""
@@ -289,11 +348,20 @@ def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Variant:
+    """One entry of the battery: what the ProbeContext changes in the inputs it hands out.
+
+    dtype and layout change every floating-point input; `shape` every drawn input of 3 or more dims (floating,
+    or a boolean mask); `scale`/`offset` the data: floating inputs of 3 or more dims (activations, queries,
+    logits), not weight matrices and vectors, which probes draw with 1 or 2 dims."""
     name: str  # the check's name, as the student reads it
-    message: str  # said before the judge's message when the check fails
+    message: str  # said before the judge's message when the check fails: what changed, and what to do
     dtype: str | None = None  # inputs in this dtype, on the CPU
     layout: str | None = None  # inputs in this memory layout
     judged_as: str | None = None  # judge as if at this dtype (its tolerance), when not the inputs'
+    shape: str | None = None  # "batch": the leading axis is 1; "length": the sequence axis (-2; a mask's last two) is 1
+    scale: float = 1.0  # data inputs become data * scale + offset
+    offset: float = 0.0
+    tol_factor: float = 1.0  # the judge's tolerance times this (the inputs themselves cost precision)
 
 
 BATTERY = (
@@ -309,13 +377,46 @@ BATTERY = (
             "not contiguous: .view() fails on them, .reshape() does not)", layout="transposed"),
     Variant("row-strided inputs (views of wider rows)", "with inputs that are views of wider rows (same "
             "values, the row stride larger than the row)", layout="strided"),
+    Variant("a batch of 1", "with a batch of one (the inputs' leading axis has size 1) the result must keep that "
+            "axis: squeeze only the axis you mean (.squeeze(-1), never a bare .squeeze()) and take every size "
+            "from the input's own shape", shape="batch"),
+    Variant("sequences of length 1", "with sequences of length 1 (the inputs' time axis has size 1, as in one "
+            "decoding step) the result must keep that axis: squeeze only the axis you mean and take T from the "
+            "input's own shape", shape="length"),
+    # The three stress entries are float32. Offsets of 1e3 cost the inputs' own precision (float32 keeps ~7
+    # digits, 1e3 + x keeps x to ~6e-5), so they are judged with 10x the tolerance: a lost max subtraction or
+    # an E[x²] - E[x]² variance is off by far more (inf, NaN, or percents).
+    Variant("inputs offset by +1000", "with 1000 added to the inputs (same spread, large values) the result "
+            "must stay finite and close to the reference's: subtract the max before exp (exp(1000) overflows), "
+            "and take a variance as the mean of (x - mean)², not E[x²] - E[x]² (which cancels catastrophically)",
+            offset=1e3, tol_factor=50.0),
+    Variant("very negative inputs (about -400)", "with 400 subtracted from the inputs (scores near -400: exp "
+            "underflows to 0 in float32, so an unshifted softmax divides 0 by 0) the result must stay finite and "
+            "close to the reference's: subtract the max before exponentiating", offset=-400.0, tol_factor=50.0),
+    Variant("tiny inputs (scaled by 1e-4)", "with the inputs scaled by 1e-4 (their variance, ~1e-8, is smaller "
+            "than eps, so where eps goes decides the result) the result must be close to the reference's: add "
+            "eps to the variance (or mean square) inside the square root, sqrt(var + eps), not sqrt(var) + eps",
+            scale=1e-4, tol_factor=50.0),
 )
+ENTRIES = {v.name: v for v in BATTERY}
+
+# Offsets on the inputs of attention (q, k or the x they are projected from) make scores of 1e5-1e6: the softmax is
+# one-hot and which key wins is decided by rounding, so honest implementations disagree (scaling q before the
+# product or after: 5-12% of seeds for lesson 01). Attention exercises skip the two offset entries with this reason
+# (`skip={name: OFFSET_SCORES}`); overflow in the softmax is the softmax exercises' entry.
+_SCORES_WHY = ("offset q and k give scores of 1e5-1e6, whose one-hot softmax is decided by rounding: honest "
+               "implementations disagree (the softmax exercises take these entries)")
+OFFSET_SCORES = {"inputs offset by +1000": _SCORES_WHY, "very negative inputs (about -400)": _SCORES_WHY}
 
 
 def _battery_judge(judge: Judge, v: Variant) -> Judge:
     def battery(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
-        if v.judged_as:
-            ctx = JudgeContext(Config(ctx.config.device, v.judged_as))
+        if v.judged_as or v.tol_factor != 1.0:
+            ctx = JudgeContext(Config(ctx.config.device, v.judged_as or ctx.config.dtype))
+        if v.tol_factor != 1.0:
+            t = ctx.tol
+            ctx.tol = compare.Tolerance(t.atol * v.tol_factor, t.rtol * v.tol_factor,
+                                        f"{t.why}; x{v.tol_factor:g} for {v.name}")
         msg = judge(s, r, ctx)
         return f"{v.message}: {msg}" if msg else None
     return battery
@@ -452,7 +553,7 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
             if config not in configs:
                 continue
             ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config), watched,
-                               check.variant.layout if check.variant else None)
+                               check.variant)
             try:
                 raw = check.probe(ctx)
                 obs = clean(raw)
@@ -461,8 +562,8 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
                     obs["__devices__"] = moved
                 if ctx.not_implemented is not None:  # raised by student code, caught by the probe
                     obs = error_obs(ctx.not_implemented)
-                elif check.variant and not ctx.drawn:
-                    obs = {"__inapplicable__": "the exercise takes no floating-point tensor"}
+                elif check.variant and not ctx.changed:
+                    obs = {"__inapplicable__": "the exercise takes no input this entry changes"}
             except BaseException as exc:  # student code may raise anything, SystemExit included
                 obs = error_obs(exc)
                 if obs["__error__"]["kind"] == "timeout":

@@ -492,4 +492,8 @@ def benchmark(ns: dict, device: str) -> dict:
 
 
 # The battery re-runs LayerNorm's state-dict check (its first check compares with a float32 nn.LayerNorm).
-CHECKS.add_battery(base={"LayerNorm": "loads nn.LayerNorm's state dict and matches its output"})
+# batch_norm and group_norm take (N, C, *) inputs, whose axis -2 is channels or height, not a sequence.
+_NOT_A_SEQUENCE = "its inputs are (N, C, *): axis -2 is the channels or the height, not a sequence"
+CHECKS.add_battery(base={"LayerNorm": "loads nn.LayerNorm's state dict and matches its output"},
+                   skip={"batch_norm": {"sequences of length 1": _NOT_A_SEQUENCE},
+                         "group_norm": {"sequences of length 1": _NOT_A_SEQUENCE}})

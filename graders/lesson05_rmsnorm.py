@@ -231,7 +231,7 @@ def triton_kernel_ran(ctx):
 def triton_lengths(ctx):
     obs = {}
     for rows, d in [(3, 129), (4, 64), (5, 7)]:
-        x, w = ctx.randn(rows, d, scale=2.0), ctx.randn(d)
+        x, w = ctx.randn(rows, d, scale=2.0, data=True), ctx.randn(d)  # rows are the data (battery)
         obs[f"output for shape ({rows}, {d})"] = _run(ctx, x, w)
     return obs
 
@@ -353,5 +353,9 @@ def benchmark(ns: dict, device: str) -> dict:
             "rows": rows, "notes": notes}
 
 
-# The battery re-runs a value check of rms_norm_triton (its first check is about the kernel launch).
-CHECKS.add_battery(base={"rms_norm_triton": "rows of any length (the tail is masked)"})
+# The battery re-runs a value check of rms_norm_triton (its first check is about the kernel launch) and of
+# RMSNorm (its first check looks at the parameters, on no input). The kernel's rows are 2-D (rows, d).
+_ROWS = "its input is 2-D rows (rows, d), with no batch or sequence axis; (5, 7) rows of any length are its base check"
+CHECKS.add_battery(base={"rms_norm_triton": "rows of any length (the tail is masked)",
+                         "RMSNorm": "loads nn.RMSNorm's state dict and matches its output"},
+                   skip={"rms_norm_triton": {"a batch of 1": _ROWS, "sequences of length 1": _ROWS}})

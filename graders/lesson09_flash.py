@@ -723,11 +723,18 @@ def benchmark(ns: dict, device: str) -> dict:
 # The input battery. The Triton launcher runs through the interpreter on the CPU, where bfloat16 dots come out
 # wrong (numpy has no bfloat16) and float64 says nothing of the compiled kernel (GPUs' tl.dot has no float64);
 # it keeps float16 and the two layouts (a launcher passes strides). The counters take sizes, not tensors.
+# Flash attention skips the offsets (engine.OFFSET_SCORES says why); online_logsumexp takes them.
+from .engine import OFFSET_SCORES  # noqa: E402
+
+_BATCH_OF_ONE = "its base check's inputs already have a batch of 1"
 CHECKS.add_battery(skip={
-    "flash_attention_triton": {
+    "flash_attention": OFFSET_SCORES,
+    "flash_attention_triton": {**OFFSET_SCORES,
         "float64 inputs": "tl.dot has no float64 on GPUs; the interpreter's answer says nothing of the compiled kernel",
         "bfloat16 inputs on the CPU": "the Triton interpreter computes bfloat16 dots wrongly (numpy has no bfloat16)",
+        "a batch of 1": _BATCH_OF_ONE,
     },
+    "FlashAttentionFunction": {**OFFSET_SCORES, "a batch of 1": _BATCH_OF_ONE},
     "attention_flops": "takes sizes (integers), no tensor",
     "kv_cache_bytes": "takes sizes and a dtype, no tensor",
 })

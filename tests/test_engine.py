@@ -195,13 +195,15 @@ def test_relaid_inputs_keep_their_values_in_another_layout():
 
 
 def test_every_exercise_of_lessons_01_to_07_gets_the_battery():
+    """Every entry, unless the lesson skips it with a reason (tests/test_battery.py holds the reasons to account)."""
     from graders.registry import find_lesson
 
     for lid in ("lesson01", "lesson02", "lesson03", "lesson04", "lesson05", "lesson06", "lesson07"):
         module = importlib.import_module(find_lesson(lid).module)
         for ex in find_lesson(lid).exercises:
             names = {c.name for c in module.CHECKS.of(ex.name) if c.variant}
-            assert names == {v.name for v in BATTERY}, (lid, ex.name)
+            skipped = {entry for (name, entry) in module.CHECKS.battery_skipped if name == ex.name}
+            assert names | skipped == {v.name for v in BATTERY} and not names & skipped, (lid, ex.name)
 
 
 def test_a_float32_result_for_other_dtypes_fails_the_dtype_entries(tmp_path):
