@@ -571,34 +571,15 @@ def faf_memory(ctx):
 # match one is told which. Their source doubles as test fixtures (tests/test_lesson09.py).
 
 
-def online_logsumexp__sum_not_rescaled(x, block):
-    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)
-    s = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
-    for start in range(0, x.shape[-1], block):
-        xb = x[..., start:start + block]
-        m_new = torch.maximum(m, xb.amax(dim=-1))
-        s = s + torch.exp(xb - m_new.unsqueeze(-1)).sum(dim=-1)
-        m = m_new
-    return m + torch.log(s)
-
-
 def flash_attention_triton__sdpa_fallback(q, k, v, causal=False):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def attention_flops__one_matmul(b, h, t_q, t_k, d, causal=False):
-    flops = 2 * b * h * t_q * t_k * d
-    return flops // 2 if causal else flops
-
-
-def kv_cache_bytes__keys_only(n_layer, n_kv_heads, d_head, seq_len, batch=1, dtype=torch.float16):
-    return n_layer * n_kv_heads * d_head * seq_len * batch * torch.empty((), dtype=dtype).element_size()
 
 
 MISTAKES = (
     Mistake("online_logsumexp", "lse_sum_not_rescaled", "the running sum is not rescaled when the max grows: "
             "terms added under the old max are too big by exp(m_old − m_new), so multiply the sum by that factor "
-            "before adding the new block.", online_logsumexp__sum_not_rescaled),
+            "before adding the new block.",
+            edits={"s = s * torch.exp(m - m_new) + torch.exp(": "s = s + torch.exp("}),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
             edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"}),
@@ -635,9 +616,10 @@ MISTAKES = (
             "answer instead of launching a Triton kernel: write the kernel and launch it with kernel[grid](...).",
             flash_attention_triton__sdpa_fallback),
     Mistake("attention_flops", "one_matmul", "only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a "
-            "forward pass is 4·B·H·Tq·Tk·D.", attention_flops__one_matmul),
+            "forward pass is 4·B·H·Tq·Tk·D.", edits={"flops = 4 * b * h": "flops = 2 * b * h"}),
     Mistake("kv_cache_bytes", "keys_only", "only the keys are counted: the cache holds a K and a V per layer, "
-            "head and position, so multiply by 2.", kv_cache_bytes__keys_only),
+            "head and position, so multiply by 2.",
+            edits={"return 2 * n_layer * n_kv_heads": "return n_layer * n_kv_heads"}),
 )
 
 
