@@ -44,7 +44,7 @@ CASES = [  # (lesson, exercise, old, new, what the student did)
 
 
 def main() -> None:
-    import graders.diagnosis as diagnosis
+    import graders.engine.diagnosis as diagnosis
     from course_cli.grading import grade_notebook
     from graders.engine import solved_cell
     from graders.registry import find_lesson

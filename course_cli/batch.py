@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from graders.registry import Lesson
-from graders.results import LessonResult
+from graders.engine.results import LessonResult
 
 CSV_FIELDS = ["student", "lesson", "exercise", "status", "points", "max_points", "diagnosis", "reason", "notebook"]
 
@@ -60,7 +60,7 @@ def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict
 
 def missing_result(lesson: Lesson, reason: str) -> LessonResult:
     """The row of a student who handed in nothing gradable: 0 points, the reason, never dropped."""
-    from graders.results import CheckResult, ExerciseResult
+    from graders.engine.results import CheckResult, ExerciseResult
 
     result = LessonResult(lesson.id, "", notes=[reason])
     for ex in lesson.exercises:
@@ -245,7 +245,7 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
 
 def result_from_dict(d: dict) -> LessonResult:
     """A LessonResult back from its JSON (`LessonResult.to_dict`); notes are not stored there."""
-    from graders.results import CheckResult, ExerciseResult
+    from graders.engine.results import CheckResult, ExerciseResult
 
     return LessonResult(d["lesson"], d.get("notebook", ""), [
         ExerciseResult(e["id"], e["status"], float(e["points"]), float(e["max_points"]),

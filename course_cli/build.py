@@ -42,7 +42,7 @@ def student_notebook(lesson: Lesson) -> str:
     import nbformat
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
 
-    from graders.notebook import is_demo
+    from graders.engine.notebook import is_demo
 
     nb = nbformat.read(lesson.solution_path, as_version=4)
     resources: dict = {}

@@ -29,7 +29,7 @@ import signal
 import sys
 from pathlib import Path
 
-from graders.notebook import strip_magics  # noqa: E402 (the notebook rules live in graders)
+from graders.engine.notebook import strip_magics  # noqa: E402 (the notebook rules live in graders)
 
 
 class _Alarm:
@@ -131,14 +131,14 @@ def run(job: dict) -> None:
     from graders import engine
 
     torch.manual_seed(0)
-    engine.HIDDEN_SEED = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
+    hidden_seed = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
     module = __import__(job["module"], fromlist=["CHECKS"])
     configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
                            key=lambda c: c.key))
-    from graders import compare
-
-    engine_classes = [v for v in vars(engine).values() if isinstance(v, type) and v.__module__ == engine.__name__]
-    guard = _Guard(torch, [engine, compare, module], engine_classes)
+    engine_modules = [m for n, m in sorted(sys.modules.items()) if n == "graders.engine" or n.startswith("graders.engine.")]
+    engine_classes = [v for m in engine_modules for v in vars(m).values()
+                      if isinstance(v, type) and v.__module__ == m.__name__]
+    guard = _Guard(torch, [*engine_modules, module], engine_classes)
     probe_exercise = engine.probe_exercise
     output_limit = job.get("output_limit", 2**20)
     dropped = _dropped()
@@ -202,7 +202,7 @@ def run(job: dict) -> None:
         guard.restore()
         try:
             with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
-                obs = probe_exercise(module, ns, name, configs, only_public)
+                obs = probe_exercise(module, ns, name, configs, only_public, hidden_seed)
         except engine.ExerciseTimeout as exc:  # the alarm fired between checks
             obs = {"checks": {}, "timeout": True, "forbidden": [], "mutated": [], "message": str(exc)}
         guard.restore()
@@ -224,7 +224,7 @@ def run(job: dict) -> None:
             exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
             try:
                 with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
-                    obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public)
+                    obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public, hidden_seed)
             except engine.ExerciseTimeout:
                 continue
             _save(torch, obs, out / f"mistake-{mistake.id}.pt")

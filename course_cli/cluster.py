@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from graders.registry import Lesson
-from graders.results import LessonResult
+from graders.engine.results import LessonResult
 
 from . import sandbox
 from .journal import file_digest, result_from_dict, result_to_dict

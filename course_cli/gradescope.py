@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 
 from graders.registry import ROOT, Lesson, find_lesson
-from graders.results import LessonResult
+from graders.engine.results import LessonResult
 
 MARKER = "course/.gradescope-autograder"  # inside the zip: this file says the zip is ours
 

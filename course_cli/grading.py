@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from graders.registry import Lesson, ROOT
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
 from . import sandbox
 from .notebook import NotebookError, graded_cells, read_notebook
@@ -342,7 +342,7 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
     """Gather what the children left and let graders/verdict.py decide."""
-    from graders.verdict import StudentRun, judge_lesson
+    from graders.engine.verdict import StudentRun, judge_lesson
 
     run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))
     return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes, cells, notebook, wanted, gpu,

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
 FORMAT = 1
 

@@ -496,7 +496,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             results[student].notes.append(why)
     results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
     if partial:
-        from graders.scoring import apply_partial
+        from graders.engine.scoring import apply_partial
 
         for res in results.values():
             apply_partial(res, lesson_obj)

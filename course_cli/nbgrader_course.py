@@ -258,7 +258,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {n}" for n in notes),
                                                  metadata={"course": {"role": "grading-notes"}}))
         if self.partial_credit:
-            from graders.scoring import apply_partial
+            from graders.engine.scoring import apply_partial
 
             lesson = _lesson_of(resources)
             if lesson is not None:

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from graders.notebook import defining_cell, graded_cells, is_demo, is_test  # noqa: F401 (re-exported)
+from graders.engine.notebook import defining_cell, graded_cells, is_demo, is_test  # noqa: F401 (re-exported)
 
 
 class NotebookError(Exception):

@@ -17,7 +17,7 @@ import re
 import statistics
 from pathlib import Path
 
-from graders.results import LessonResult
+from graders.engine.results import LessonResult
 
 OUTLIER_GAP = 0.25  # flagged: failure rate ≥ the mean failure rate of the lesson's other exercises + 25 points
 TOP_DIAGNOSES = 3  # per exercise

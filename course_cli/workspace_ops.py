@@ -85,7 +85,7 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
         nb.cells.insert(i, fresh)
         where = f"a new cell {i + 1} (it had been deleted)"
     notebook.write_text(nbformat.writes(nb) + "\n")
-    from graders.notebook import defines
+    from graders.engine.notebook import defines
 
     partners = [e.name for e in lesson.exercises if e.name != exercise and defines(fresh.source, e.name)]
     also = f" (and {', '.join(f'`{p}`' for p in partners)}, which share{'s' if len(partners) == 1 else ''} its cell)" \

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .compare import close
+from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, agrees_with, same
 
 CHECKS = Checks("lesson01")

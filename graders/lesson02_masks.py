@@ -17,7 +17,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .compare import close
+from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, made_on_meta, on_meta, same
 
 CHECKS = Checks("lesson02")

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .compare import close, first_failure
+from .engine.compare import close, first_failure
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .compare import Tolerance, close
+from .engine.compare import Tolerance, close
 from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
 
 CHECKS = Checks("lesson06")

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .compare import close
+from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
 
 CHECKS = Checks("lesson07")

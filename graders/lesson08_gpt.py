@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from .compare import close
+from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 

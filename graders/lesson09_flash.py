@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .compare import close, describe
+from .engine.compare import close, describe
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Config, Mistake, agrees_with, median_ms, same
 
 CHECKS = Checks("lesson09")

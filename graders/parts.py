@@ -18,7 +18,7 @@ import types
 from pathlib import Path
 
 from .engine import register_source
-from .notebook import graded_cells, strip_magics
+from .engine.notebook import graded_cells, strip_magics
 from .registry import ROOT, find_lesson
 
 

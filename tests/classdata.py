@@ -11,7 +11,7 @@ import importlib
 import random
 
 from graders.registry import find_lesson
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
 FIRST = ["ada", "bao", "chen", "dara", "emeka", "farah", "goran", "hana", "ines", "jonas", "kofi", "lena", "mira",
          "nils", "omar", "priya", "quinn", "rosa", "sami", "tara"]

@@ -40,6 +40,8 @@ END_TO_END = {
 
 def pytest_addoption(parser):
     parser.addoption("--all-tiers", action="store_true", help="run the slow tier too (end-to-end tests)")
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/ from this run (a change meant to change verdicts)")
 
 
 def pytest_collection_modifyitems(config, items):

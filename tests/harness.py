@@ -18,7 +18,7 @@ import nbformat
 
 from course_cli.grading import grade_notebook
 from graders.engine import mistake_source
-from graders.notebook import defining_index
+from graders.engine.notebook import defining_index
 from graders.registry import Lesson
 
 
@@ -37,7 +37,7 @@ def partners_kept(lesson: Lesson, exercise: str, cell_source: str, code: str) ->
     partners and their helpers stay. A cell of one exercise is simply replaced."""
     import ast
 
-    from graders.notebook import defines
+    from graders.engine.notebook import defines
 
     if not any(defines(cell_source, e.name) and not defines(code, e.name) for e in lesson.exercises):
         return code
@@ -115,7 +115,7 @@ def run_in_process(lesson: Lesson, path: Path) -> tuple[dict, list[dict]]:
     limit, no guard: trusted notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
     from course_cli.notebook import read_notebook
     from graders.engine import register_source, student_traceback
-    from graders.notebook import graded_cells, strip_magics
+    from graders.engine.notebook import graded_cells, strip_magics
 
     if lesson.triton:
         from graders.triton_compat import patch_interpreter
@@ -189,8 +189,8 @@ def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = N
     same cells, probes, mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
     from course_cli.notebook import read_notebook
     from graders.engine import probe_exercise
-    from graders.notebook import graded_cells
-    from graders.verdict import StudentRun, judge_lesson
+    from graders.engine.notebook import graded_cells
+    from graders.engine.verdict import StudentRun, judge_lesson
 
     module = importlib.import_module(lesson.module)
     _, ref = reference(lesson)

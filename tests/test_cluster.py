@@ -29,7 +29,7 @@ from course_cli.journal import (Journal, JournalError, file_digest, journal_seed
                                 result_to_dict)
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from harness import mistakes_of, with_code, with_mistake
 
 L01 = find_lesson("lesson01")

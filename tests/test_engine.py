@@ -47,7 +47,7 @@ def test_a_mistake_is_either_edits_or_an_implementation():
 
 import torch  # noqa: E402
 
-from graders import compare  # noqa: E402
+from graders.engine import compare  # noqa: E402
 
 
 def test_close_passes_within_tolerance_and_names_what_differs():
@@ -84,8 +84,8 @@ def test_tolerance_follows_the_dtype():
 # ----------------------------------------------------------------------------------------------
 # The status rules: an exercise is the worst of its checks; the verdict rules of graders/verdict.py
 
-from graders.results import CheckResult, exercise_status  # noqa: E402
-from graders.verdict import StudentRun, absent, judge_lesson  # noqa: E402
+from graders.engine.results import CheckResult, exercise_status  # noqa: E402
+from graders.engine.verdict import StudentRun, absent, judge_lesson  # noqa: E402
 
 
 @pytest.mark.parametrize("statuses, expected", [
@@ -144,7 +144,8 @@ def test_judge_lesson_statuses_from_what_the_child_left():
 # ----------------------------------------------------------------------------------------------
 # The diagnosis: a mistake matches on its observations, never on an exception type alone
 
-from graders.engine import CPU, Check, Config, diagnose, _matches, same  # noqa: E402
+from graders.engine import CPU, Check, Config, same  # noqa: E402
+from graders.engine.diagnosis import _matches, diagnose  # noqa: E402
 
 
 def _err(msg):
@@ -183,7 +184,8 @@ def test_diagnose_names_the_mistake_whose_observations_match():
 # ----------------------------------------------------------------------------------------------
 # The standard input battery
 
-from graders.engine import BATTERY, _relaid  # noqa: E402
+from graders.engine import BATTERY  # noqa: E402
+from graders.engine.probe import _relaid  # noqa: E402
 
 
 def test_relaid_inputs_keep_their_values_in_another_layout():
@@ -249,8 +251,10 @@ def test_an_output_on_the_wrong_device_fails_and_is_named():
     structural diagnosis says so."""
     import torch
 
-    from graders.diagnosis import explain_obs
-    from graders.engine import Check, Config, _off_device, _verdict, same
+    from graders.engine.diagnosis import explain_obs
+    from graders.engine import Check, Config, same
+    from graders.engine.probe import _off_device
+    from graders.engine.verdict import _verdict
 
     cuda = Config("cuda", "float16")
     check = Check("x", "matches", None, same(), (cuda,))

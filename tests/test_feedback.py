@@ -11,7 +11,7 @@ from rich.console import Console
 
 from course_cli import render
 from graders.registry import find_lesson
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
 TOL = "atol=1e-05, rtol=1e-04 (float32, with room for a different order of summation; on cpu)"
 VALUES = ("output differs from the reference at 119 of 120 positions: max abs error 0.4684 at index (0, 0, 0, 4) "
@@ -139,7 +139,7 @@ def _ref(*shape, seed=0):
 
 
 def test_structural_transposed_and_permuted_axes():
-    from graders.diagnosis import explain
+    from graders.engine.diagnosis import explain
 
     e = _ref(2, 3, 4, 4)
     assert "transposed (its last two axes swapped)" in explain(e.transpose(-2, -1), e, "weights")
@@ -151,7 +151,7 @@ def test_structural_transposed_and_permuted_axes():
 def test_structural_constant_factor_named_and_constant_shift():
     import math
 
-    from graders.diagnosis import explain, simple_factor
+    from graders.engine.diagnosis import explain, simple_factor
 
     e = _ref(3, 4, 5)
     msg = explain(e / math.sqrt(8), e)
@@ -164,7 +164,7 @@ def test_structural_constant_factor_named_and_constant_shift():
 def test_structural_right_except_at_masked_positions():
     import torch
 
-    from graders.diagnosis import explain
+    from graders.engine.diagnosis import explain
 
     scores = _ref(2, 5, 7)
     mask = torch.ones(5, 7, dtype=torch.bool).tril(2)
@@ -186,7 +186,7 @@ def test_structural_right_except_at_masked_positions():
 def test_structural_all_zeros_and_nan_rows():
     import torch
 
-    from graders.diagnosis import explain
+    from graders.engine.diagnosis import explain
 
     e = _ref(2, 4, 6)
     assert "all zeros" in explain(torch.zeros_like(e), e)
@@ -202,7 +202,7 @@ def test_structural_all_zeros_and_nan_rows():
 def test_structural_wrong_dtype_and_wrong_shape_same_values():
     import torch
 
-    from graders.diagnosis import explain, explain_obs
+    from graders.engine.diagnosis import explain, explain_obs
 
     e = _ref(3, 4)
     assert "dtype float64 instead of float32" in explain(e.double(), e)
@@ -214,7 +214,7 @@ def test_structural_wrong_dtype_and_wrong_shape_same_values():
 
 
 def test_structural_outputs_in_the_wrong_order():
-    from graders.diagnosis import explain_obs
+    from graders.engine.diagnosis import explain_obs
 
     out, w = _ref(2, 4, 4, seed=1), _ref(2, 4, 4, seed=2).softmax(-1)
     msg = explain_obs({"output": w, "weights": out}, {"output": out, "weights": w})
@@ -224,7 +224,7 @@ def test_structural_outputs_in_the_wrong_order():
 def test_structural_masks_inverted_shifted_and_too_permissive():
     import torch
 
-    from graders.diagnosis import explain
+    from graders.engine.diagnosis import explain
 
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     assert "inverted" in explain(~causal, causal, "mask")
@@ -234,7 +234,7 @@ def test_structural_masks_inverted_shifted_and_too_permissive():
 
 
 def test_structural_right_only_for_the_first_tile():
-    from graders.diagnosis import explain
+    from graders.engine.diagnosis import explain
 
     e = _ref(2, 10, 4)
     a = e.clone()
@@ -243,9 +243,9 @@ def test_structural_right_only_for_the_first_tile():
 
 
 def test_structural_right_only_when_tq_equals_tk():
-    from graders.diagnosis import explain_exercise
+    from graders.engine.diagnosis import explain_exercise
     from graders.engine import CPU, Check
-    from graders.results import CheckResult
+    from graders.engine.results import CheckResult
 
     square, wide = _ref(2, 4, 4), _ref(2, 4, 6)
     checks = [Check("sdpa", "square", None, None, CPU), Check("sdpa", "Tq ≠ Tk", None, None, CPU)]
@@ -256,7 +256,7 @@ def test_structural_right_only_when_tq_equals_tk():
 
 
 def test_catalogued_exception_needs_the_same_message_not_only_the_same_type():
-    from graders.diagnosis import _strict
+    from graders.engine.diagnosis import _strict
     from graders.engine import CPU, Check
 
     check = Check("sdpa", "shapes", None, None, CPU)
@@ -401,7 +401,7 @@ def _planted_mask_leak():
 
 def test_a_failing_matrix_carries_a_figure_with_the_leak_and_the_first_bad_cell():
     from course_cli.figures import exercise_figures
-    from graders.diagnosis import attach_figure
+    from graders.engine.diagnosis import attach_figure
 
     checks, s, r = _planted_mask_leak()
     results = [CheckResult("boolean mask", "failed", message="weights differ")]
@@ -576,7 +576,7 @@ def test_not_implemented_is_one_line():
 
 def test_nbgrader_verdict_carries_the_report_and_its_figure_and_scores_zero():
     from course_cli.nbgrader_course import verdict_outputs
-    from graders.diagnosis import attach_figure
+    from graders.engine.diagnosis import attach_figure
 
     checks, s, r = _planted_mask_leak()
     results = [CheckResult("boolean mask", "failed", message="weights differ")]

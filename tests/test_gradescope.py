@@ -21,7 +21,7 @@ from course_cli.gradescope import find_submission, gradescope_results, hidden_na
 from course_cli.grading import grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
-from graders.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from harness import mistakes_of, with_mistake
 
 L01 = find_lesson("lesson01")

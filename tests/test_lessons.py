@@ -16,7 +16,7 @@ import pytest
 from conftest import marks
 from course_cli.build import student_notebook
 from course_cli.grading import grade_notebook
-from graders.notebook import defines, defining_cell, source_of
+from graders.engine.notebook import defines, defining_cell, source_of
 from graders.registry import LESSONS, ROOT
 from harness import (explain, grade_one, judge_in_process, mistake_observations, mistakes_of, reference,
                      run_in_process, with_mistake)

@@ -29,10 +29,10 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 TAMPER = '''import builtins, torch, torch.testing
-import graders.engine, graders.compare, course_cli.incell
+import graders.engine, graders.engine.compare, course_cli.incell
 course_cli.incell.grade = lambda *a, **k: print("all tests passed!")
 graders.engine.judge_exercise = lambda *a, **k: None
-graders.compare.close = lambda *a, **k: None
+graders.engine.compare.close = lambda *a, **k: None
 torch.allclose = lambda *a, **k: True
 torch.testing.assert_close = lambda *a, **k: None
 builtins.AssertionError = type("Nope", (Exception,), {})

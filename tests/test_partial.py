@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from graders.registry import Exercise, find_lesson
-from graders.results import CheckResult, ExerciseResult
-from graders.scoring import apply_partial, partial_points
+from graders.engine.results import CheckResult, ExerciseResult
+from graders.engine.scoring import apply_partial, partial_points
 
 L01 = find_lesson("lesson01")
 
@@ -38,7 +38,7 @@ def test_partial_points_rule():
 
 
 def test_apply_partial_reads_the_registry_weights():
-    from graders.results import LessonResult
+    from graders.engine.results import LessonResult
 
     class Lesson:
         exercises = (Exercise("x", points=6, weights=(("c0", 2.0),)),)

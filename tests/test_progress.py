@@ -11,13 +11,13 @@ from pathlib import Path
 
 from course_cli.progress import ProgressStore
 from graders.registry import ROOT
-from graders.results import ExerciseResult, LessonResult
+from graders.engine.results import ExerciseResult, LessonResult
 
 WRITER = r"""
 import sys
 from pathlib import Path
 from course_cli.progress import ProgressStore
-from graders.results import ExerciseResult, LessonResult
+from graders.engine.results import ExerciseResult, LessonResult
 ws, n, tag = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 store = ProgressStore(ws)
 for i in range(n):

@@ -38,7 +38,7 @@ TAMPERS = {
     "replace_probe_exercise": "import graders.engine as e\n"
                               "e.probe_exercise = lambda module, ns, name, configs, only_public=False: "
                               "{'checks': {}, 'forbidden': [], 'mutated': []}\n",
-    "replace_compare_close": "import graders.compare as c\nc.close = lambda *a, **k: None\n",
+    "replace_compare_close": "import graders.engine.compare as c\nc.close = lambda *a, **k: None\n",
     "clear_checks": "import graders.lesson01_sdpa as g\ng.CHECKS.clear()\n",
     "replace_judges_and_probes": "import graders.lesson01_sdpa as g\n"
                                  "for c in g.CHECKS:\n    c.judge = lambda s, r, ctx: None\n"

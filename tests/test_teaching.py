@@ -197,7 +197,7 @@ def step_lines(source: str) -> int:
 
 def steps(lesson) -> list[tuple[dict, list[str]]]:
     """Each solved cell that defines exercises, with the exercises it defines (in registry order)."""
-    from graders.notebook import defines, defining_cell, graded_cells
+    from graders.engine.notebook import defines, defining_cell, graded_cells
 
     cells = graded_cells(_cells(lesson.solution_path))
     out: dict[int, tuple[dict, list[str]]] = {}
@@ -251,7 +251,7 @@ def _stub_all_but(lesson, source: str, keep: str) -> str:
     `course build` would leave them: a student who has written one exercise of a shared step."""
     import ast
 
-    from graders.notebook import defines
+    from graders.engine.notebook import defines
 
     tree = ast.parse(source)
     stubbed = set()

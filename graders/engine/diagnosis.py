@@ -28,6 +28,8 @@ import re
 import torch
 
 from . import compare
+from .checks import Check, Config
+from .judges import JudgeContext, same_observations, wrong_devices
 
 # ------------------------------------------------------------------------------------------------
 # Tensor against tensor
@@ -253,7 +255,6 @@ def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str |
     """The first structural reason among one check's observations (outputs swapped before each one alone)."""
     if not isinstance(s, dict) or not isinstance(r, dict) or "__error__" in s or "__error__" in r:
         return None
-    from .engine import wrong_devices
 
     moved = wrong_devices(s, r, "the probe's device")
     if moved:
@@ -307,7 +308,6 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | N
     for check, config, st in sorted(ran, key=lambda x: x[2] != "failed"):
         if st == "passed":
             continue
-        from .engine import JudgeContext
 
         msg = explain_obs(s_checks.get(check.key(config)) or {}, r_checks.get(check.key(config)) or {},
                           JudgeContext(config).tol)
@@ -323,7 +323,6 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | N
 def _strict(check, config, s_obs, m_obs, r_obs) -> bool:
     """A catalogued mistake's match: the engine's rule (exceptions by type and by their text, sizes included,
     addresses and file paths aside; an exception type alone is not an observation)."""
-    from .engine import _matches
 
     return _matches(check, config, s_obs, m_obs, r_obs)
 
@@ -375,7 +374,6 @@ def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None
 
 def attach_figure(checks, s_checks, r_checks, results) -> None:
     """Put `figure` on the first failing check (in the order feedback tells them) that has a readable matrix."""
-    from .engine import JudgeContext
 
     by_key = {(c.name, c.device, c.dtype): c for c in results}
     for check in checks:
@@ -393,3 +391,56 @@ def attach_figure(checks, s_checks, r_checks, results) -> None:
                 if data is not None:
                     res.figure = data
                     return
+
+
+# ----------------------------------------------------------------------------------------------
+# Catalogued mistakes: the one whose observations match the most failed checks
+
+
+def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | None, r_obs: dict) -> bool:
+    """Does the student's observation look like the mistake's (and is the mistake visible here)?"""
+    if s_obs is None or m_obs is None:
+        return False
+    s_err, m_err = s_obs.get("__error__"), m_obs.get("__error__")
+    if s_err or m_err:  # the same error, said the same way: an exception type alone is not an observation
+        return bool(s_err and m_err and s_err["kind"] == m_err["kind"] == "error" and s_err["type"] == m_err["type"]
+                    and _error_head(s_err) == _error_head(m_err))
+    try:
+        if check.judge(m_obs, r_obs, JudgeContext(config)) is None:
+            return False  # the mistake does not show on this check
+    except Exception:
+        return False
+    return same_observations(s_obs, m_obs, JudgeContext(config).tol)
+
+
+def _error_head(err: dict) -> str:
+    """An error observation's first line, "Type: message", without where it was raised (the student's
+    cell numbers and the mistake's differ)."""
+    import re
+
+    text = err.get("message", "").split("\n  at ")[0].strip()
+    text = re.sub(r"0x[0-9a-fA-F]+", "0x…", text)  # object addresses
+    return re.sub(r"(/[\w.+-]+)+/|<cell \d+>", "…/", text)  # where the code happened to live
+
+
+
+def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
+    failed = {(r.name, r.device, r.dtype) for r in results if r.status in ("failed", "error")}
+    best, best_count = None, 0
+    for mistake in getattr(module, "MISTAKES", ()):
+        if mistake.exercise != name or mistake.id not in mistakes:
+            continue
+        m_checks = mistakes[mistake.id]["checks"]
+        count = 0
+        for check in checks:
+            for config in check.configs:
+                if (check.name, config.device, config.dtype) not in failed:
+                    continue
+                k = check.key(config)
+                if _matches(check, config, s_checks.get(k), m_checks.get(k), r_checks.get(k, {})):
+                    count += 1
+        if count > best_count:
+            best, best_count = mistake, count
+    return settle(best, module, name, checks, s_checks, r_checks, mistakes, results)
+
+

@@ -1,0 +1,223 @@
+"""What a lesson module declares: the device/dtype matrix, checks (probe + judge), known mistakes as
+edits of the solved cell, and the standard input battery. Nothing here runs a probe or judges one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from . import compare
+
+if TYPE_CHECKING:
+    from .probe import ProbeContext
+
+
+# ----------------------------------------------------------------------------------------------
+# The device/dtype matrix
+
+
+@dataclass(frozen=True)
+class Config:
+    device: str  # "cpu" or "cuda"
+    dtype: str  # "float32", "float16", "bfloat16", "float64"
+
+    @property
+    def key(self) -> str:
+        return f"{self.device}/{self.dtype}"
+
+
+CPU = (Config("cpu", "float32"),)
+CPU_AND_GPU = (Config("cpu", "float32"), Config("cuda", "float16"), Config("cuda", "bfloat16"))
+GPU_ONLY = (Config("cuda", "float16"), Config("cuda", "bfloat16"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Checks and mistakes, as a lesson module declares them
+
+@dataclass
+class JudgeContext:
+    """What a judge gets besides the observations: the config, and its dtype-aware tolerance."""
+    config: Config
+    tol: compare.Tolerance = field(init=False)
+
+    def __post_init__(self):
+        self.tol = compare.tolerance(self.config.dtype, self.config.device)
+
+
+Probe = Callable[["ProbeContext"], dict]
+Judge = Callable[[dict, dict, "JudgeContext"], "str | None"]
+
+
+@dataclass
+class Check:
+    exercise: str
+    name: str
+    probe: Probe
+    judge: Judge
+    configs: tuple[Config, ...] = CPU
+    hidden: bool = False  # hidden from the student notebook's public test cell (nbgrader's hidden tests)
+    variant: "Variant | None" = None  # an entry of the standard input battery (the probe's inputs, changed)
+
+    def key(self, config: Config) -> str:
+        return f"{self.name} @ {config.key}"
+
+
+class Checks(list):
+    """The ordered checks of one lesson; `@CHECKS.probe(...)` adds one."""
+
+    def __init__(self, lesson: str):
+        super().__init__()
+        self.lesson = lesson
+        self.battery_skipped: dict[tuple[str, str], str] = {}  # (exercise, entry) -> why add_battery left it out
+
+    def probe(self, exercise: str, name: str, judge: Judge, configs: tuple[Config, ...] = CPU,
+              hidden: bool = False) -> Callable[[Probe], Probe]:
+        def add(fn: Probe) -> Probe:
+            if any(c.exercise == exercise and c.name == name for c in self):
+                raise ValueError(f"duplicate check {exercise}/{name}")
+            self.append(Check(exercise, name, fn, judge, configs, hidden))
+            return fn
+        return add
+
+    def of(self, exercise: str) -> list[Check]:
+        return [c for c in self if c.exercise == exercise]
+
+    def add_battery(self, skip: dict[str, str | dict[str, str]] | None = None,
+                    base: dict[str, str] | None = None) -> None:
+        """Add the standard input battery (BATTERY) to every exercise: each entry re-runs the exercise's
+        first check (or `base[exercise]`, a check name) on changed inputs, judged by that check's judge
+        against the reference run on the same inputs. `skip` opts out with a reason: {exercise: reason}
+        for the whole battery, or {exercise: {entry name: reason}} for some entries; the reasons are kept in
+        `self.battery_skipped`. An entry whose probe draws no input it would change is dropped by the engine
+        at probe time (the exercise takes none: tests/test_battery.py holds the reference to that)."""
+        skip, base = skip or {}, base or {}
+        exercises = list(dict.fromkeys(c.exercise for c in list(self)))
+        for name in set(skip) | set(base):
+            if name not in exercises:
+                raise ValueError(f"{self.lesson}: the battery's skip/base names {name!r}, which has no checks")
+        for exercise in exercises:
+            why = skip.get(exercise)
+            if isinstance(why, dict):
+                unknown = set(why) - set(ENTRIES)
+                if unknown:
+                    raise ValueError(f"{self.lesson}: no battery entry {sorted(unknown)} (skip of {exercise})")
+            checks = self.of(exercise)
+            b = next((c for c in checks if c.name == base[exercise]), None) if exercise in base else checks[0]
+            if b is None:
+                raise ValueError(f"{self.lesson}: no check {base[exercise]!r} of {exercise} for the battery")
+            for v in BATTERY:
+                reason = why if isinstance(why, str) else (why or {}).get(v.name)
+                if reason:
+                    self.battery_skipped[exercise, v.name] = reason
+                    continue
+                self.append(Check(exercise, v.name, b.probe, _battery_judge(b.judge, v),
+                                  (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v))
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A wrong answer students really write, kept beside the reference as runnable code.
+
+    Either `edits`, exact edits of the solved notebook's cell that defines the exercise (`{old: new}`,
+    each `old` occurring exactly once: the mistake is its one- to three-line change, and a rename in the
+    solution flows through), or `impl`, a whole drop-in replacement, for mistakes that are different code."""
+
+    exercise: str
+    id: str
+    message: str  # one sentence for the diagnosis: what the code does wrong and what to do instead
+    impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
+    edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
+    observed: bool = False  # known only by its shipped observations (the student distribution has no code)
+
+    def __post_init__(self):
+        if isinstance(self.edits, dict):
+            object.__setattr__(self, "edits", tuple(self.edits.items()))
+        if not self.observed and (self.impl is None) == (not self.edits):
+            raise ValueError(f"mistake {self.id}: give either impl or edits")
+
+
+
+# ----------------------------------------------------------------------------------------------
+# The standard input battery: inputs a careful grader tries, each a check of its own
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One entry of the battery: what the ProbeContext changes in the inputs it hands out.
+
+    dtype and layout change every floating-point input; `shape` every drawn input of 3 or more dims (floating,
+    or a boolean mask); `scale`/`offset` the data: floating inputs of 3 or more dims (activations, queries,
+    logits), not weight matrices and vectors, which probes draw with 1 or 2 dims."""
+    name: str  # the check's name, as the student reads it
+    message: str  # said before the judge's message when the check fails: what changed, and what to do
+    dtype: str | None = None  # inputs in this dtype, on the CPU
+    layout: str | None = None  # inputs in this memory layout
+    judged_as: str | None = None  # judge as if at this dtype (its tolerance), when not the inputs'
+    shape: str | None = None  # "batch": the leading axis is 1; "length": the sequence axis (-2; a mask's last two) is 1
+    scale: float = 1.0  # data inputs become data * scale + offset
+    offset: float = 0.0
+    tol_factor: float = 1.0  # the judge's tolerance times this (the inputs themselves cost precision)
+
+
+BATTERY = (
+    # float64 is judged with float32's tolerance: a reference may compute in float32 inside (RMSNorm, RoPE),
+    # and a student computing in float64 is not wrong. It catches a float32 result and float32 constants.
+    Variant("float64 inputs", "with float64 inputs the result must be float64 (values within float32's "
+            "tolerance)", dtype="float64", judged_as="float32"),
+    Variant("bfloat16 inputs on the CPU", "with bfloat16 inputs (on the CPU) the result must be bfloat16 and close "
+            "to the reference's", dtype="bfloat16"),
+    Variant("float16 inputs on the CPU", "with float16 inputs (on the CPU) the result must be float16 and close "
+            "to the reference's", dtype="float16"),
+    Variant("transposed (non-contiguous) inputs", "with inputs laid out transposed in memory (same values, "
+            "not contiguous: .view() fails on them, .reshape() does not)", layout="transposed"),
+    Variant("row-strided inputs (views of wider rows)", "with inputs that are views of wider rows (same "
+            "values, the row stride larger than the row)", layout="strided"),
+    Variant("a batch of 1", "with a batch of one (the inputs' leading axis has size 1) the result must keep that "
+            "axis: squeeze only the axis you mean (.squeeze(-1), never a bare .squeeze()) and take every size "
+            "from the input's own shape", shape="batch"),
+    Variant("sequences of length 1", "with sequences of length 1 (the inputs' time axis has size 1, as in one "
+            "decoding step) the result must keep that axis: squeeze only the axis you mean and take T from the "
+            "input's own shape", shape="length"),
+    # The three stress entries are float32. Offsets of 1e3 cost the inputs' own precision (float32 keeps ~7
+    # digits, 1e3 + x keeps x to ~6e-5), so they are judged with 10x the tolerance: a lost max subtraction or
+    # an E[x²] - E[x]² variance is off by far more (inf, NaN, or percents).
+    Variant("inputs offset by +1000", "with 1000 added to the inputs (same spread, large values) the result "
+            "must stay finite and close to the reference's: subtract the max before exp (exp(1000) overflows), "
+            "and take a variance as the mean of (x - mean)², not E[x²] - E[x]² (which cancels catastrophically)",
+            offset=1e3, tol_factor=50.0),
+    Variant("very negative inputs (about -400)", "with 400 subtracted from the inputs (scores near -400: exp "
+            "underflows to 0 in float32, so an unshifted softmax divides 0 by 0) the result must stay finite and "
+            "close to the reference's: subtract the max before exponentiating", offset=-400.0, tol_factor=50.0),
+    Variant("tiny inputs (scaled by 1e-4)", "with the inputs scaled by 1e-4 (their variance, ~1e-8, is smaller "
+            "than eps, so where eps goes decides the result) the result must be close to the reference's: add "
+            "eps to the variance (or mean square) inside the square root, sqrt(var + eps), not sqrt(var) + eps",
+            scale=1e-4, tol_factor=50.0),
+)
+ENTRIES = {v.name: v for v in BATTERY}
+
+# Offsets on the inputs of attention (q, k or the x they are projected from) make scores of 1e5-1e6: the softmax is
+# one-hot and which key wins is decided by rounding, so honest implementations disagree (scaling q before the
+# product or after: 5-12% of seeds for lesson 01). Attention exercises skip the two offset entries with this reason
+# (`skip={name: OFFSET_SCORES}`); overflow in the softmax is the softmax exercises' entry.
+_SCORES_WHY = ("offset q and k give scores of 1e5-1e6, whose one-hot softmax is decided by rounding: honest "
+               "implementations disagree (the softmax exercises take these entries)")
+OFFSET_SCORES = {"inputs offset by +1000": _SCORES_WHY, "very negative inputs (about -400)": _SCORES_WHY}
+
+
+def _battery_judge(judge: Judge, v: Variant) -> Judge:
+    def battery(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        if v.judged_as or v.tol_factor != 1.0:
+            ctx = JudgeContext(Config(ctx.config.device, v.judged_as or ctx.config.dtype))
+        if v.tol_factor != 1.0:
+            t = ctx.tol
+            ctx.tol = compare.Tolerance(t.atol * v.tol_factor, t.rtol * v.tol_factor,
+                                        f"{t.why}; x{v.tol_factor:g} for {v.name}")
+        msg = judge(s, r, ctx)
+        return f"{v.message}: {msg}" if msg else None
+    return battery
+
+
+def CHECKS_OF(module) -> Checks:
+    return module.CHECKS
+
+

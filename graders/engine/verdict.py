@@ -1,0 +1,171 @@
+"""The verdict rules: from what a grading left behind to a LessonResult, in one place.
+
+`judge_lesson` takes the student's observations (one dict per exercise, None where the child never
+wrote them), the cells' reports, how the child ended and the reference's observations, and decides
+each exercise's status: missing (not_implemented), timeout, error or failed, each with a typed reason
+(`Absent`), then hands exercises with observations to `judge_exercise` (below). course_cli/grading.py
+only starts the children, reads their files and calls this; the in-process test harness calls it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .checks import CHECKS_OF, Check, Config
+from .judges import JudgeContext, wrong_devices
+from .notebook import defining_cell
+from .diagnosis import diagnose
+from .results import Absent, CheckResult, ExerciseResult, LessonResult, exercise_status
+
+
+@dataclass
+class StudentRun:
+    """What the student's child left behind."""
+
+    observations: dict[str, dict | None]  # exercise -> observations; None: never written
+    cell_reports: list[dict] = field(default_factory=list)  # cells.json: {"index", "status", "error"?}
+    death: str | None = None  # why the child ended early, in words (None: it finished)
+    timed_out: bool = False  # the child as a whole ran past its time limit
+
+
+def absent(name: str, obs: dict | None, run: StudentRun, cells: list[dict]) -> Absent | None:
+    """Why exercise `name` has no observations, or None when it has them (or when the engine's own
+    defaults apply: never reached -> timeout, defined nowhere -> not_implemented)."""
+    if obs is not None and not obs.get("missing"):
+        return None
+    failed = {c["index"]: c for c in run.cell_reports if c.get("status") not in ("ok", "skipped")}
+    cell = defining_cell(cells, name)
+    if obs is None and run.death:
+        if run.timed_out:
+            return Absent("timeout", run.death, check="ran")
+        return Absent("error", run.death)
+    if cell and cell["index"] in failed:
+        return Absent("error", f"`{name}` is not defined because its cell failed: {failed[cell['index']]['error']}")
+    if cell:
+        return Absent("error", f"`{name}` is not defined after running cell {cell['index']}")
+    return None
+
+
+def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], reference_mistakes: dict[str, dict],
+                 cells: list[dict], notebook: str = "", exercises: list | None = None, gpu: bool = False,
+                 only_public: bool = False) -> LessonResult:
+    """The lesson's result: `exercises` (registry Exercise entries; default all of the lesson's) judged
+    from the student's run against the reference's observations and the known mistakes'."""
+
+    result = LessonResult(lesson.id, notebook)
+    result.notes += [c["error"] for c in run.cell_reports if c.get("status") not in ("ok", "skipped")]
+    if run.death:
+        result.notes.append(run.death)
+    for ex in exercises if exercises is not None else lesson.exercises:
+        obs = run.observations.get(ex.name)
+        why = absent(ex.name, obs, run, cells)
+        if why is not None and why.check == "ran":
+            result.exercises.append(ExerciseResult(ex.name, why.status, 0.0, float(ex.points),
+                                                   [CheckResult(why.check, why.status, message=why.message)]))
+            continue
+        if obs is not None and obs.get("timeout"):
+            res = judge_exercise(module, ex, obs, reference[ex.name], {}, gpu, only_public=only_public)
+            res.status, res.points, res.diagnosis = "timeout", 0.0, None
+            if not any(c.status == "timeout" for c in res.checks):
+                res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", "")))
+            result.exercises.append(res)
+            continue
+        mistakes = {m.id: reference_mistakes[m.id] for m in getattr(module, "MISTAKES", ())
+                    if m.exercise == ex.name and m.id in reference_mistakes}
+        result.exercises.append(judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why,
+                                               only_public))
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# One check, one exercise: the status rules
+
+
+def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | None) -> CheckResult:
+    res = CheckResult(check.name, "passed", config.device, config.dtype)
+    if r_obs is None:
+        res.status, res.message = "error", "the reference has no observations for this check (grader bug)"
+        return res
+    if "__error__" in r_obs:
+        res.status, res.message = "error", f"the reference failed this check (grader bug): {r_obs['__error__']['message']}"
+        return res
+    if s_obs is None:
+        res.status, res.message = "timeout", "not run: the exercise ran out of time before this check"
+        return res
+    if "__error__" in s_obs:
+        err = s_obs["__error__"]
+        kind = err["kind"]
+        if kind == "not_implemented":
+            where = err["message"].split("\n  at ")[-1].split(":")[0] if "\n  at " in err["message"] else ""
+            res.status, res.message = "not_implemented", ("not implemented yet: it raises NotImplementedError"
+                                                          + (f" ({where})" if where else ""))
+        elif kind == "timeout":
+            res.status, res.message = "timeout", err["message"]
+        elif kind == "wrong":
+            res.status, res.message = "failed", err["message"]
+        elif kind == "memory":
+            res.status, res.message = "error", f"ran out of memory: {err['message']}"
+        elif check.variant:  # code that runs on the usual inputs but raises on these: a wrong answer
+            res.status, res.message = "failed", f"{check.variant.message}: it raised {err['message']}"
+        else:
+            res.status, res.message = "error", err["message"]
+        return res
+    moved = wrong_devices(s_obs, r_obs, config.device)
+    if moved:
+        key, dev = next(iter(moved.items()))
+        res.status, res.message = "failed", (
+            f"`{key}` is on {dev}, but the inputs were on {config.device}: make new tensors on the input's device "
+            f"(device=x.device, or torch.zeros_like(x)), and never move results with .cpu() or .cuda()")
+        return res
+    try:
+        msg = check.judge(s_obs, r_obs, JudgeContext(config))
+    except Exception as exc:  # a judge must not crash on odd observations: say what was odd
+        msg = f"could not judge the observations ({type(exc).__name__}: {exc})"
+    if msg:
+        res.status, res.message = "failed", msg
+    return res
+
+
+
+def judge_exercise(module, exercise, student: dict | None, reference: dict,
+                   mistakes: dict[str, dict], gpu: bool, absent: Absent | None = None,
+                   only_public: bool = False) -> ExerciseResult:
+    """Turn one exercise's observations into its result, checks in order, with a diagnosis. Without
+    observations the result is `absent`'s (graders/verdict.py says why), else: never reached ->
+    timeout, defined by no cell -> not_implemented."""
+    name, points = exercise.name, float(exercise.points)
+    checks = [c for c in CHECKS_OF(module).of(name) if not (only_public and c.hidden)]
+    results: list[CheckResult] = []
+    if student is None or student.get("missing"):
+        if absent is None and student is None:
+            absent = Absent("timeout", "the notebook's code did not reach this exercise before the time limit")
+        elif absent is None:
+            absent = Absent("not_implemented", f"no cell defines `{name}` (deleted or renamed?)")
+        return ExerciseResult(name, absent.status, 0.0, points,
+                              [CheckResult(absent.check, absent.status, message=absent.message)])
+    s_checks, r_checks = student["checks"], reference["checks"]
+    for check in checks:
+        for config in check.configs:
+            if config.device == "cuda" and not gpu:
+                results.append(CheckResult(check.name, "skipped", config.device, config.dtype,
+                                           "no CUDA device here: GPU check skipped (not passed)"))
+                continue
+            r_obs = r_checks.get(check.key(config))
+            if check.variant and isinstance(r_obs, dict) and "__inapplicable__" in r_obs:
+                continue  # a battery entry for an exercise that takes no tensor input
+            results.append(_verdict(check, config, s_checks.get(check.key(config)), r_obs))
+    forbidden = getattr(module, "FORBIDDEN", {}).get(name)
+    if forbidden:
+        used = student.get("forbidden", [])
+        results.append(CheckResult(
+            "uses no forbidden API", "failed" if used else "passed",
+            message=(f"calls {', '.join(used)}, which this exercise asks you to write yourself" if used else "")))
+    mutated = student.get("mutated", [])
+    results.append(CheckResult("leaves its inputs unchanged", "failed" if mutated else "passed",
+                               message=("modifies its input in place (" + "; ".join(mutated) + "): work on a copy "
+                                        "or use out-of-place operations" if mutated else "")))
+    status = exercise_status(results)
+    diagnosis = diagnose(module, name, checks, s_checks, r_checks, mistakes, results) if status in ("failed", "error") else None
+    return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis)
+
+

@@ -1,0 +1,53 @@
+"""No behaviour changed by a refactor: the verdicts of every lesson's solution, untouched stub and catalogued
+mistakes, judged in process, equal the ones stored in tests/golden/verdicts.json (timings aside).
+
+The stored file was produced by this test's `--update-golden` run before the restructure of issue 27, so it is
+the old code's own output, not a hand-written expectation. A change that is meant to change a verdict (a new
+check, a new mistake) regenerates it: `python -m pytest tests/test_golden.py --update-golden`, and the diff of
+verdicts.json is then part of the review.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graders.registry import LESSONS
+
+GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
+
+
+def _normalise(result) -> dict:
+    d = result.to_dict()
+    d["notebook"] = Path(d.get("notebook", "")).name
+    d.pop("timings", None)
+    d.pop("seed", None)
+    return d
+
+
+def lesson_verdicts(lesson, tmp_path: Path) -> dict:
+    from harness import check_in_process, mistakes_of, with_mistake
+
+    out = {"solution": _normalise(check_in_process(lesson, lesson.solution_path)),
+           "stub": _normalise(check_in_process(lesson, lesson.student_path))}
+    for mistake in mistakes_of(lesson):
+        path = with_mistake(lesson, mistake, tmp_path)
+        out[f"mistake:{mistake.id}"] = _normalise(check_in_process(lesson, path, [mistake.exercise]))
+    return out
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
+def test_verdicts_unchanged(lesson, tmp_path, request):
+    got = json.loads(json.dumps(lesson_verdicts(lesson, tmp_path)))
+    stored = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if request.config.getoption("--update-golden"):
+        stored[lesson.id] = got
+        GOLDEN.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        return
+    assert lesson.id in stored, "no stored verdicts: run with --update-golden"
+    want = stored[lesson.id]
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key] == want[key], f"{lesson.id} {key}: the verdict changed"
