@@ -81,7 +81,7 @@ def main() -> None:
 
     from nbclient import NotebookClient
 
-    from course_cli.notebook import is_demo
+    from course_cli.sandboxed.notebook import is_demo
 
     # The bare run: the kernel executes the notebook and nothing grades it (check cells become no-ops).
     os.environ["COURSE_NBGRADER"] = "1"

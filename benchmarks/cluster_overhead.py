@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from batch_grading import submissions  # noqa: E402
 
-from course_cli import batch, cluster  # noqa: E402
-from course_cli.grading import Reference  # noqa: E402
-from course_cli.journal import result_to_dict  # noqa: E402
+from course_cli.classes import batch, cluster  # noqa: E402
+from course_cli.sandboxed.grading import Reference  # noqa: E402
+from course_cli.classes.journal import result_to_dict  # noqa: E402
 from graders.registry import find_lesson  # noqa: E402
 
 

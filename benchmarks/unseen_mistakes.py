@@ -45,7 +45,7 @@ CASES = [  # (lesson, exercise, old, new, what the student did)
 
 def main() -> None:
     import graders.engine.diagnosis as diagnosis
-    from course_cli.grading import grade_notebook
+    from course_cli.sandboxed.grading import grade_notebook
     from graders.engine import solved_cell
     from graders.registry import find_lesson
     from harness import with_code

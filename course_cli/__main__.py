@@ -1,3 +1,3 @@
-from .main import cli
+from course_cli.main import cli
 
 cli(prog_name="course")

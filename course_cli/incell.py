@@ -7,7 +7,7 @@ HTML that wraps to the output area, with the failing matrix drawn when there is 
 
 A failing check does not raise in a student's kernel, so Run All goes on to the end of the notebook (the
 plots after a check are often what shows the mistake). Scoring does not depend on it: under `nbgrader
-autograde` this function grades nothing, and the course's autograder step (course_cli/nbgrader_course.py,
+autograde` this function grades nothing, and the course's autograder step (course_cli/instructor/nbgrader_course.py,
 ApplyCourseVerdict) replaces each check cell's outputs with the verdict computed outside the kernel, with an
 error output when the exercise did not pass, so nbgrader gives that cell 0 points. Set COURSE_CHECK_RAISE=1
 to make a failing check raise (a short error, never the course's own traceback).
@@ -83,13 +83,13 @@ def grade(lesson: str, exercise: str, hidden: bool = False):
     from graders.registry import UnknownLesson, find_lesson
 
     if os.environ.get("COURSE_NBGRADER") == "1":
-        # Inside `nbgrader autograde` the verdict is computed outside this kernel (course_cli/nbgrader_course.py)
+        # Inside `nbgrader autograde` the verdict is computed outside this kernel (course_cli/instructor/nbgrader_course.py)
         # and replaces this cell's outputs; grading here as well would only cost time.
         print(f"{exercise}: graded by the course's autograder step, outside this kernel")
         return None
 
-    from .grading import grade_cells
-    from .render import blocked_by, exercise_html, exercise_plain
+    from course_cli.sandboxed.grading import grade_cells
+    from course_cli.render import blocked_by, exercise_html, exercise_plain
 
     try:
         lesson_obj = find_lesson(lesson)
@@ -119,8 +119,8 @@ def _display(html: str, text: str) -> None:
 
 def _record(result) -> None:
     try:
-        from .progress import ProgressStore
-        from .workspace import find_workspace
+        from course_cli.student.progress import ProgressStore
+        from course_cli.student.workspace import find_workspace
 
         ProgressStore(find_workspace()).record(result, source="notebook")
     except Exception:  # progress is a convenience; never let it fail a check

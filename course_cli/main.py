@@ -30,7 +30,7 @@ def _lesson(key: str):
 
 def _workspace():
     """The workspace a command uses; outside any, say so (on stderr) and which one is used instead."""
-    from .workspace import find_workspace, outside_note
+    from course_cli.student.workspace import find_workspace, outside_note
 
     note = outside_note()
     if note:
@@ -39,7 +39,7 @@ def _workspace():
 
 
 def _workspace_or_fail():
-    from .workspace import locate
+    from course_cli.student.workspace import locate
 
     path, how = locate()
     if how == "clone":
@@ -75,7 +75,7 @@ def list_cmd() -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    from .render import make_console, plural
+    from course_cli.render import make_console, plural
 
     console = make_console()
     console.print(Text("The attention course", style="bold"))
@@ -114,9 +114,9 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
 
     Example: course check lesson01 softmax
     """
-    from .grading import grade_notebook
-    from .render import make_console, render_result
-    from .workspace import notebook_path
+    from course_cli.sandboxed.grading import grade_notebook
+    from course_cli.render import make_console, render_result
+    from course_cli.student.workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -135,7 +135,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = notebook_path(lesson_obj, workspace)
     result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
     if not solution and not notebook:
-        from .progress import ProgressStore
+        from course_cli.student.progress import ProgressStore
 
         store = ProgressStore(workspace)
         try:
@@ -147,7 +147,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     if html_file:
         from pathlib import Path
 
-        from .render import lesson_html
+        from course_cli.render import lesson_html
 
         try:
             Path(html_file).write_text(lesson_html(result, lesson_obj.title), encoding="utf-8")
@@ -172,8 +172,8 @@ def status(as_json: bool) -> None:
     from rich.progress_bar import ProgressBar
     from rich.table import Table
 
-    from .progress import ProgressStore
-    from .render import make_console, status_text
+    from course_cli.student.progress import ProgressStore
+    from course_cli.render import make_console, status_text
 
     data = ProgressStore(_workspace()).load()
     rows = []
@@ -234,7 +234,7 @@ def hint(lesson: str, exercise: str) -> None:
 
     Example: course hint lesson01 softmax
     """
-    from .progress import ProgressStore
+    from course_cli.student.progress import ProgressStore
 
     lesson_obj = _lesson(lesson)
     try:
@@ -260,7 +260,7 @@ def init(directory: str | None) -> None:
     """
     from pathlib import Path
 
-    from .workspace_ops import init as init_ws
+    from course_cli.student.workspace_ops import init as init_ws
 
     target = Path(directory or ".").resolve()
     copied, kept = init_ws(target)
@@ -283,8 +283,8 @@ def lab(lesson: str | None, print_command: bool) -> None:
     import shlex
     import shutil
 
-    from .workspace import notebook_path
-    from .workspace_ops import JUPYTER_DIR, jupyter_config
+    from course_cli.student.workspace import notebook_path
+    from course_cli.student.workspace_ops import JUPYTER_DIR, jupyter_config
 
     workspace = _workspace_or_fail()
     jupyter_config(workspace)
@@ -311,9 +311,9 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     """
     from pathlib import Path
 
-    from .notebook import NotebookError
-    from .workspace import notebook_path
-    from .workspace_ops import reset as reset_nb
+    from course_cli.sandboxed.notebook import NotebookError
+    from course_cli.student.workspace import notebook_path
+    from course_cli.student.workspace_ops import reset as reset_nb
 
     lesson_obj = _lesson(lesson)
     workspace = _workspace()
@@ -336,8 +336,8 @@ def watch(lesson: str, exercise: str | None, notebook: str | None, interval: flo
     """
     from pathlib import Path
 
-    from .watch import watch as watch_nb
-    from .workspace import notebook_path
+    from course_cli.student.watch import watch as watch_nb
+    from course_cli.student.workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -360,9 +360,9 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 
     Example: course bench lesson05
     """
-    from .grading import run_benchmark
-    from .render import make_console, render_bench
-    from .workspace import notebook_path
+    from course_cli.sandboxed.grading import run_benchmark
+    from course_cli.render import make_console, render_bench
+    from course_cli.student.workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
     path = lesson_obj.solution_path if solution else notebook or notebook_path(lesson_obj, _workspace())
@@ -411,19 +411,18 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     import os
     from pathlib import Path
 
-    from . import sandbox
-
+    from course_cli.sandboxed import sandbox
     if insecure:
         os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
     if journal is None and out:
         journal = out + ".journal"
     if seed is None and resume and journal and Path(journal).exists():
-        from .journal import journal_seed
+        from course_cli.classes.journal import journal_seed
 
         seed = journal_seed(Path(journal))  # the interrupted run's hidden checks
     if seed is not None:
         os.environ["COURSE_HIDDEN_SEED"] = str(seed)
-    from .grading import hidden_seed
+    from course_cli.sandboxed.grading import hidden_seed
 
     seed = hidden_seed()  # the hidden checks' inputs of this run
     try:
@@ -437,11 +436,11 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
-    from .batch import find_class, grade_class, missing_result, summary, write
-    from .cluster import ClusterError  # (Dask is imported only when a cluster is used)
-    from .grading import reference_key
-    from .journal import Journal, JournalError
-    from .render import make_console
+    from course_cli.classes.batch import find_class, grade_class, missing_result, summary, write
+    from course_cli.classes.cluster import ClusterError  # (Dask is imported only when a cluster is used)
+    from course_cli.sandboxed.grading import reference_key
+    from course_cli.classes.journal import Journal, JournalError
+    from course_cli.render import make_console
 
     lesson_obj = _lesson(lesson)
     subs, renamed, absent = find_class(Path(submissions), lesson_obj)
@@ -521,7 +520,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
         click.echo(f"wrote {out}")
-    from .batch import any_errors
+    from course_cli.classes.batch import any_errors
 
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))
@@ -544,7 +543,7 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
     """
     from pathlib import Path
 
-    from .report import write_report
+    from course_cli.instructor.report import write_report
 
     try:
         data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
@@ -567,7 +566,7 @@ def gradescope(lesson: str, out: str) -> None:
     """
     from pathlib import Path
 
-    from .gradescope import build_zip
+    from course_cli.instructor.gradescope import build_zip
 
     lesson_obj = _lesson(lesson)
     names = build_zip(lesson_obj, Path(out))
@@ -593,7 +592,7 @@ def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks:
     """
     from pathlib import Path
 
-    from .classroom import write as write_classroom
+    from course_cli.instructor.classroom import write as write_classroom
 
     chosen = [_lesson(k) for k in lessons] or list(LESSONS)
     target = Path(directory)
@@ -625,7 +624,7 @@ def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
     """
     from pathlib import Path
 
-    from .nbgrader_course import make_course
+    from course_cli.instructor.nbgrader_course import make_course
 
     target = Path(directory).resolve()
     done = make_course(target, course_id)
@@ -634,7 +633,7 @@ def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
     for p in done["kept"]:
         click.echo(f"kept   {p.relative_to(target)} (already there)")
     if pack:
-        from .pack import make_pack
+        from course_cli.instructor.pack import make_pack
 
         dist = target / "student-package"
         if dist.exists() and any(dist.iterdir()):
@@ -659,7 +658,7 @@ def pack(directory: str) -> None:
 
     from graders.registry import STUDENT_DISTRIBUTION
 
-    from .pack import make_pack
+    from course_cli.instructor.pack import make_pack
 
     if STUDENT_DISTRIBUTION:
         raise CourseError("this is already the student distribution: run `course pack` from the course repository")
@@ -678,7 +677,7 @@ def build(check_only: bool) -> None:
 
     Example: course build --check
     """
-    from .build import build as build_all
+    from course_cli.instructor.build import build as build_all
 
     stale = build_all(check=check_only)
     for p in stale:

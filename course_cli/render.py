@@ -406,7 +406,7 @@ def exercise_html(ex, lesson: str, blockers: list[str] | None = None, figures: b
     if skipped and ex.status == "passed":
         out.append(f'<div class="dim">{plural(skipped, "GPU check")} skipped: no CUDA device here.</div>')
     if figures and ex.status != "passed":
-        from .figures import exercise_figures
+        from course_cli.figures import exercise_figures
 
         for svg in exercise_figures(ex):
             out.append(f'<div class="figure">{svg}</div>')

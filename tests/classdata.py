@@ -73,7 +73,7 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
 
 def synthetic_progress(results: dict[str, LessonResult], seed: int = 1, start: float = 1.7e9) -> dict[str, dict]:
     """{student: progress.json contents} consistent with `results`: a few attempts each, the exercises that
-    passed in the results passing at a drawn attempt (course_cli/progress.py's format)."""
+    passed in the results passing at a drawn attempt (course_cli/student/progress.py's format)."""
     rng = random.Random(seed)
     stores = {}
     for student, res in results.items():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from graders.engine import mistake_source
 from graders.engine.notebook import defining_index
 from graders.registry import Lesson
@@ -113,7 +113,7 @@ def _configs(module):
 def run_in_process(lesson: Lesson, path: Path) -> tuple[dict, list[dict]]:
     """The notebook's graded cells run into a fresh namespace, as the child runs them (no time or memory
     limit, no guard: trusted notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
-    from course_cli.notebook import read_notebook
+    from course_cli.sandboxed.notebook import read_notebook
     from graders.engine import register_source, student_traceback
     from graders.engine.notebook import graded_cells, strip_magics
 
@@ -187,7 +187,7 @@ def judge_in_process(lesson: Lesson, exercise: str, student: dict):
 def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None):
     """`course check --notebook path` for a trusted notebook (a test's fixture), in this process: the
     same cells, probes, mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
-    from course_cli.notebook import read_notebook
+    from course_cli.sandboxed.notebook import read_notebook
     from graders.engine import probe_exercise
     from graders.engine.notebook import graded_cells
     from graders.engine.verdict import StudentRun, judge_lesson

@@ -28,8 +28,8 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from course_cli import grading, sandbox
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed import grading, sandbox
+from course_cli.sandboxed.grading import grade_notebook
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from harness import with_code
@@ -457,7 +457,7 @@ def test_grade_refuses_to_run_without_the_sandbox(tmp_path, monkeypatch):
 
 @needs_sandbox
 def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
-    from course_cli.nbgrader_course import make_course
+    from course_cli.instructor.nbgrader_course import make_course
 
     monkeypatch.setenv("COURSE_TEST_SECRET_TOKEN", SECRET)
     monkeypatch.setenv("COURSE_CELL_TIMEOUT", "3")
@@ -522,7 +522,7 @@ def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
 def test_one_submission_crashing_the_grader_is_an_error_row(tmp_path, monkeypatch):
     """An exception inside the grader for one student: that student's error row, the others graded, the
     results file written, exit code 1."""
-    from course_cli import batch
+    from course_cli.classes import batch
 
     real = grading.grade_notebook
 

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from course_cli import sandbox
+from course_cli.sandboxed import sandbox
 from course_cli.main import cli
 from graders.registry import find_lesson
 from harness import mistakes_of, with_code, with_mistake

@@ -70,7 +70,7 @@ def _notebooks(lessons: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from course_cli.workspace_ops import JUPYTER_DIR, init
+    from course_cli.student.workspace_ops import JUPYTER_DIR, init
 
     root = tmp_path_factory.mktemp("lab")
     init(root)  # a student's workspace: .course/, lessons/, .jupyter/ (no nbgrader instructor UI)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from course_cli.classroom import GRADER, REPORTER, step_id, verdict
+from course_cli.instructor.classroom import GRADER, REPORTER, step_id, verdict
 from course_cli.main import cli
 from graders.registry import LESSONS, find_lesson
 

@@ -23,9 +23,10 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from course_cli import batch, cluster, sandbox
-from course_cli.grading import Reference, reference_key
-from course_cli.journal import (Journal, JournalError, file_digest, journal_seed, result_from_dict,
+from course_cli.classes import batch, cluster
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.grading import Reference, reference_key
+from course_cli.classes.journal import (Journal, JournalError, file_digest, journal_seed, result_from_dict,
                                 result_to_dict)
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
@@ -115,7 +116,7 @@ def test_bad_options_are_clean_errors(tmp_path, monkeypatch):
 
 
 def test_the_course_cli_imports_no_dask_without_a_scheduler():
-    code = ("import sys; import course_cli.main, course_cli.batch, course_cli.cluster, course_cli.journal; "
+    code = ("import sys; import course_cli.main, course_cli.classes.batch, course_cli.classes.cluster, course_cli.classes.journal; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
 from harness import mistakes_of, with_mistake
 

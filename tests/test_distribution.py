@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_cli.pack import drop_unreferenced, make_pack, strip_grader
+from course_cli.instructor.pack import drop_unreferenced, make_pack, strip_grader
 from graders.registry import LESSONS, find_lesson
 
 pytestmark = pytest.mark.slow

@@ -102,7 +102,7 @@ def _planted_outputs():
     import tempfile
     from pathlib import Path
 
-    from course_cli.grading import grade_notebook
+    from course_cli.sandboxed.grading import grade_notebook
 
     for lid in ("lesson01", "lesson02", "lesson03"):
         lesson = find_lesson(lid)
@@ -365,7 +365,7 @@ def test_init_writes_a_student_jupyter_config_without_nbgrader_instructor_ui(tmp
     from click.testing import CliRunner
 
     from course_cli.main import cli
-    from course_cli.workspace_ops import init
+    from course_cli.student.workspace_ops import init
 
     init(tmp_path / "ws")
     lab = json.loads((tmp_path / "ws" / ".jupyter" / "labconfig" / "page_config.json").read_text())
@@ -477,7 +477,7 @@ def test_list_never_truncates_a_name_the_student_types(monkeypatch):
 def test_status_labels_the_best_and_the_last_attempt(tmp_path, monkeypatch):
     import json
 
-    from course_cli.progress import ProgressStore
+    from course_cli.student.progress import ProgressStore
 
     ws = tmp_path / "ws"
     (ws / ".course").mkdir(parents=True)
@@ -510,7 +510,7 @@ def test_file_commands_do_not_import_torch(tmp_path):
     import subprocess
     import sys
 
-    from course_cli.workspace_ops import init
+    from course_cli.student.workspace_ops import init
     from graders.registry import ROOT
 
     init(tmp_path / "ws")
@@ -527,8 +527,8 @@ def test_file_commands_do_not_import_torch(tmp_path):
 
 
 def test_watch_with_an_exercise_grades_and_reports_only_that_one(tmp_path, monkeypatch):
-    import course_cli.grading as grading
-    from course_cli import watch
+    import course_cli.sandboxed.grading as grading
+    from course_cli.student import watch
 
     seen = []
 
@@ -575,7 +575,7 @@ def test_not_implemented_is_one_line():
 
 
 def test_nbgrader_verdict_carries_the_report_and_its_figure_and_scores_zero():
-    from course_cli.nbgrader_course import verdict_outputs
+    from course_cli.instructor.nbgrader_course import verdict_outputs
     from graders.engine.diagnosis import attach_figure
 
     checks, s, r = _planted_mask_leak()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import marks
-from course_cli.grading import cuda_available, grade_notebook
+from course_cli.sandboxed.grading import cuda_available, grade_notebook
 from graders.registry import LESSONS
 from harness import explain, grade_one, mistakes_of, with_mistake
 

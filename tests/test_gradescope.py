@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from course_cli.gradescope import find_submission, gradescope_results, hidden_names
-from course_cli.grading import grade_notebook
+from course_cli.instructor.gradescope import find_submission, gradescope_results, hidden_names
+from course_cli.sandboxed.grading import grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
@@ -82,7 +82,7 @@ def test_which_notebook_is_graded(tmp_path):
 
 
 def test_no_notebook_still_gives_a_results_file(tmp_path):
-    from course_cli.gradescope import main
+    from course_cli.instructor.gradescope import main
 
     (tmp_path / "submission").mkdir()
     assert main(["run", "--lesson", "lesson01", "--root", str(tmp_path)]) == 0
@@ -193,4 +193,4 @@ def test_the_zip_s_course_builds_as_setup_sh_installs_it(autograder, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = (tmp_path / "wheel").glob("attention_course-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "course_cli/gradescope.py" in names and "graders/lesson01_sdpa.py" in names
+    assert "course_cli/instructor/gradescope.py" in names and "graders/lesson01_sdpa.py" in names

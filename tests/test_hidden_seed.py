@@ -13,7 +13,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from course_cli.main import cli
 from graders import engine
 from graders.registry import find_lesson

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from course_cli import sandbox
-from course_cli.grading import Reference, grade_notebook
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.grading import Reference, grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
 

@@ -10,7 +10,7 @@ import nbclient
 import nbformat
 import pytest
 
-from course_cli.notebook import is_demo
+from course_cli.sandboxed.notebook import is_demo
 from graders.engine import mistake_source
 from graders.registry import find_lesson
 from harness import mistakes_of, solution_cell_index

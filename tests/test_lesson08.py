@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graders.registry import find_lesson
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from harness import explain, with_code
 
 pytestmark = pytest.mark.lesson08

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
 from harness import explain, with_code
 

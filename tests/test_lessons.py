@@ -14,8 +14,8 @@ import json
 import pytest
 
 from conftest import marks
-from course_cli.build import student_notebook
-from course_cli.grading import grade_notebook
+from course_cli.instructor.build import student_notebook
+from course_cli.sandboxed.grading import grade_notebook
 from graders.engine.notebook import defines, defining_cell, source_of
 from graders.registry import LESSONS, ROOT
 from harness import (explain, grade_one, judge_in_process, mistake_observations, mistakes_of, reference,

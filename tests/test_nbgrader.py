@@ -19,8 +19,8 @@ import nbformat
 import pytest
 
 from conftest import marks
-from course_cli.grading import grade_notebook
-from course_cli.nbgrader_course import make_course
+from course_cli.sandboxed.grading import grade_notebook
+from course_cli.instructor.nbgrader_course import make_course
 from graders.engine import mistake_source
 from graders.registry import LESSONS
 from harness import solution_cell_index

@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_cli.nbgrader_course import make_course
+from course_cli.instructor.nbgrader_course import make_course
 from graders.registry import find_lesson
 
 pytestmark = pytest.mark.slow

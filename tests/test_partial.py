@@ -49,7 +49,7 @@ def test_apply_partial_reads_the_registry_weights():
 
 @pytest.mark.slow
 def test_nbgrader_and_course_grade_give_the_same_partial_points(tmp_path):
-    from course_cli.nbgrader_course import make_course
+    from course_cli.instructor.nbgrader_course import make_course
     from harness import mistakes_of, with_mistake
 
     course = tmp_path / "course"

@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from course_cli.progress import ProgressStore
+from course_cli.student.progress import ProgressStore
 from graders.registry import ROOT
 from graders.engine.results import ExerciseResult, LessonResult
 
 WRITER = r"""
 import sys
 from pathlib import Path
-from course_cli.progress import ProgressStore
+from course_cli.student.progress import ProgressStore
 from graders.engine.results import ExerciseResult, LessonResult
 ws, n, tag = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 store = ProgressStore(ws)

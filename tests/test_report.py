@@ -23,9 +23,9 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 from classdata import student_names, synthetic_class, synthetic_progress  # noqa: E402
 
-from course_cli import batch  # noqa: E402
+from course_cli.classes import batch  # noqa: E402
 from course_cli.main import cli  # noqa: E402
-from course_cli.report import OUTLIER_GAP  # noqa: E402
+from course_cli.instructor.report import OUTLIER_GAP  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
@@ -180,7 +180,7 @@ def test_time_to_pass_from_the_progress_files(made):
 
 
 def test_time_to_pass_skips_stores_of_another_shape():
-    from course_cli.report import time_to_pass
+    from course_cli.instructor.report import time_to_pass
 
     good = {"lessons": {"lesson01": {"attempts": [
         {"time": 100.0, "exercises": {"softmax": {"status": "failed"}}},
@@ -290,7 +290,7 @@ def screenshot(path: Path) -> None:
         for student, store in synthetic_progress(klass).items():
             (tmp / "p" / student).mkdir(parents=True)
             (tmp / "p" / student / "progress.json").write_text(json.dumps(store))
-        from course_cli.report import write_report
+        from course_cli.instructor.report import write_report
 
         write_report(tmp / "results.json", tmp / "report.html", tmp / "p")
         driver, profile = browser(1000, 1500)

@@ -7,8 +7,8 @@ import json
 import nbformat
 import pytest
 
-from course_cli import sandbox
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
 from harness import explain, with_code
 
@@ -152,7 +152,7 @@ def test_magics_and_shell_escapes_are_skipped(tmp_path):
 
 def test_gpu_checks_run_when_the_parent_sees_cuda(monkeypatch):
     """The CPU child runs with CUDA hidden, so the parent decides whether the GPU child runs."""
-    from course_cli import grading
+    from course_cli.sandboxed import grading
 
     calls = []
     monkeypatch.setattr(grading, "cuda_available", lambda: True)

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from classdata import synthetic_class
-from course_cli import batch
+from course_cli.classes import batch
 
 
 @pytest.fixture(scope="module")

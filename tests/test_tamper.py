@@ -10,8 +10,8 @@ import nbformat
 import pytest
 import torch
 
-from course_cli import sandbox
-from course_cli.grading import grade_notebook
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.grading import grade_notebook
 from graders.engine import clean
 from graders.registry import find_lesson
 
@@ -119,14 +119,14 @@ def test_observations_cannot_carry_code(tmp_path):
     torch.save({"checks": {"x": Payload()}}, path)
     with pytest.raises(Exception):
         torch.load(path, weights_only=True)
-    from course_cli.grading import _load
+    from course_cli.sandboxed.grading import _load
 
     assert _load(path) is None
 
 
 POISON = '''
 import glob, os, torch
-from course_cli import grading
+from course_cli.sandboxed import grading
 for path in glob.glob(os.path.join(str(grading.CACHE_DIR), "lesson01-cpu-*.pt")):
     data = torch.load(path, weights_only=True)
     mine = data["mistakes"]["no_scaling"]  # the observations of exactly my (wrong) answer
@@ -143,7 +143,7 @@ def test_a_poisoned_reference_cache_cannot_pass_a_class_submission(tmp_path, mon
     course check's cache holds too (without bubblewrap, course check's own cache is the student's to fool)."""
     from click.testing import CliRunner
 
-    from course_cli import grading
+    from course_cli.sandboxed import grading
     from course_cli.main import cli
     from graders.engine import mistake_source
     from harness import mistakes_of, solution_cell_index
@@ -164,7 +164,7 @@ def test_a_poisoned_reference_cache_cannot_pass_a_class_submission(tmp_path, mon
     assert r.exit_code == 0
     verdict = json.loads(out.read_text())["students"]["mallory"]
     assert verdict["score"] == 4.0  # softmax only: the poisoned cache was not used
-    from course_cli import sandbox
+    from course_cli.sandboxed import sandbox
 
     expected = 4.0 if sandbox.bwrap_status()[0] else 10.0  # unsandboxed, the attack on the cache is real
     assert grade_notebook(L01, subs / "mallory.ipynb").score == expected

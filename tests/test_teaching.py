@@ -303,7 +303,7 @@ def test_a_shared_step_grades_each_exercise_on_its_own(lesson, names, tmp_path):
 @pytest.mark.parametrize("lesson, names", SHARED)
 def test_a_shared_step_end_to_end(lesson, names, tmp_path):
     """The same, through the sandboxed child: `course check --notebook`."""
-    from course_cli.grading import grade_notebook
+    from course_cli.sandboxed.grading import grade_notebook
     from harness import explain, with_code
 
     (cell, _), = [(c, n) for c, n in steps(lesson) if n == names]
@@ -317,7 +317,7 @@ def test_a_shared_step_end_to_end(lesson, names, tmp_path):
 def test_reset_of_one_exercise_restores_its_shared_step(tmp_path):
     import nbformat
 
-    from course_cli.workspace_ops import reset
+    from course_cli.student.workspace_ops import reset
 
     lesson = next(l for l in LESSONS if l.id == "lesson03")
     notebook = tmp_path / lesson.notebook

@@ -1,6 +1,6 @@
 """The notebook rules, in one place: which cells are graded, which are demos or tests, how magics are
 run, and which cell defines a name. Used by the sandboxed child, `graders.parts`, the CLI's notebook
-reading (course_cli/notebook.py), the solved-cell lookup of known mistakes and the tests.
+reading (course_cli/sandboxed/notebook.py), the solved-cell lookup of known mistakes and the tests.
 
 Graded: every code cell, in order, except demo cells (metadata `course.role == "demo"`) and nbgrader's
 autograder test cells (`grade: true`, `solution: false`). So a helper in a cell of its own, a cell

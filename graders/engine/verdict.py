@@ -3,7 +3,7 @@
 `judge_lesson` takes the student's observations (one dict per exercise, None where the child never
 wrote them), the cells' reports, how the child ended and the reference's observations, and decides
 each exercise's status: missing (not_implemented), timeout, error or failed, each with a typed reason
-(`Absent`), then hands exercises with observations to `judge_exercise` (below). course_cli/grading.py
+(`Absent`), then hands exercises with observations to `judge_exercise` (below). course_cli/sandboxed/grading.py
 only starts the children, reads their files and calls this; the in-process test harness calls it too.
 """
 

@@ -16,9 +16,9 @@ def _stamp(path: Path):
 
 def watch(lesson, path: Path, workspace: Path, exercises, interval: float = 0.5, record: bool = True,
           debounce: float = 0.4) -> None:
-    from .grading import grade_notebook
-    from .progress import ProgressStore
-    from .render import make_console, render_result
+    from course_cli.sandboxed.grading import grade_notebook
+    from course_cli.student.progress import ProgressStore
+    from course_cli.render import make_console, render_result
 
     console = make_console()
     last = None

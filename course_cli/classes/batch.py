@@ -71,7 +71,7 @@ def missing_result(lesson: Lesson, reason: str) -> LessonResult:
 
 def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
     """Grade one submission; never raises: whatever goes wrong is that student's error row."""
-    from .grading import _error_result, grade_notebook
+    from course_cli.sandboxed.grading import _error_result, grade_notebook
 
     try:
         return grade_notebook(lesson, path, trusted=True, **kwargs)
@@ -82,7 +82,7 @@ def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> Less
 
 def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None) -> dict[str, LessonResult]:
     """Grade every submission, `jobs` at a time; `on_done(student, result)` after each one."""
-    from .grading import Reference
+    from course_cli.sandboxed.grading import Reference
 
     # A fresh reference, kept in memory, computed once for the whole class (see grading.Reference).
     Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
@@ -109,8 +109,8 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
     with resume=True the journal's results for unchanged submissions are kept (`on_resumed(n)` is told how
     many; the students in `regrade` are graded anyway) and only the others are graded. Either way the
     result is the same as one uninterrupted run's."""
-    from .grading import reference_key
-    from .journal import Journal, file_digest
+    from course_cli.sandboxed.grading import reference_key
+    from course_cli.classes.journal import Journal, file_digest
 
     digests = {student: file_digest(path) for student, path in submissions}
     paths = {student: str(path) for student, path in submissions}
@@ -133,7 +133,7 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
 
         todo = [(student, path) for student, path in submissions if student not in results]
         if todo and scheduler:
-            from .cluster import grade_on_cluster
+            from course_cli.classes.cluster import grade_on_cluster
 
             results.update(grade_on_cluster(lesson, todo, scheduler, done, workers or jobs, digests))
         elif todo:

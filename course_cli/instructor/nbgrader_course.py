@@ -35,7 +35,7 @@ CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
 import os
 
-from course_cli.nbgrader_course import ApplyCourseVerdict, CourseOverwriteCells, RepairCells, StartCourseGrading
+from course_cli.instructor.nbgrader_course import ApplyCourseVerdict, CourseOverwriteCells, RepairCells, StartCourseGrading
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteKernelspec,
@@ -75,7 +75,7 @@ c.Autograde.autograde_preprocessors = [
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 # nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
 # says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
-c.ExportApp.plugin_class = "course_cli.nbgrader_course.CourseExport"
+c.ExportApp.plugin_class = "course_cli.instructor.nbgrader_course.CourseExport"
 '''
 
 README = '''\
@@ -209,18 +209,17 @@ class StartCourseGrading(NbGraderPreprocessor):
     """Start the course's sandboxed grading of this notebook's code (returns at once)."""
 
     def preprocess(self, nb, resources):
-        from .grading import Grading
-        from .notebook import graded_cells
+        from course_cli.sandboxed.grading import Grading
+        from course_cli.sandboxed.notebook import graded_cells
 
-        from . import sandbox
-
+        from course_cli.sandboxed import sandbox
         lesson = _lesson_of(resources)
         if lesson is not None:
             sandbox.require_sandbox()  # refuse to grade unprotected (unless COURSE_INSECURE=1)
             try:
                 cells = graded_cells(nb)
             except Exception as exc:  # a notebook nbgrader accepted but the course cannot read
-                from .grading import _error_result
+                from course_cli.sandboxed.grading import _error_result
 
                 _IN_FLIGHT[_key(resources)] = _error_result(
                     lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}")
@@ -264,14 +263,14 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             if lesson is not None:
                 apply_partial(result, lesson)
         by_id = {e.id: e for e in result.exercises}
-        from .render import blocked_by
+        from course_cli.render import blocked_by
 
         blockers = blocked_by(result.lesson, result)
         for cell in nb.cells:
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
             if cell.cell_type == "code" and gid.startswith("test_") and gid[5:] in by_id:
                 cell.outputs = verdict_outputs(by_id[gid[5:]], result.lesson, blockers.get(gid[5:]))
-        from .grading import hidden_seed
+        from course_cli.sandboxed.grading import hidden_seed
 
         nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
         self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
@@ -285,7 +284,7 @@ def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> 
     then gives the cell 0 points; a student's own kernel does not raise, so Run All goes on)."""
     from nbformat.v4 import new_output
 
-    from .render import exercise_html, exercise_plain
+    from course_cli.render import exercise_html, exercise_plain
 
     outputs = [new_output("display_data", data={"text/plain": exercise_plain(ex, lesson, blockers),
                                                 "text/html": exercise_html(ex, lesson, blockers)})]

@@ -1,4 +1,4 @@
-"""Starting and collecting the sandboxed child (course_cli/child.py).
+"""Starting and collecting the sandboxed child (course_cli/sandboxed/child.py).
 
 Every child that runs student code runs inside bubblewrap (`bwrap`, Debian's `bubblewrap`, the tool Flatpak
 uses) when it is there: its own user, PID, IPC, UTS, cgroup and network namespaces (no network at all); a
@@ -24,7 +24,7 @@ The child's limits:
            cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
            group, and every process in its cgroup)
 
-Everything the child reports comes back as files, read by `course_cli.readback`: regular files only,
+Everything the child reports comes back as files, read by `course_cli.sandboxed.readback`: regular files only,
 bounded sizes, JSON with capped depth, uncompressed tensor archives of plain tensors (never code).
 """
 
@@ -44,8 +44,7 @@ from pathlib import Path
 
 from graders.registry import ROOT
 
-from . import readback
-
+from course_cli.sandboxed import readback
 MEMORY_LIMIT = int(float(os.environ.get("COURSE_MEMORY_LIMIT_GB", "4")) * 2**30)
 CELL_TIMEOUT = float(os.environ.get("COURSE_CELL_TIMEOUT", "20"))
 EXERCISE_TIMEOUT = float(os.environ.get("COURSE_EXERCISE_TIMEOUT", "30"))
@@ -471,7 +470,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
     # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
     memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
-    command = [sys.executable, "-m", "course_cli.child", str(out / "job.json")]
+    command = [sys.executable, "-m", "course_cli.sandboxed.child", str(out / "job.json")]
     if sandboxed:
         command = _bwrap_argv(out, device, [Path(p) for p in visible], env) + command
     cgroup = _new_cgroup(PROCESS_LIMIT)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from graders.registry import LESSONS, Lesson
 
-from .workspace import MARKER
+from course_cli.student.workspace import MARKER
 
 
 def backup(notebook: Path, workspace: Path) -> Path:
@@ -32,13 +32,13 @@ def backup(notebook: Path, workspace: Path) -> Path:
 def _pristine(lesson: Lesson):
     """The released student notebook (lessons/, which `course build --check` keeps in step with solutions/);
     built afresh only when it is missing: nbgrader's preprocessors take seconds to import."""
-    from .notebook import _nbformat
+    from course_cli.sandboxed.notebook import _nbformat
 
     nbformat = _nbformat()  # without the IRI checker jsonschema would load: a second of grammar building
 
     if lesson.student_path.exists():
         return nbformat.read(lesson.student_path, as_version=4)
-    from .build import student_notebook
+    from course_cli.instructor.build import student_notebook
 
     return nbformat.reads(student_notebook(lesson), as_version=4)
 
@@ -55,11 +55,11 @@ def _find(nb, exercise: str) -> int | None:
 
 def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None = None) -> str:
     """Restore the pristine notebook, or one exercise's pristine cell; returns what was done, in words."""
-    from .notebook import _nbformat
+    from course_cli.sandboxed.notebook import _nbformat
 
     nbformat = _nbformat()  # without the IRI checker jsonschema would load: a second of grammar building
 
-    from .notebook import NotebookError, read_notebook
+    from course_cli.sandboxed.notebook import NotebookError, read_notebook
 
     pristine = _pristine(lesson)
     saved = backup(notebook, workspace) if notebook.exists() else None

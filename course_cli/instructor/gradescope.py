@@ -45,7 +45,7 @@ python3 -m venv /autograder/venv
 # the course's pinned environment (constraints.txt), with torch's CPU build: Gradescope has no GPU
 /autograder/venv/bin/pip install -c /autograder/source/course/constraints.txt \\
     --extra-index-url https://download.pytorch.org/whl/cpu "/autograder/source/course{extra}"
-/autograder/venv/bin/python -c 'import course_cli.gradescope, graders.{module}; print("the course is installed")'
+/autograder/venv/bin/python -c 'import course_cli.instructor.gradescope, graders.{module}; print("the course is installed")'
 """
 
 RUN = """#!/usr/bin/env bash
@@ -57,12 +57,12 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{COURSE_PYTHON:-$ROOT/venv/bin/python}}"
 mkdir -p "$ROOT/results"
 cd "$ROOT/source/course" || exit 1
-exec "$PYTHON" -m course_cli.gradescope run --lesson {lesson} --root "$ROOT"
+exec "$PYTHON" -m course_cli.instructor.gradescope run --lesson {lesson} --root "$ROOT"
 """
 
 # what of the course goes into the zip, relative to the course's root
-INCLUDE = ["pyproject.toml", "constraints.txt", "README.md", "graders/*.py", "graders/*.md", "graders/data/*",
-           "course_cli/*.py", "solutions/*.ipynb", "lessons/*.ipynb"]
+INCLUDE = ["pyproject.toml", "constraints.txt", "README.md", "graders/*.py", "graders/engine/*.py", "graders/*.md", "graders/data/*",
+           "course_cli/*.py", "course_cli/*/*.py", "solutions/*.ipynb", "lessons/*.ipynb"]
 
 
 def course_files(root: Path = ROOT) -> list[Path]:
@@ -198,8 +198,8 @@ def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[str, s
 
 def run(lesson: Lesson, root: Path) -> dict:
     """Grade `root`/submission's notebook, write `root`/results/results.json; returns what was written."""
-    from .batch import grade_submission
-    from .grading import _error_result
+    from course_cli.classes.batch import grade_submission
+    from course_cli.sandboxed.grading import _error_result
 
     t0 = time.monotonic()
     results_dir = root / "results"
@@ -217,7 +217,7 @@ def run(lesson: Lesson, root: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_cli.gradescope", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_cli.instructor.gradescope", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="grade the submission under ROOT (what run_autograder calls)")
     r.add_argument("--lesson", required=True)

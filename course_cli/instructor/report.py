@@ -133,7 +133,7 @@ def time_to_pass(stores: dict[str, dict], lesson: str, exercises: list[str]) -> 
 def report_data(lesson: str | None, results: dict[str, LessonResult], stores: dict[str, dict] | None = None,
                 anonymous: bool = False) -> dict:
     """Everything the page shows, as plain data."""
-    from .batch import summary
+    from course_cli.classes.batch import summary
 
     info = summary(results)
     names = sorted(results)
@@ -393,7 +393,7 @@ def write_report(results_path: Path, out: Path, progress_dir: Path | None = None
     by this command is kept as `<out>.bak` first."""
     from graders.registry import UnknownLesson, find_lesson
 
-    from .batch import load
+    from course_cli.classes.batch import load
 
     lesson, results = load(results_path)
     if not results:

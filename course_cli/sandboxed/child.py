@@ -1,6 +1,6 @@
 """The sandboxed child: runs a notebook's code and the probes, writes observations, nothing else.
 
-Started by `course_cli.sandbox` as `python -m course_cli.child JOB.json` in its own session, under a
+Started by `course_cli.sandboxed.sandbox` as `python -m course_cli.sandboxed.child JOB.json` in its own session, under a
 memory limit, with TRITON_INTERPRET=1 for CPU runs (set before anything imports triton). It writes:
 
   progress      what it is doing now (a cell or an exercise), for timeout messages

@@ -18,11 +18,9 @@ class ReferencePlugin(WorkerPlugin):
         self.name = f"attention-course-reference-{lesson_id}-{key}"
 
     def setup(self, worker) -> None:
-        from . import cluster
-
+        from course_cli.classes import cluster
         cluster._SHIPPED[(self.lesson_id, self.key)] = self.reference
 
     def teardown(self, worker) -> None:
-        from . import cluster
-
+        from course_cli.classes import cluster
         cluster._SHIPPED.pop((self.lesson_id, self.key), None)

@@ -20,8 +20,8 @@ from pathlib import Path
 from graders.registry import Lesson, ROOT
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
-from . import sandbox
-from .notebook import NotebookError, graded_cells, read_notebook
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
 
 
 CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
@@ -45,7 +45,7 @@ def _source_files(lesson: Lesson) -> list[Path]:
         todo += [find_lesson(k) for k in re.findall(r"import_lesson\(\s*\\?['\"](\w+)", text)]
     g = ROOT / "graders"
     return ([l.solution_path for l in seen] + [g / f"{l.id}_{l.slug}.py" for l in seen]
-            + [g / "engine.py", g / "compare.py", g / "parts.py", g / "notebook.py", ROOT / "course_cli" / "child.py"])
+            + sorted((g / "engine").glob("*.py")) + [g / "parts.py", ROOT / "course_cli" / "sandboxed" / "child.py"])
 
 
 def reference_key(lesson: Lesson, device: str) -> str:
@@ -77,7 +77,7 @@ def _load(path: Path):
 
 
 class _Unreadable(dict):
-    """Observations a child sent back that the grader does not accept (see course_cli.readback)."""
+    """Observations a child sent back that the grader does not accept (see course_cli.sandboxed.readback)."""
 
     def __init__(self, message: str):
         super().__init__()
@@ -86,7 +86,7 @@ class _Unreadable(dict):
 
 def _read_obs(path: Path):
     """A child's observation file: None when absent; _Unreadable when it is not plain, bounded data."""
-    from .readback import ReadBackError, load_tensors
+    from course_cli.sandboxed.readback import ReadBackError, load_tensors
 
     if not os.path.lexists(path):
         return None

@@ -49,8 +49,8 @@ triton = ["triton>=3.0"]
 [project.scripts]
 course = "course_cli.main:cli"
 
-[tool.setuptools]
-packages = ["graders", "course_cli"]
+[tool.setuptools.packages.find]
+include = ["graders", "graders.*", "course_cli", "course_cli.*"]
 
 [tool.setuptools.package-data]
 graders = ["*.md", "data/*.txt", "data/reference/*.pt", "lessons/*.ipynb"]
@@ -159,9 +159,9 @@ def _imported_names(files) -> dict[str, frozenset[str]]:
 
 def _reference(lesson, device: str = "cpu") -> dict:
     """The public checks' reference observations and the mistakes' observations on them."""
-    from . import sandbox
-    from .grading import _read_obs
-    from .notebook import graded_cells, read_notebook
+    from course_cli.sandboxed import sandbox
+    from course_cli.sandboxed.grading import _read_obs
+    from course_cli.sandboxed.notebook import graded_cells, read_notebook
 
     cells = graded_cells(read_notebook(lesson.solution_path))
     child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,

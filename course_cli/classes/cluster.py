@@ -37,8 +37,8 @@ from pathlib import Path
 from graders.registry import Lesson
 from graders.engine.results import LessonResult
 
-from . import sandbox
-from .journal import file_digest, result_from_dict, result_to_dict
+from course_cli.sandboxed import sandbox
+from course_cli.classes.journal import file_digest, result_from_dict, result_to_dict
 
 # what a task takes from the client's sandbox module (the limits; PROCESS_LIMIT follows each worker's cores)
 LIMITS = ("MEMORY_LIMIT", "CELL_TIMEOUT", "EXERCISE_TIMEOUT", "GPU_EXERCISE_TIMEOUT", "NOTEBOOK_TIMEOUT",
@@ -96,16 +96,16 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
     ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
 
-    from .batch import grade_submission
-    from .grading import Reference
-    from .grading import reference_key as key_of
+    from course_cli.classes.batch import grade_submission
+    from course_cli.sandboxed.grading import Reference
+    from course_cli.sandboxed.grading import reference_key as key_of
 
     lesson = find_lesson(lesson_id)
     if lesson_id not in _WORKER_KEYS:
         _WORKER_KEYS[lesson_id] = key_of(lesson, "cpu")
     if _WORKER_KEYS[lesson_id] != reference_key:
         raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
-                           f"client (installed at {Path(__file__).resolve().parent.parent}); install the same "
+                           f"client (installed at {Path(__file__).resolve().parents[2]}); install the same "
                            f"version of the course on every worker")
     _worker_sandbox(limits, sandbox_env() if env is None else env)
     if reference is None:
@@ -133,7 +133,7 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
 # The client's side
 
 def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
-    from .grading import _error_result
+    from course_cli.sandboxed.grading import _error_result
 
     return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
                                        f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
@@ -185,7 +185,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     from distributed import Client, as_completed
     from distributed.scheduler import KilledWorker
 
-    from .grading import Reference, hidden_seed, reference_key
+    from course_cli.sandboxed.grading import Reference, hidden_seed, reference_key
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
@@ -213,7 +213,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     pending: dict = {}
     plugin = None
     try:
-        from .cluster_plugin import ReferencePlugin
+        from course_cli.classes.cluster_plugin import ReferencePlugin
 
         plugin = ReferencePlugin(lesson.id, key, reference)
         client.register_plugin(plugin)

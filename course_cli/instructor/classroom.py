@@ -9,7 +9,7 @@ It writes, into the template repository:
 - `.github/classroom/autograding.json`: the same tests in the older Classroom format (`education/autograding`).
 - `.github/classroom/constraints.txt`: the course's pinned versions.
 
-`python -m course_cli.classroom verdict RESULTS.json EXERCISE` is what each exercise's step runs.
+`python -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE` is what each exercise's step runs.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def check_command(lesson: Lesson, notebooks: str) -> str:
 
 
 def verdict_command(lesson: Lesson, exercise: str) -> str:
-    return f"python -m course_cli.classroom verdict {RESULTS_DIR}/{lesson.id}.json {exercise}"
+    return f"python -m course_cli.instructor.classroom verdict {RESULTS_DIR}/{lesson.id}.json {exercise}"
 
 
 def workflow(lessons: list[Lesson], package: str, notebooks: str = "lessons", timeout_min: int = 10) -> str:
@@ -152,7 +152,7 @@ def verdict(results: Path, exercise: str) -> tuple[int, str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "verdict":
-        print("usage: python -m course_cli.classroom verdict RESULTS.json EXERCISE", file=sys.stderr)
+        print("usage: python -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE", file=sys.stderr)
         return 2
     code, text = verdict(Path(argv[1]), argv[2])
     print(text)

@@ -1,0 +1,1 @@
+"""The instructor's outputs: nbgrader, Gradescope, Classroom, the report, the student distribution, the build."""

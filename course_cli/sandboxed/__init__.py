@@ -1,0 +1,1 @@
+"""The security boundary: one notebook graded in the sandbox (the child, its limits, reading back what it wrote)."""
