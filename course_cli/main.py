@@ -114,7 +114,6 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
 
     Example: course check lesson01 softmax
     """
-    from course_cli.sandboxed.grading import grade_notebook
     from course_cli.render import make_console, render_result
     from course_cli.student.workspace import notebook_path
 
@@ -133,17 +132,16 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
-    if not solution and not notebook:
-        from course_cli.student.progress import ProgressStore
+    from course_cli.sandboxed.sandbox import fallback_notice
+    from course_cli.student.checking import check_and_record
 
-        store = ProgressStore(workspace)
-        try:
-            store.record(result)
-        except OSError as exc:
-            click.echo(f"warning: could not record progress ({exc})", err=True)
-        for w in store.warnings:
-            click.echo(f"warning: {w}", err=True)
+    notice = fallback_notice()
+    if notice and not as_json:
+        click.echo(notice, err=True)
+    result, warnings = check_and_record(lesson_obj, path, [exercise] if exercise else None, workspace, "cli",
+                                        only_public=public, record_it=not solution and not notebook)
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
     if html_file:
         from pathlib import Path
 

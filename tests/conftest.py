@@ -1,15 +1,18 @@
 """Markers from the registry (`pytest -m "lesson01 and softmax"` selects what `course check lesson01 softmax`
-runs) and the two test tiers.
+runs) and the test tiers, which are folders:
 
-The default run is the fast tier: the graders probed and judged in process (tests/harness.py), unit tests.
-The slow tier is end to end: sandboxed children, real nbgrader, a browser, the CLI in a subprocess, the
-hostile corpus. A test is slow when it is marked `@pytest.mark.slow` or lives in a module of END_TO_END.
+    tests/unit/     no child process: the engine, compare, verdicts, diagnoses, the CLI's pure parts
+    tests/lessons/  every lesson's grader in process (tests/harness.py): solution, stub, mistakes, the texts
+    tests/e2e/      everything that starts a child, a server or a browser: the slow tier
 
-    python -m pytest -q -n auto            # the fast tier (slow tests deselected)
-    python -m pytest -q -n auto -m slow    # the slow tier
+One rule: `-m slow` is exactly tests/e2e/ (every test there is marked slow here; a slow mark anywhere else is
+refused at collection, so a tier can never be declared twice).
+
+    python -m pytest -q -n auto            # the fast tier: unit/ and lessons/
+    python -m pytest -q -n auto -m slow    # the slow tier: e2e/
     python -m pytest -q -n auto --all-tiers  # both
 A `-m` expression of your own (e.g. `-m lesson03`) selects across both tiers, and so does naming test files
-(`python -m pytest tests/test_gpu.py`).
+(`python -m pytest tests/e2e/test_gpu.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).parent
+# harness.py and classdata.py, and the fast tests' helpers that an e2e twin imports (`from test_cli import ...`)
+for _folder in (HERE, HERE / "unit", HERE / "lessons"):
+    sys.path.insert(0, str(_folder))
 # In-process probes (tests/harness.py) run Triton kernels on the CPU, as the sandboxed child does: the
 # interpreter must be chosen before anything imports triton (torch._dynamo does). Children set their own.
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -28,14 +34,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from graders.registry import LESSONS  # noqa: E402
 
 
-# Modules whose tests are end to end as a whole (each starts sandboxed children, nbgrader, a browser, a
-# cluster or the CLI in a subprocess): all their tests are in the slow tier.
-END_TO_END = {
-    "test_sandbox", "test_tamper", "test_hostile", "test_attacks", "test_nbgrader", "test_gpu",
-    "test_instructor_guide", "test_browser", "test_determinism", "test_student", "test_batch", "test_cli",
-    "test_progress", "test_incell", "test_cluster", "test_classroom", "test_gradescope", "test_report",
-    "test_summary", "test_triton_compat", "test_lesson08", "test_lesson09", "test_lesson10",
-}
+E2E = HERE / "e2e"
 
 
 def pytest_addoption(parser):
@@ -45,9 +44,16 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    misplaced = []
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in END_TO_END:
+        in_e2e = E2E in Path(str(item.fspath)).parents
+        if in_e2e:
             item.add_marker(pytest.mark.slow)
+        elif item.get_closest_marker("slow") is not None:
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError("slow tests live in tests/e2e/ (the tier is the folder): move "
+                                + ", ".join(misplaced[:5]))
     if config.getoption("--all-tiers") or config.getoption("markexpr"):
         return
     if config.args and all(".py" in a for a in config.args):
@@ -80,3 +86,24 @@ def marks(lesson, exercise=None):
 def _isolated_workspace(tmp_path, monkeypatch):
     """No test writes progress into the developer's clone."""
     monkeypatch.setenv("COURSE_WORKSPACE", str(tmp_path / "workspace"))
+
+
+class StartsAChild(AssertionError):
+    """A fast-tier test started a process: it belongs in tests/e2e/."""
+
+
+@pytest.fixture(autouse=True)
+def _no_child_outside_e2e(request, monkeypatch):
+    """The fast tier (tests/unit/, tests/lessons/) never starts a process: every way Python starts one
+    (subprocess, multiprocessing, os.fork/posix_spawn) fails the test with the reason, so the folder is the tier."""
+    if E2E in Path(str(request.node.fspath)).parents:
+        return
+    import _posixsubprocess
+
+    def refuse(*args, **kwargs):
+        raise StartsAChild(f"{request.node.nodeid} starts a process: move it to tests/e2e/ (the slow tier)")
+
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    if hasattr(os, "posix_spawn"):
+        monkeypatch.setattr(os, "posix_spawn", refuse)

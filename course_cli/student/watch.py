@@ -16,9 +16,8 @@ def _stamp(path: Path):
 
 def watch(lesson, path: Path, workspace: Path, exercises, interval: float = 0.5, record: bool = True,
           debounce: float = 0.4) -> None:
-    from course_cli.sandboxed.grading import grade_notebook
-    from course_cli.student.progress import ProgressStore
     from course_cli.render import make_console, render_result
+    from course_cli.student.checking import check_and_record
 
     console = make_console()
     last = None
@@ -36,13 +35,9 @@ def watch(lesson, path: Path, workspace: Path, exercises, interval: float = 0.5,
                 if console.is_terminal:
                     console.clear()
                 console.rule(f"{lesson.id} · {time.strftime('%H:%M:%S')}")
-                result = grade_notebook(lesson, path, exercises)
+                result, _ = check_and_record(lesson, path, exercises, workspace, "watch",
+                                             record_it=record and settled is not None)
                 render_result(console, result, lesson.title)
-                if record and settled is not None:
-                    try:
-                        ProgressStore(workspace).record(result, source="watch")
-                    except OSError:
-                        pass
                 console.print("Waiting for the next save… (Ctrl-C to stop)", style="dim")
             time.sleep(interval)
     except KeyboardInterrupt:

@@ -4,12 +4,10 @@ edits of the solved cell, and the standard input battery. Nothing here runs a pr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from . import compare
 
-if TYPE_CHECKING:
-    from .probe import ProbeContext
 
 
 # ----------------------------------------------------------------------------------------------
@@ -44,7 +42,7 @@ class JudgeContext:
         self.tol = compare.tolerance(self.config.dtype, self.config.device)
 
 
-Probe = Callable[["ProbeContext"], dict]
+Probe = Callable[..., dict]  # (ProbeContext) -> observations; ProbeContext lives in probe.py, the child's side
 Judge = Callable[[dict, dict, "JudgeContext"], "str | None"]
 
 

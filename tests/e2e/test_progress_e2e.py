@@ -1,4 +1,4 @@
-"""The progress store survives kill -9 mid-write, concurrent writers and corruption."""
+"""test_progress, end to end: the tests of tests/unit/test_progress.py that start a child (the slow tier)."""
 
 from __future__ import annotations
 
@@ -8,39 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
 from course_cli.student.progress import ProgressStore
 from graders.registry import ROOT
 from graders.engine.results import ExerciseResult, LessonResult
-
-WRITER = r"""
-import sys
-from pathlib import Path
-from course_cli.student.progress import ProgressStore
-from graders.engine.results import ExerciseResult, LessonResult
-ws, n, tag = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-store = ProgressStore(ws)
-for i in range(n):
-    r = LessonResult("lesson01", "nb.ipynb", [ExerciseResult("softmax", "failed", 0.0, 4.0)])
-    store.record(r, source=f"{tag}-{i}")
-    print(i, flush=True)  # attempt i is recorded (record returned)
-"""
-
-
-def writer(ws: Path, n: int, tag: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(ws), str(n), tag], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-
-
-def attempts(ws: Path) -> list[dict]:
-    store = ProgressStore(ws)
-    data = store.load()
-    assert not store.warnings, store.warnings
-    return data["lessons"].get("lesson01", {}).get("attempts", [])
-
-
-def result(status="passed", points=4.0):
-    return LessonResult("lesson01", "nb.ipynb", [ExerciseResult("softmax", status, points, 4.0)])
+from test_progress import attempts, result, writer  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 def test_kill_9_mid_write_loses_nothing_recorded(tmp_path):
@@ -95,39 +66,3 @@ def test_ten_concurrent_course_check_runs_lose_no_attempt(tmp_path):
         assert p.returncode == 1, err  # not everything passed: exit code 1, and a result
         assert json.loads(out)["lesson"] == "lesson01"
     assert len(attempts(ws)) == 10
-
-
-def test_a_failed_write_leaves_the_previous_store_whole(tmp_path, monkeypatch):
-    ws = tmp_path / "ws"
-    store = ProgressStore(ws)
-    store.record(result(), source="first")
-    before = store.path.read_bytes()
-
-    def crash(*a, **k):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(json, "dump", crash)
-    try:
-        store.record(result("failed", 0.0), source="second")
-    except OSError:
-        pass
-    monkeypatch.undo()
-    assert store.path.read_bytes() == before
-    assert [a["source"] for a in attempts(ws)] == ["first"]
-
-
-def test_a_corrupt_store_is_kept_aside_and_rebuilt_with_a_warning(tmp_path):
-    ws = tmp_path / "ws"
-    store = ProgressStore(ws)
-    store.record(result(), source="old")
-    store.path.write_text('{"version": 1, "lessons": {"lesson01": {"attem')  # a torn file
-    store = ProgressStore(ws)
-    store.record(result(), source="new")
-    assert store.warnings and "kept it as progress.corrupt-" in store.warnings[0]
-    aside = list((ws / ".course").glob("progress.corrupt-*.json"))
-    assert len(aside) == 1 and aside[0].read_text().startswith('{"version": 1')
-    assert [a["source"] for a in attempts(ws)] == ["new"]
-    # not JSON of the right shape is corrupt too
-    store.path.write_text("[1, 2, 3]")
-    store = ProgressStore(ws)
-    assert store.load()["lessons"] == {} and store.warnings

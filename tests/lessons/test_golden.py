@@ -16,7 +16,7 @@ import pytest
 
 from graders.registry import LESSONS
 
-GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
+GOLDEN = Path(__file__).parents[1] / "golden" / "verdicts.json"
 
 
 def _normalise(result) -> dict:

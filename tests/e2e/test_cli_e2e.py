@@ -1,30 +1,14 @@
-"""The command line: exit codes, the pinned JSON layout, lesson ids, progress, hints, help text."""
+"""test_cli, end to end: the tests of tests/unit/test_cli.py that start a child (the slow tier)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-
 import pytest
 from click.testing import CliRunner
-
 from course_cli.main import cli
 from graders.registry import LESSONS, ROOT, find_lesson
-
-
-def run(*args, **kw):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False, **kw)
-
-
-@pytest.fixture
-def workspace(tmp_path, monkeypatch):
-    ws = tmp_path / "ws"
-    (ws / ".course").mkdir(parents=True)
-    (ws / "lessons").mkdir()
-    for lesson in LESSONS:
-        shutil.copy(lesson.student_path, ws / "lessons" / lesson.notebook)
-    monkeypatch.setenv("COURSE_WORKSPACE", str(ws))
-    return ws
+from test_cli import run, workspace  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 def test_check_solution_json_layout_and_exit_code():
@@ -50,11 +34,6 @@ def test_check_student_notebook_is_not_implemented_and_records_progress(workspac
     assert {e["status"] for e in data["exercises"]} == {"not_implemented"}
     progress = json.loads((workspace / ".course" / "progress.json").read_text())
     assert len(progress["lessons"]["lesson01"]["attempts"]) == 1
-
-
-@pytest.mark.parametrize("key", ["lesson01", "1", "01", "sdpa"])
-def test_lesson_ids(key):
-    assert find_lesson(key).id == "lesson01"
 
 
 def test_unknown_lesson_is_a_clean_error():
@@ -101,10 +80,3 @@ def test_every_command_has_help_with_an_example():
         r = run(name, "--help")
         assert r.exit_code == 0
         assert "Example:" in r.output, f"`course {name} --help` lacks an example"
-
-
-def test_readme_lists_every_public_command():
-    readme = (ROOT / "README.md").read_text()
-    for name, command in cli.commands.items():
-        if not command.hidden:
-            assert f"course {name}" in readme, f"README does not mention `course {name}`"

@@ -1,5 +1,4 @@
-"""`course classroom`: the GitHub Actions workflow and Classroom autograding files, parsed with PyYAML and checked
-for structure and points; and (slow) their commands, run as the runner would, on a solved and a stub notebook."""
+"""test_classroom, end to end: the tests of tests/unit/test_classroom.py that start a child (the slow tier)."""
 
 from __future__ import annotations
 
@@ -9,25 +8,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from course_cli.instructor.classroom import GRADER, REPORTER, step_id, verdict
 from course_cli.main import cli
 from graders.registry import LESSONS, find_lesson
-
-PACKAGE = "attention-course @ git+https://example.org/attention-course-dist.git"
-
-
-def make(tmp_path, *lessons):
-    r = CliRunner().invoke(cli, ["classroom", *lessons, "--dir", str(tmp_path), "--package", PACKAGE],
-                           catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    wf = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())
-    legacy = json.loads((tmp_path / ".github" / "classroom" / "autograding.json").read_text())
-    return wf, legacy, r.output
+from test_classroom import PACKAGE, make  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 def test_workflow_structure_and_points(tmp_path):
@@ -81,23 +68,6 @@ def test_rewriting_keeps_a_changed_file(tmp_path):
     _, _, output = make(tmp_path, "1")
     assert "# my own edit" in (tmp_path / ".github" / "workflows" / "classroom.yml.bak").read_text()
     assert "unchanged" in output  # the other two files were the same
-
-
-def test_verdict_reads_course_check_json(tmp_path):
-    f = tmp_path / "lesson01.json"
-    f.write_text(json.dumps({"exercises": [
-        {"id": "softmax", "status": "passed", "points": 4.0, "max_points": 4.0, "checks": [], "diagnosis": None},
-        {"id": "scaled_dot_product_attention", "status": "failed", "points": 0.0, "max_points": 6.0,
-         "checks": [{"name": "shapes", "status": "failed", "device": "cpu", "dtype": "float32", "message": "bad"}],
-         "diagnosis": "the scores are not scaled"}]}))
-    assert verdict(f, "softmax")[0] == 0
-    code, text = verdict(f, "scaled_dot_product_attention")
-    assert code == 1 and "Likely mistake: the scores are not scaled" in text and "bad" in text
-    assert verdict(f, "nope")[0] == 1
-    assert verdict(tmp_path / "missing.json", "softmax")[0] == 1
-    (tmp_path / "empty.json").write_text("")
-    code, text = verdict(tmp_path / "empty.json", "softmax")
-    assert code == 1 and "no result" in text
 
 
 @pytest.mark.slow

@@ -1,5 +1,4 @@
-"""Partial credit, when the instructor asks for it: the rule (graders/scoring.py), and the same points through
-`course grade --partial` and `nbgrader autograde` with `c.ApplyCourseVerdict.partial_credit = True`."""
+"""test_partial, end to end: the tests of tests/unit/test_partial.py that start a child (the slow tier)."""
 
 from __future__ import annotations
 
@@ -9,42 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
 import nbformat
 import pytest
 from click.testing import CliRunner
-
 from graders.registry import Exercise, find_lesson
 from graders.engine.results import CheckResult, ExerciseResult
 from graders.engine.scoring import apply_partial, partial_points
-
-L01 = find_lesson("lesson01")
-
-
-def _ex(statuses, status="failed", points=6.0):
-    return ExerciseResult("x", status, 0.0, points, [CheckResult(f"c{i}", s) for i, s in enumerate(statuses)]
-                          + [CheckResult("leaves its inputs unchanged", "passed")])
-
-
-def test_partial_points_rule():
-    assert partial_points(_ex(["passed", "passed", "failed"])) == 4.0
-    assert partial_points(_ex(["passed", "skipped", "failed"])) == 3.0  # skipped GPU checks do not count
-    assert partial_points(_ex(["passed", "failed"], status="passed")) == 6.0
-    assert partial_points(_ex(["not_implemented"], status="not_implemented")) == 0.0
-    assert partial_points(_ex(["passed", "failed"]), {"c1": 3.0}) == 1.5  # weighted as the registry says
-    forbidden = _ex(["passed", "passed"])
-    forbidden.checks.append(CheckResult("uses no forbidden API", "failed"))
-    assert partial_points(forbidden) == 0.0
-
-
-def test_apply_partial_reads_the_registry_weights():
-    from graders.engine.results import LessonResult
-
-    class Lesson:
-        exercises = (Exercise("x", points=6, weights=(("c0", 2.0),)),)
-
-    res = LessonResult("lessonXX", "", [_ex(["passed", "failed"])])
-    assert apply_partial(res, Lesson).exercises[0].points == 4.0
+from test_partial import L01  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 @pytest.mark.slow

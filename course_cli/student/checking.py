@@ -1,0 +1,32 @@
+"""One "check then record" for every place a student checks: `course check`, `course watch` and the
+notebook's check cells grade through the same sandboxed path and record the attempt the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def record(result, workspace: Path | None, source: str) -> list[str]:
+    """Record a check's result in the workspace's progress store. Never raises: progress is a convenience and
+    must never fail a check; what went wrong comes back as warnings, for the caller to show or drop."""
+    from course_cli.student.progress import ProgressStore
+
+    if workspace is None:
+        from course_cli.student.workspace import find_workspace
+
+        workspace = find_workspace()
+    try:
+        store = ProgressStore(workspace)
+        store.record(result, source=source)
+    except Exception as exc:  # noqa: BLE001 - an unwritable or odd store is a warning, never a failed check
+        return [f"could not record progress ({exc})"]
+    return list(store.warnings)
+
+
+def check_and_record(lesson, path: Path | str, exercises: list[str] | None, workspace: Path | None, source: str,
+                     only_public: bool = False, record_it: bool = True):
+    """Grade the notebook at `path` (sandboxed, as every check) and record the attempt; (result, warnings)."""
+    from course_cli.sandboxed.grading import grade_notebook
+
+    result = grade_notebook(lesson, path, exercises, only_public=only_public)
+    return result, (record(result, workspace, source) if record_it else [])

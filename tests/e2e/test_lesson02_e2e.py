@@ -1,0 +1,20 @@
+"""test_lesson02, end to end: the tests of tests/lessons/test_lesson02.py that start a child (the slow tier)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import pytest
+from graders.registry import ROOT, find_lesson
+from harness import check_in_process, check_one, explain, with_code
+pytestmark = pytest.mark.lesson02
+
+
+def test_grader_imports_without_dynamo():
+    # causal_lower_right pulls in torch._dynamo (slow): only the hidden probes that need it import it
+    code = "import sys, graders.lesson02_masks; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import graders.lesson02_masks as g
+    lower_right = [c for c in g.CHECKS if "causal_lower_right" in c.name]
+    assert lower_right and all(c.hidden for c in lower_right)

@@ -1,0 +1,99 @@
+"""A corpus of broken and hostile notebooks (tests/fixtures/hostile/, made by make_fixtures.py), each graded
+end to end: the status of every exercise is the one in expected.json, the reason or note says what happened,
+and no case shows an internal traceback. The notebooks are graded a few at a time (each in its own child)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from course_cli.sandboxed import sandbox
+from course_cli.sandboxed.grading import Reference, grade_notebook
+from course_cli.main import cli
+from graders.registry import find_lesson
+
+HERE = Path(__file__).parents[1] / "fixtures" / "hostile"
+EXPECTED = json.loads((HERE / "expected.json").read_text())
+L01 = find_lesson("lesson01")
+EXERCISES = [e.name for e in L01.exercises]
+ROOT_USER = os.geteuid() == 0
+
+
+def _short_limits(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(sandbox, "CELL_TIMEOUT", 3.0)
+    mp.setattr(sandbox, "EXERCISE_TIMEOUT", 8.0)  # several children share two cores here
+    mp.setattr(sandbox, "MEMORY_LIMIT", 2 * 2**30)
+    mp.setattr(sandbox, "FILE_LIMIT", 8 * 2**20)
+
+
+def _leftovers(marker: str) -> list[int]:
+    """Processes whose command line is `marker` (e.g. "sleep 307")."""
+    want = marker.replace(" ", "\0").encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0") == want:
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def _grade_case(name: str, case: dict, tmp: Path):
+    kind = case.get("kind", "notebook")
+    if kind == "unknown_lesson":
+        r = CliRunner().invoke(cli, ["check", "lesson99", "--json"])
+        return {"exit_code": r.exit_code, "output": r.output, "exception": r.exception}
+    if kind == "missing":
+        path = tmp / "nowhere" / "missing.ipynb"
+    elif kind == "directory":
+        path = tmp / "a-folder.ipynb"
+        path.mkdir()
+    elif kind == "unreadable":
+        path = tmp / "unreadable.ipynb"
+        shutil.copy(L01.solution_path, path)
+        path.chmod(0)
+    else:
+        path = tmp / name
+        shutil.copy(HERE / name, path)  # graded in a folder of its own: the child's cwd
+    return grade_notebook(L01, path)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        _short_limits(mp)
+        path, child = Reference.start(L01)  # the reference once, before grading in parallel
+        Reference.finish(L01, path, child)
+        with ThreadPoolExecutor(4) as pool:
+            futures = {name: pool.submit(_grade_case, name, case, tmp_path_factory.mktemp("hostile"))
+                       for name, case in EXPECTED.items()}
+            out = {name: f.result() for name, f in futures.items()}
+        return out
+
+
+def test_corpus_is_big_enough_and_generated():
+    files = [n for n, c in EXPECTED.items() if "kind" not in c]
+    assert len(EXPECTED) >= 30
+    for n in files:
+        assert (HERE / n).exists(), f"{n} is missing: run tests/fixtures/hostile/make_fixtures.py"
+
+
+def _describe(result) -> str:
+    lines = [f"notes: {result.notes}"]
+    for e in result.exercises:
+        lines.append(f"{e.id}: {e.status}: {e.reason} | diagnosis={e.diagnosis}")
+    return "\n".join(lines)
+
+
+def _cgroup_available() -> bool:
+    return sandbox._cgroup_base() is not None
+
+
