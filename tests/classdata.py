@@ -35,7 +35,7 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
         res = LessonResult(lesson.id, notebook)
         if i >= n - grader_errors:
             msg = f"{notebook} is not valid JSON (line 1, column 3): was it saved completely?"
-            res.exercises = [ExerciseResult(e.name, "error", 0.0, float(e.points), [CheckResult("notebook", "error",
+            res.exercises = [ExerciseResult(e.name, "error", 0.0, float(e.points), [CheckResult("notebook", "error", kind="grader",
                                                                                                 message=msg)])
                              for e in lesson.exercises]
             out[student] = res
@@ -60,12 +60,13 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
                        f"{rng.uniform(0.01, 2):.4f}; tolerance atol=1e-05, rtol=1e-04 (float32, on cpu)")
                 checks = [CheckResult("output matches the reference", "failed", message=msg)]
             elif kind == "not_implemented":
-                checks = [CheckResult("defined", "not_implemented", message=f"`{ex.name}` raises NotImplementedError")]
+                checks = [CheckResult("defined", "not_implemented", message=f"`{ex.name}` raises NotImplementedError",
+                                      kind="absent")]
             elif kind == "error":
                 checks = [CheckResult("output matches the reference", "error",
                                       message=f'RuntimeError: shape mismatch\n  File "{notebook}", cell 7, line 3')]
             else:
-                checks = [CheckResult("ran", "timeout", message="ran longer than the 30 s time limit")]
+                checks = [CheckResult("ran", "timeout", message="ran longer than the 30 s time limit", kind="absent")]
             res.exercises.append(ExerciseResult(ex.name, kind, 0.0, float(ex.points), checks, diagnosis))
         out[student] = res
     return out

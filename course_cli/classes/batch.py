@@ -12,7 +12,7 @@ import csv
 import io
 import json
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from graders.registry import Lesson
@@ -65,36 +65,31 @@ def missing_result(lesson: Lesson, reason: str) -> LessonResult:
     result = LessonResult(lesson.id, "", notes=[reason])
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
-                                               [CheckResult("submission", "error", message=reason)]))
+                                               [CheckResult("submission", "error", message=reason, kind="grader")]))
     return result
 
 
-def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
-    """Grade one submission; never raises: whatever goes wrong is that student's error row."""
-    from course_cli.sandboxed.grading import _error_result, grade_notebook
-
-    try:
-        return grade_notebook(lesson, path, trusted=True, **kwargs)
-    except Exception as exc:  # one submission's failure is never the batch's end
-        return _error_result(lesson, str(path), f"the grader could not grade this submission "
-                                                f"({type(exc).__name__}: {str(exc)[:300]})")
-
-
 def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None) -> dict[str, LessonResult]:
-    """Grade every submission, `jobs` at a time; `on_done(student, result)` after each one."""
+    """Grade every submission on a local pool, `jobs` at a time; `on_done(student, result)` after each one."""
+    from course_cli.classes.dispatch import dispatch, grade_submission
     from course_cli.sandboxed.grading import Reference
 
     # A fresh reference, kept in memory, computed once for the whole class (see grading.Reference).
     Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
     results: dict[str, LessonResult] = {}
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_submission, lesson, student, path): student for student, path in submissions}
+
+    def on_result(item, future) -> bool:
+        student = item[0]
+        results[student] = future.result()
+        if on_done:
+            on_done(student, results[student])
+        return True
+
+    jobs = max(1, jobs)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
-            for future in as_completed(futures):
-                student = futures[future]
-                results[student] = future.result()
-                if on_done:
-                    on_done(student, results[student])
+            dispatch(pool, submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item), on_result,
+                     window=2 * jobs)
         except BaseException:  # Ctrl-C, or on_done failed: start no more (those running finish)
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -160,7 +155,7 @@ def summary(results: dict[str, LessonResult]) -> dict:
             if ex.diagnosis:
                 diagnosed.setdefault((ex.id, ex.diagnosis), []).append(student)
             if ex.status in ("error", "timeout"):
-                grader = bool(ex.checks) and ex.checks[0].name == "notebook"
+                grader = bool(ex.checks) and ex.checks[0].kind == "grader"
                 (errors if ex.status == "error" else timeouts).append(
                     {"student": student, "exercise": ex.id, "kind": "grader" if grader else "code",
                      "reason": ex.reason})
@@ -208,7 +203,7 @@ def rows(results: dict[str, LessonResult]) -> list[dict]:
 
 def any_errors(results: dict[str, LessonResult]) -> bool:
     """Did the grader fail on any submission (as opposed to the student's code failing)?"""
-    return any(ex.checks and ex.checks[0].name == "notebook" and ex.status == "error"
+    return any(ex.checks and ex.checks[0].kind == "grader" and ex.status == "error"
                for res in results.values() for ex in res.exercises)
 
 
@@ -245,13 +240,9 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
 
 def result_from_dict(d: dict) -> LessonResult:
     """A LessonResult back from its JSON (`LessonResult.to_dict`); notes are not stored there."""
-    from graders.engine.results import CheckResult, ExerciseResult
+    from course_cli.classes.journal import result_from_dict as from_dict
 
-    return LessonResult(d["lesson"], d.get("notebook", ""), [
-        ExerciseResult(e["id"], e["status"], float(e["points"]), float(e["max_points"]),
-                       [CheckResult(c["name"], c["status"], c.get("device", "cpu"), c.get("dtype", "float32"),
-                                    c.get("message", "")) for c in e.get("checks", [])], e.get("diagnosis"))
-        for e in d.get("exercises", [])])
+    return from_dict({"notes": [], **d, "exercises": [{"checks": [], **e} for e in d.get("exercises", [])]})
 
 
 def load(path: Path) -> tuple[str | None, dict[str, LessonResult]]:

@@ -67,7 +67,6 @@ def sandbox_env() -> dict:
 # The worker's side
 
 _WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
-_SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference (cluster_plugin)
 
 
 def _worker_sandbox(limits: dict, env: dict) -> None:
@@ -96,7 +95,8 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
     ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
 
-    from course_cli.classes.batch import grade_submission
+    from course_cli.classes.cluster_plugin import SHIPPED
+    from course_cli.classes.dispatch import grade_submission
     from course_cli.sandboxed.grading import Reference
     from course_cli.sandboxed.grading import reference_key as key_of
 
@@ -109,7 +109,7 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
                            f"version of the course on every worker")
     _worker_sandbox(limits, sandbox_env() if env is None else env)
     if reference is None:
-        reference = _SHIPPED.get((lesson_id, reference_key))
+        reference = SHIPPED.get((lesson_id, reference_key))
         if reference is None:
             raise ClusterError(f"the worker on {socket.gethostname()} did not receive the reference")
     Reference.inject(lesson, reference)
@@ -180,9 +180,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     """Grade every submission on Dask; `on_done(student, result)` after each one, in this thread, as results
     arrive. `scheduler`: "local", a scheduler's address, or a `distributed.Client` (used, not closed).
     `digests` are the submissions' sha256 if already known."""
-    from concurrent.futures import CancelledError
-
-    from distributed import Client, as_completed
+    from distributed import Client
     from distributed.scheduler import KilledWorker
 
     from course_cli.sandboxed.grading import Reference, hidden_seed, reference_key
@@ -210,69 +208,56 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             cluster.close()
         raise
     results: dict[str, LessonResult] = {}
-    pending: dict = {}
+    executor = None
     plugin = None
     try:
         from course_cli.classes.cluster_plugin import ReferencePlugin
+        from course_cli.classes.dispatch import dispatch
 
         plugin = ReferencePlugin(lesson.id, key, reference)
         client.register_plugin(plugin)
         del reference
         run = uuid.uuid4().hex[:8]
-        todo = list(submissions)[::-1]
-        done = as_completed()
         count = itertools.count()
         lost: dict[str, int] = {}  # student -> results lost with their worker before they could be fetched
+        # standard futures from Dask (the same dispatch loop as the local pool's); one retry on a lost worker
+        executor = client.get_executor(pure=False, retries=1)
 
-        def submit_next() -> None:
-            student, path = todo.pop()
+        def submit(ex, item):
+            student, path = item
             try:
                 content = Path(path).read_bytes()
             except OSError:
                 content = None  # graded where it is: the same error row as a local run gives
             digest = digests.get(student) or file_digest(Path(path))
-            future = client.submit(task, lesson.id, student, str(path), content, digest, None, key, limits, env,
-                                   key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200], pure=False,
-                                   retries=1)
-            pending[future] = (student, str(path))
-            done.add(future)
+            return ex.submit(task, lesson.id, student, str(path), content, digest, None, key, limits, env,
+                             key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200])
 
-        window = max(IN_FLIGHT, 4 * sum(client.nthreads().values()))
-        while todo and len(pending) < window:
-            submit_next()
-        for future in done:
-            student, path = pending.pop(future)
-            data = exc = None
-            try:
-                if future.status == "finished":
-                    data = future.result()
-                else:
-                    exc = future.exception()
-            except CancelledError:
-                pass  # lost: its worker died after the task finished, or the scheduler went away
-            future.release()
-            if data is not None:
-                result = result_from_dict(data)
-            elif isinstance(exc, KilledWorker):
-                result = _worker_died_result(lesson, path, exc)
+        def on_result(item, future) -> bool:
+            student, path = item
+            if future.cancelled():  # lost: its worker died after the task finished, or the scheduler went away
+                lost[student] = lost.get(student, 0) + 1
+                if client.status != "running" or lost[student] > MAX_WORKER_DEATHS:
+                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?)")
+                return False  # graded again: the same submission, the same result
+            exc = future.exception()
+            if isinstance(exc, KilledWorker):
+                result = _worker_died_result(lesson, str(path), exc)
             elif exc is not None:
                 raise ClusterError(f"grading {student} failed on the cluster: {type(exc).__name__}: "
                                    f"{str(exc)[:400]}")
             else:
-                lost[student] = lost.get(student, 0) + 1
-                if client.status != "running" or lost[student] > MAX_WORKER_DEATHS:
-                    raise ClusterError(f"the cluster lost the task grading {student} (a lost scheduler?)")
-                todo.append((student, Path(path)))
-                submit_next()  # graded again: the same submission, the same result
-                continue
+                result = result_from_dict(future.result())
             results[student] = result
             if on_done:
                 on_done(student, result)
-            if todo:
-                submit_next()
+            return True
+
+        window = max(IN_FLIGHT, 4 * sum(client.nthreads().values()))
+        dispatch(executor, list(submissions), submit, on_result, window)
     finally:
-        if client is scheduler and pending:  # a client the caller keeps: cancel what this batch left
-            client.cancel(list(pending))
+        if executor is not None:
+            executor.shutdown(wait=False)  # cancels what this batch left (a client the caller keeps goes on)
         if plugin is not None and cluster is None and client.status == "running":
             try:  # a running cluster keeps no reference after the batch
                 client.unregister_worker_plugin(plugin.name)

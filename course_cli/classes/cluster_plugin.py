@@ -2,12 +2,15 @@
 
 Registered once per run by `cluster.grade_on_cluster`: the scheduler keeps it and gives it to every worker,
 including one that joins or is restarted mid-batch, whose `setup` puts the reference in the worker's memory
-(`cluster._SHIPPED`): never in Dask's data store, so never spilled to disk or lost with another worker.
+(`SHIPPED` here): never in Dask's data store, so never spilled to disk or lost with another worker.
 """
 
 from __future__ import annotations
 
 from distributed.diagnostics.plugin import WorkerPlugin
+
+
+SHIPPED: dict[tuple[str, str], object] = {}  # (lesson id, key) -> the client's Reference, on this worker
 
 
 class ReferencePlugin(WorkerPlugin):
@@ -18,9 +21,7 @@ class ReferencePlugin(WorkerPlugin):
         self.name = f"attention-course-reference-{lesson_id}-{key}"
 
     def setup(self, worker) -> None:
-        from course_cli.classes import cluster
-        cluster._SHIPPED[(self.lesson_id, self.key)] = self.reference
+        SHIPPED[(self.lesson_id, self.key)] = self.reference
 
     def teardown(self, worker) -> None:
-        from course_cli.classes import cluster
-        cluster._SHIPPED.pop((self.lesson_id, self.key), None)
+        SHIPPED.pop((self.lesson_id, self.key), None)

@@ -198,7 +198,7 @@ def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[str, s
 
 def run(lesson: Lesson, root: Path) -> dict:
     """Grade `root`/submission's notebook, write `root`/results/results.json; returns what was written."""
-    from course_cli.classes.batch import grade_submission
+    from course_cli.classes.dispatch import grade_submission
     from course_cli.sandboxed.grading import _error_result
 
     t0 = time.monotonic()

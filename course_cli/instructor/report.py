@@ -29,10 +29,6 @@ GENERATOR = "attention-course report"
 # The numbers
 
 
-def is_grader_failure(ex) -> bool:
-    return bool(ex.checks) and ex.checks[0].name == "notebook" and ex.status in ("error", "timeout")
-
-
 def histogram(scores: list[float], max_score: float, bins: int | None = None) -> list[dict]:
     """Equal bins over [0, max_score]: one per point when the maximum is a whole number up to 30, else HIST_BINS.
     A score falls in bin ⌊score / width⌋, the top score in the last bin."""

@@ -256,7 +256,7 @@ def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "er
     result = LessonResult(lesson.id, notebook, notes=[message])
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
-                                               [CheckResult("notebook", status, message=message)]))
+                                               [CheckResult("notebook", status, message=message, kind="grader")]))
     return result
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import contextlib
+import contextvars
 import torch
 
 
@@ -59,9 +61,45 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
+# How a failure was found, recorded where its message is made (not read back from its wording): the verdict
+# collects the failures a judge's comparisons produced (`collecting`) and tells a wrong shape or dtype first.
+_COLLECTED: contextvars.ContextVar[list | None] = contextvars.ContextVar("compare_failures", default=None)
+
+
+@contextlib.contextmanager
+def collecting():
+    """Within this block, every failure `close` reports is recorded as (message, what): "shape", "dtype" or
+    "values"; yields the list."""
+    found: list[tuple[str, str]] = []
+    token = _COLLECTED.set(found)
+    try:
+        yield found
+    finally:
+        _COLLECTED.reset(token)
+
+
+def _failed(message: str, what: str) -> str:
+    found = _COLLECTED.get()
+    if found is not None:
+        found.append((message, what))
+    return message
+
+
 def close(actual, expected, what: str = "output", tol: Tolerance | None = None,
           check_dtype: bool = True) -> str | None:
     """None when `actual` matches `expected` within `tol`; otherwise a message saying how it differs."""
+    msg = _close(actual, expected, what, tol, check_dtype)
+    if msg is None:
+        return None
+    kind = "values"
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
+        kind = "shape"
+    elif check_dtype and actual.dtype != expected.dtype:
+        kind = "dtype"
+    return _failed(msg, kind)
+
+
+def _close(actual, expected, what: str, tol: Tolerance | None, check_dtype: bool) -> str | None:
     if not isinstance(expected, torch.Tensor):
         raise TypeError(f"reference {what} is {describe(expected)}, not a Tensor")
     if not isinstance(actual, torch.Tensor):

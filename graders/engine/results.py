@@ -9,6 +9,16 @@ from dataclasses import dataclass, field
 
 STATUSES = ("passed", "failed", "error", "timeout", "not_implemented", "skipped")
 
+# What a check result is, as a type (never told from its name or its message):
+#   check      a probe and its judge            absent   the exercise had nothing to judge (not defined, its
+#   forbidden  the forbidden-API rule                    cell failed, the time ran out): why, in one result
+#   mutation   the inputs-unchanged rule        grader   the notebook could not be graded at all (unreadable,
+#                                                        the sandbox failed): not the student's code
+KINDS = ("check", "absent", "grader", "forbidden", "mutation")
+# How a failed check failed (the judge's message says, `compare.Failure.what`): the feedback shows a wrong shape or
+# dtype before an exception, and an exception before wrong values. "" for a message of no known kind.
+FAILURES = ("shape", "dtype", "device", "exception", "values", "")
+
 # An exercise's status is the worst of its checks' statuses, in this order (skipped checks do not count).
 _SEVERITY = {"not_implemented": 5, "timeout": 4, "error": 3, "failed": 2, "passed": 1, "skipped": 0}
 
@@ -30,10 +40,12 @@ class CheckResult:
     device: str = "cpu"
     dtype: str = "float32"
     message: str = ""
+    kind: str = "check"  # one of KINDS
+    failure: str = ""  # one of FAILURES, for a failed check
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "device": self.device,
-                "dtype": self.dtype, "message": self.message}
+                "dtype": self.dtype, "message": self.message, "kind": self.kind, "failure": self.failure}
 
 
 @dataclass

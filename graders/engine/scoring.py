@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from .results import ExerciseResult, LessonResult
 
-CONSTRAINTS = ("uses no forbidden API", "leaves its inputs unchanged")
+CONSTRAINTS = ("forbidden", "mutation")  # result kinds: rules on how, not checks of what
 
 
 def partial_points(ex: ExerciseResult, weights: dict[str, float] | None = None) -> float:
     if ex.status == "passed":
         return ex.max_points
-    if ex.status == "not_implemented" or any(c.name == "uses no forbidden API" and c.status == "failed"
+    if ex.status == "not_implemented" or any(c.kind == "forbidden" and c.status == "failed"
                                              for c in ex.checks):
         return 0.0
     weights = weights or {}
-    counted = [c for c in ex.checks if c.status != "skipped" and c.name not in CONSTRAINTS]
+    counted = [c for c in ex.checks if c.status != "skipped" and c.kind not in CONSTRAINTS]
     total = sum(weights.get(c.name, 1.0) for c in counted)
     if total <= 0:
         return 0.0

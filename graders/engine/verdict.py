@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import compare
 from .checks import CHECKS_OF, Check, Config
 from .judges import JudgeContext, wrong_devices
 from .notebook import defining_cell
@@ -61,13 +62,13 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
         why = absent(ex.name, obs, run, cells)
         if why is not None and why.check == "ran":
             result.exercises.append(ExerciseResult(ex.name, why.status, 0.0, float(ex.points),
-                                                   [CheckResult(why.check, why.status, message=why.message)]))
+                                                   [CheckResult(why.check, why.status, message=why.message, kind="absent")]))
             continue
         if obs is not None and obs.get("timeout"):
             res = judge_exercise(module, ex, obs, reference[ex.name], {}, gpu, only_public=only_public)
             res.status, res.points, res.diagnosis = "timeout", 0.0, None
             if not any(c.status == "timeout" for c in res.checks):
-                res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", "")))
+                res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", ""), kind="absent"))
             result.exercises.append(res)
             continue
         mistakes = {m.id: reference_mistakes[m.id] for m in getattr(module, "MISTAKES", ())
@@ -101,28 +102,33 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
                                                           + (f" ({where})" if where else ""))
         elif kind == "timeout":
             res.status, res.message = "timeout", err["message"]
-        elif kind == "wrong":
-            res.status, res.message = "failed", err["message"]
+        elif kind == "wrong":  # the probe found a result of the wrong kind (not a tensor, a tuple too short)
+            res.status, res.message, res.failure = "failed", err["message"], "shape"
         elif kind == "memory":
             res.status, res.message = "error", f"ran out of memory: {err['message']}"
         elif check.variant:  # code that runs on the usual inputs but raises on these: a wrong answer
             res.status, res.message = "failed", f"{check.variant.message}: it raised {err['message']}"
+            res.failure = "exception"
         else:
-            res.status, res.message = "error", err["message"]
+            res.status, res.message, res.failure = "error", err["message"], "exception"
         return res
     moved = wrong_devices(s_obs, r_obs, config.device)
     if moved:
         key, dev = next(iter(moved.items()))
+        res.failure = "device"
         res.status, res.message = "failed", (
             f"`{key}` is on {dev}, but the inputs were on {config.device}: make new tensors on the input's device "
             f"(device=x.device, or torch.zeros_like(x)), and never move results with .cpu() or .cuda()")
         return res
-    try:
-        msg = check.judge(s_obs, r_obs, JudgeContext(config))
-    except Exception as exc:  # a judge must not crash on odd observations: say what was odd
-        msg = f"could not judge the observations ({type(exc).__name__}: {exc})"
+    with compare.collecting() as found:
+        try:
+            msg = check.judge(s_obs, r_obs, JudgeContext(config))
+        except Exception as exc:  # a judge must not crash on odd observations: say what was odd
+            msg = f"could not judge the observations ({type(exc).__name__}: {exc})"
     if msg:
         res.status, res.message = "failed", msg
+        # the kind of the comparison whose message the judge passed on (it may have added words around it)
+        res.failure = next((what for text, what in found if text in msg), "")
     return res
 
 
@@ -142,7 +148,7 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
         elif absent is None:
             absent = Absent("not_implemented", f"no cell defines `{name}` (deleted or renamed?)")
         return ExerciseResult(name, absent.status, 0.0, points,
-                              [CheckResult(absent.check, absent.status, message=absent.message)])
+                              [CheckResult(absent.check, absent.status, message=absent.message, kind="absent")])
     s_checks, r_checks = student["checks"], reference["checks"]
     for check in checks:
         for config in check.configs:
@@ -159,11 +165,12 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
         used = student.get("forbidden", [])
         results.append(CheckResult(
             "uses no forbidden API", "failed" if used else "passed",
-            message=(f"calls {', '.join(used)}, which this exercise asks you to write yourself" if used else "")))
+            message=(f"calls {', '.join(used)}, which this exercise asks you to write yourself" if used else ""),
+            kind="forbidden"))
     mutated = student.get("mutated", [])
     results.append(CheckResult("leaves its inputs unchanged", "failed" if mutated else "passed",
                                message=("modifies its input in place (" + "; ".join(mutated) + "): work on a copy "
-                                        "or use out-of-place operations" if mutated else "")))
+                                        "or use out-of-place operations" if mutated else ""), kind="mutation"))
     status = exercise_status(results)
     diagnosis = diagnose(module, name, checks, s_checks, r_checks, mistakes, results) if status in ("failed", "error") else None
     return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis)

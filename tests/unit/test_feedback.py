@@ -41,12 +41,13 @@ def lesson01(sdpa_checks, diagnosis=None, status="failed") -> LessonResult:
 
 
 def test_shape_is_told_before_an_exception_and_values():
-    checks = [CheckResult("values", "failed", message=VALUES),
+    checks = [CheckResult("values", "failed", message=VALUES, failure="values"),
               CheckResult("gradients match", "error", message="RuntimeError: grad can be implicitly created only "
-                                                              "for scalar outputs"),
-              CheckResult("Tq ≠ Tk", "failed", message="output has shape (2, 3, 4, 6), expected (2, 3, 4, 5)"),
+                                                              "for scalar outputs", failure="exception"),
+              CheckResult("Tq ≠ Tk", "failed", message="output has shape (2, 3, 4, 6), expected (2, 3, 4, 5)",
+                          failure="shape"),
               CheckResult("dtype", "failed", message="output has dtype float64, expected float32 (keep the "
-                                                     "input's dtype)")]
+                                                     "input's dtype)", failure="dtype")]
     ex = ExerciseResult("scaled_dot_product_attention", "error", 0, 6, checks)
     order = [c.name for c in render.failing_checks(ex)]
     assert order == ["Tq ≠ Tk", "dtype", "gradients match", "values"]
@@ -404,3 +405,24 @@ def test_a_misspelt_check_is_one_line_without_the_course_traceback():
     assert "did you mean 'softmax'?" in str(info.value)
     (line,) = info.value._render_traceback_()  # what IPython shows instead of a traceback
     assert "sofmax" in line and "incell.py" not in line
+
+
+def test_the_failure_kind_comes_from_where_the_comparison_was_made():
+    """The feedback order reads the result's kind, recorded by compare.close as it made the message, even when a
+    judge wraps that message in words of its own; a message of no known origin has no kind (told last)."""
+    import torch
+
+    from graders.engine import CPU, Check, same
+    from graders.engine.verdict import _verdict
+
+    def wrapped(s, r, ctx):
+        msg = same("out")(s, r, ctx)
+        return f"with a mask: {msg}" if msg else None
+
+    ref = {"out": torch.zeros(2, 3)}
+    for obs, want in (({"out": torch.zeros(2, 4)}, "shape"), ({"out": torch.zeros(2, 3, dtype=torch.float64)}, "dtype"),
+                      ({"out": torch.ones(2, 3)}, "values")):
+        res = _verdict(Check("x", "c", None, wrapped), CPU[0], obs, ref)
+        assert (res.status, res.failure) == ("failed", want), res
+    plain = _verdict(Check("x", "c", None, lambda s, r, ctx: "has shape (9,), said by hand"), CPU[0], ref, ref)
+    assert plain.failure == ""

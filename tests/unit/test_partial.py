@@ -23,7 +23,7 @@ L01 = find_lesson("lesson01")
 
 def _ex(statuses, status="failed", points=6.0):
     return ExerciseResult("x", status, 0.0, points, [CheckResult(f"c{i}", s) for i, s in enumerate(statuses)]
-                          + [CheckResult("leaves its inputs unchanged", "passed")])
+                          + [CheckResult("leaves its inputs unchanged", "passed", kind="mutation")])
 
 
 def test_partial_points_rule():
@@ -33,7 +33,7 @@ def test_partial_points_rule():
     assert partial_points(_ex(["not_implemented"], status="not_implemented")) == 0.0
     assert partial_points(_ex(["passed", "failed"]), {"c1": 3.0}) == 1.5  # weighted as the registry says
     forbidden = _ex(["passed", "passed"])
-    forbidden.checks.append(CheckResult("uses no forbidden API", "failed"))
+    forbidden.checks.append(CheckResult("uses no forbidden API", "failed", kind="forbidden"))
     assert partial_points(forbidden) == 0.0
 
 
