@@ -121,6 +121,13 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _no_keyboard(prompt: object = "") -> str:
+    """`input()` in a graded notebook: there is no keyboard, on any machine (stdin is /dev/null, or closed, or a
+    pipe the grader's own caller left open): the same EOFError, with why, wherever it is graded."""
+    raise EOFError("EOF when reading a line: input() has no keyboard while the notebook is graded "
+                   "(give the value in the code instead)")
+
+
 def run(job: dict) -> None:
     out = Path(job["out"])
     progress = out / "progress"
@@ -138,6 +145,7 @@ def run(job: dict) -> None:
     engine_modules = [m for n, m in sorted(sys.modules.items()) if n == "graders.engine" or n.startswith("graders.engine.")]
     engine_classes = [v for m in engine_modules for v in vars(m).values()
                       if isinstance(v, type) and v.__module__ == m.__name__]
+    builtins.input = _no_keyboard  # the same answer on every machine, whatever stdin the grader was given
     guard = _Guard(torch, [*engine_modules, module], engine_classes)
     probe_exercise = engine.probe_exercise
     output_limit = job.get("output_limit", 2**20)
