@@ -1,7 +1,7 @@
 """Lesson 10's ablation: from lesson 08's GPT to a Llama-style decoder, one change at a time.
 
     python benchmarks/lesson10_ablation.py                 # the stored run: docs/data/lesson10_ablation.json
-    python benchmarks/lesson10_ablation.py --small         # the notebook's version: one seed, fewer steps
+    python benchmarks/lesson10_ablation.py --small         # the notebook's version: seed 0 only, no sweep
 
 Seven models, each the one before with one change: learned positions -> RoPE, LayerNorm -> RMSNorm,
 GELU MLP -> SwiGLU, biases -> none, 4 KV heads -> 2 (GQA), tied -> untied head. Every model has the same
@@ -234,13 +234,13 @@ def run(steps=250, seeds=(0, 1, 2), lr=3e-3, sweep=(1e-3, 3e-3, 1e-2), d=64, n_l
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--small", action="store_true", help="the notebook's version: one seed, 150 steps, no sweep")
+    ap.add_argument("--small", action="store_true", help="the notebook's version: one seed, no sweep")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.small:
-        run(steps=150, seeds=(0,), sweep=())
+        run(seeds=(0,), sweep=())
         return
     result = run()
     args.out.parent.mkdir(parents=True, exist_ok=True)
