@@ -58,7 +58,7 @@ def matrix_svg(data: dict) -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="course-figure" viewBox="0 0 {width} {height}" '
            f'width="{width}" height="{height}" role="img" font-family="sans-serif" font-size="11">',
            f"<title>{html.escape(label)}: yours, the reference's, and the difference</title>"]
-    panels = (("yours", s, False), ("reference", r, False), ("difference" if not boolean else "differs", diff, True))
+    panels = (("yours", s, False), ("reference", r, False), ("|difference|" if not boolean else "differs", diff, True))
     for p, (name, rows, is_diff) in enumerate(panels):
         x0, y0 = 4 + p * (w + GAP), TITLE
         out.append(f'<text x="{x0}" y="{TITLE - 7}" font-weight="bold" font-size="12">{html.escape(name)}</text>')
@@ -93,8 +93,15 @@ def caption(data: dict) -> str:
     where = ", ".join(str(i) for i in data.get("index", []))
     label = f"{data.get('what', 'output')}" + (f"[{where}, :, :]" if where else "")
     fi, fj = data.get("first", [None, None])
-    text = (f"{label}: blue negative, red positive; the first bad cell, ({fi}, {fj}) of the last two axes, is "
-            f"framed in black")
+    if data.get("kind") == "bool":
+        text = (f"{label}: yours and the reference's, dark True and white False; the third panel is red where "
+                f"they differ")
+    else:
+        text = (f"{label}: yours and the reference's, blue negative, red positive, grey NaN, black ±Inf; the "
+                f"third panel is |yours − reference|, white for 0 to dark red for the largest, black where either "
+                f"is NaN or Inf")
+    if fi is not None:
+        text += f"; the first bad cell, ({fi}, {fj}) of the last two axes, is framed in black"
     if any(any(row) for row in (data.get("blocked") or [])) and data.get("kind") != "bool":
         text += "; masked cells are crossed"
     if any(any(row) for row in (data.get("leaked") or [])):

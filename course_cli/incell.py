@@ -129,7 +129,19 @@ class demo:
     Run All goes on to the end of the notebook."""
 
     def __enter__(self):
-        return self
+        return self.show
+
+    @staticmethod
+    def show(value):
+        """Display the cell's last value, as Jupyter does for a cell's last expression (None shows nothing)."""
+        if value is not None:
+            try:
+                from IPython.display import display
+            except ImportError:  # pragma: no cover
+                print(repr(value))
+            else:
+                display(value)
+        return None
 
     def __exit__(self, etype, value, tb):
         if etype is not None and issubclass(etype, NotImplementedError):

@@ -421,3 +421,15 @@ def lesson_html(result, lesson_title: str) -> str:
             f"{CSS}</style></head><body><h1>{title}</h1><p class=\"dim\">{html.escape(result.notebook)}</p>"
             f"{body}<p><b>Score {result.score:g}/{result.max_score:g}</b> · {passed} of {len(result.exercises)} "
             f"exercises passed</p></body></html>")
+
+
+def render_hints(console: Console, hints: tuple[str, ...] | list[str], shown: int) -> None:
+    """`course hint`: the first `shown` hints, each wrapped by Rich at the console's width (between words, never
+    inside a `code` span's token) with its code spans in bold, then a line when the last one has been shown."""
+    for i in range(shown):
+        line = Text(f"Hint {i + 1}/{len(hints)}: ", style="bold")
+        line.append_text(_styled(hints[i]))
+        console.print(line, overflow="fold", soft_wrap=False)
+        console.print()
+    if shown == len(hints):
+        console.print("That was the last hint.")

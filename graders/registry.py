@@ -92,11 +92,12 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "Softmax is exp(x) divided by the sum of exp(x) along `dim`. Both the sum and the "
                     "normalisation happen along `dim`, so keep that axis with `keepdim=True`.",
-                    "exp(1e4) overflows to inf in float32, and inf/inf is NaN. Because "
-                    "softmax(x - c) = softmax(x) for any c that is constant along `dim`, subtract the "
-                    "maximum along `dim` before exponentiating.",
-                    "Roughly: `z = x - x.amax(dim=dim, keepdim=True)`, then `e = z.exp()` and divide "
-                    "by `e.sum(...)` along the same dim. An all -inf row needs no special case here.",
+                    "exp(1e4) overflows to inf in float32, and inf/inf is NaN. Because softmax(x - c) = "
+                    "softmax(x) for any c that is constant along `dim`, subtract the maximum along `dim` "
+                    "before exponentiating.",
+                    "Three steps along `dim`, keeping the axis each time: shift by the maximum, "
+                    "exponentiate, divide by the sum. If a check still fails, look at which axis your max or"
+                    " your sum reduces over when `dim` is not -1.",
                 ),
             ),
             Exercise(
@@ -104,12 +105,13 @@ LESSONS: tuple[Lesson, ...] = (
                 points=6,
                 depends=("softmax",),
                 hints=(
-                    "Scores are q @ kᵀ with the last two axes of k swapped, shape (..., Tq, Tk), divided "
-                    "by √dk. `k.T` reverses *every* axis of a batched tensor: use `k.transpose(-2, -1)`.",
+                    "Scores are q @ kᵀ with the last two axes of k swapped, shape (..., Tq, Tk), divided by "
+                    "√dk. `k.T` reverses *every* axis of a batched tensor: use `k.transpose(-2, -1)`.",
                     "Each query's row of scores is normalised over the keys: softmax over the last axis "
                     "(Tk), not over the queries. The weights then multiply v: (..., Tq, Tk) @ (..., Tk, dv).",
-                    "With a mask, True means 'may attend': fill the *scores* where the mask is False with "
-                    "-inf before the softmax (`scores.masked_fill(~mask, float('-inf'))`), not the weights after it.",
+                    "With a mask, True means 'may attend'. Decide which tensor to mask, the scores before "
+                    "the softmax or the weights after it, by asking which choice leaves the masked weights "
+                    "exactly 0 and each row still summing to 1.",
                 ),
             ),
         ),
@@ -136,10 +138,10 @@ LESSONS: tuple[Lesson, ...] = (
                 "to_additive",
                 points=1,
                 hints=(
-                    "Start from zeros of the mask's shape in `dtype` on `mask.device`, and put -inf where the "
-                    "mask is False.",
-                    "`float('-inf')`, not −1e9; and do not multiply by -inf (0 × −inf is NaN). "
-                    "`zeros.masked_fill(~mask, float('-inf'))` or `torch.where` select instead.",
+                    "Start from zeros of the mask's shape in `dtype` on `mask.device`, and put -inf where "
+                    "the mask is False.",
+                    "`float('-inf')`, not −1e9; and do not multiply by -inf (0 × −inf is NaN): select "
+                    "between 0 and -inf by the mask instead.",
                 ),
             ),
             Exercise(
@@ -148,8 +150,9 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "Compare the key positions `torch.arange(t)` with each sequence's length: key j of "
                     "sequence b is real when j < lengths[b]. Broadcasting (B, 1) against (t,) gives (B, t).",
-                    "True means 'may attend', so real keys are True and padding is False. Make the positions "
-                    "on `lengths.device`, then reshape (B, t) to (B, 1, 1, t) with `.view(-1, 1, 1, t)`.",
+                    "True means 'may attend', so real keys are True and padding is False. Build it on "
+                    "`lengths.device`, then add the two singleton axes of the (B, 1, 1, t) shape, so that it"
+                    " broadcasts over the heads and the queries.",
                 ),
             ),
             Exercise(
@@ -187,11 +190,12 @@ LESSONS: tuple[Lesson, ...] = (
                 "split_heads",
                 points=1,
                 hints=(
-                    "Unpack `B, T, D = x.shape`; each head gets Dh = D // num_heads features. Check "
-                    "`D % num_heads` first and raise ValueError naming num_heads when it is not 0.",
-                    "`view` never moves data: `x.view(B, H, T, Dh)` has the right shape but reads memory in order. "
-                    "Cut the last axis first, `(B, T, H, Dh)`, so each position keeps its own features.",
-                    "Then swap the T and H axes with `.transpose(1, 2)` to get (B, H, T, Dh).",
+                    "Each head gets Dh = D // num_heads features. Check `D % num_heads` first and raise "
+                    "ValueError naming num_heads when it is not 0.",
+                    "`view` never moves data: `x.view(B, H, T, Dh)` has the right shape but reads memory in "
+                    "order. Cut the last axis first, `(B, T, H, Dh)`, so each position keeps its own "
+                    "features.",
+                    "Then bring the head axis in front of the time axis: one swap of two axes, no copy.",
                 ),
             ),
             Exercise(
@@ -199,8 +203,8 @@ LESSONS: tuple[Lesson, ...] = (
                 points=1,
                 hints=(
                     "Undo split_heads in reverse order: first bring T back next to B, then join H and Dh.",
-                    "`x.transpose(1, 2)` gives (B, T, H, Dh), which is not contiguous, so `.view` refuses: use "
-                    "`.reshape(B, T, H * Dh)` (or `.contiguous().view(...)`).",
+                    "After swapping the axes back the tensor is not contiguous, so `.view` refuses it; "
+                    "`reshape` (or making it contiguous first) does not.",
                 ),
             ),
             Exercise(
@@ -210,13 +214,13 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "In __init__ store num_heads and head_dim = d_model // num_heads, and create four "
                     "`nn.Linear(d_model, d_model, bias=bias)` named q_proj, k_proj, v_proj, out_proj.",
-                    "In forward: `key = query if key is None else key`, `value = key if value is None else value`; "
-                    "project each, then split_heads: q is (B, H, Tq, Dh), k and v are (B, H, Tk, Dh).",
-                    "Scores `q @ k.transpose(-2, -1) / math.sqrt(head_dim)` (the head's size, not d_model); "
-                    "masked_fill(~mask, -inf); softmax over the last axis; "
-                    "`F.dropout(weights, self.dropout, self.training)`.",
-                    "Output: `out_proj(merge_heads(weights @ v))`; return it with the (B, H, Tq, Tk) weights when "
-                    "need_weights, else with None. Do not average the weights over heads.",
+                    "When `key` (or `value`) is None this is self-attention: the query stands in for the "
+                    "key, and the key for the value. Project each, then split heads: q is (B, H, Tq, Dh), k "
+                    "and v are (B, H, Tk, Dh).",
+                    "Scale the scores by the head's size, not by d_model; mask them, softmax over the keys; "
+                    "dropout on the weights, and only in training (`self.training`).",
+                    "The output goes through out_proj after the heads are merged. When need_weights, return "
+                    "the weights of every head, (B, H, Tq, Tk), never their average.",
                 ),
             ),
             Exercise(
@@ -226,9 +230,10 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "One `nn.Linear(d_model, 3 * d_model)` named qkv_proj: its output is [q | k | v], three "
                     "blocks of d_model features, in that order; plus out_proj.",
-                    "`q, k, v = self.qkv_proj(x).chunk(3, dim=-1)`, then split_heads each to (B, H, T, Dh).",
-                    "`F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, "
-                    "is_causal=is_causal)` scales by 1/√Dh itself; then merge_heads and out_proj.",
+                    "The fused output is [q | k | v] along its last axis: cut it into three equal blocks "
+                    "(one call does it), then split heads in each.",
+                    "`F.scaled_dot_product_attention` scales by 1/√Dh itself and takes the causal flag and a"
+                    " dropout probability, which must be 0 outside training. Then merge heads and out_proj.",
                 ),
             ),
             Exercise(
@@ -237,9 +242,9 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "With n_rep = 2 and KV heads a, b, c the output heads are a, a, b, b, c, c: each head "
                     "repeated in place, not the whole list repeated.",
-                    "`x.repeat(1, n_rep, 1, 1)` tiles (a, b, c, a, b, c). Look for the variant of repeat that "
-                    "repeats each element along a dim, or add an axis after the head axis, expand it to n_rep "
-                    "and reshape.",
+                    "Tiling the head axis (`repeat`) gives (a, b, c, a, b, c). You want each head repeated "
+                    "in place: a variant of repeat that repeats elements, or a new axis after the head axis,"
+                    " expanded and folded back.",
                 ),
             ),
             Exercise(
@@ -247,12 +252,13 @@ LESSONS: tuple[Lesson, ...] = (
                 points=3,
                 depends=("split_heads", "merge_heads", "repeat_kv"),
                 hints=(
-                    "head_dim = d_model // num_heads. q_proj maps d_model → d_model; k_proj and v_proj map "
-                    "d_model → num_kv_heads * head_dim; out_proj d_model → d_model; all with bias=bias.",
-                    "Split q into num_heads heads and k, v into num_kv_heads heads; then each KV head must serve "
-                    "num_heads // num_kv_heads consecutive query heads.",
-                    "`repeat_kv(k, n_rep)` and `repeat_kv(v, n_rep)` make them (B, H, T, Dh); then "
-                    "`F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)`, merge_heads, out_proj.",
+                    "q_proj maps d_model → d_model; k_proj and v_proj map to num_kv_heads heads of the "
+                    "*query* head size (d_model // num_heads); out_proj maps d_model → d_model; all with "
+                    "bias=bias.",
+                    "Split q into num_heads heads and k, v into num_kv_heads heads; then each KV head must "
+                    "serve num_heads // num_kv_heads consecutive query heads.",
+                    "Bring k and v up to num_heads heads with your repeat_kv, then SDPA with the causal "
+                    "flag, merge the heads and apply out_proj.",
                 ),
             ),
         ),
@@ -272,9 +278,9 @@ LESSONS: tuple[Lesson, ...] = (
                     "Two details decide whether you match PyTorch: the variance divides by D, not D - 1 "
                     "(`x.var()` divides by D - 1 unless you pass `unbiased=False`), and eps is added to the "
                     "variance, under the square root.",
-                    "Roughly: `mean = x.mean(-1, keepdim=True)`, `var = ((x - mean) ** 2).mean(-1, keepdim=True)`, "
-                    "`out = (x - mean) / torch.sqrt(var + eps)`; then multiply by weight and add bias only when "
-                    "each is not None.",
+                    "The result is (x − mean) / √(var + eps), then the affine part, only for what is given "
+                    "(weight or bias may be None). Off by a tiny amount: check where eps sits. Off by a "
+                    "factor near √(D/(D−1)): check the variance's divisor.",
                 ),
             ),
             Exercise(
@@ -294,9 +300,9 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "BatchNorm keeps one mean and one variance per channel, and the channels are axis 1. "
                     "Average over every other axis: the batch and all the positions.",
-                    "`dims = (0, *range(2, x.dim()))` lists those axes for a 2-D, 3-D or 4-D input; take the "
-                    "mean and the population variance over `dims` with keepdim=True, then normalise as in "
-                    "layer_norm.",
+                    "List those axes for an input of any rank: the batch axis and every axis from 2 on. Take"
+                    " the mean and the population variance over them with keepdim=True, then normalise as in"
+                    " layer_norm.",
                 ),
             ),
             Exercise(
@@ -305,9 +311,9 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "Each sample's C channels are split into num_groups runs of C/num_groups neighbouring "
                     "channels; each run, with all its positions, gets one mean and one variance.",
-                    "Check `C % num_groups` first and raise ValueError naming num_groups. Then "
-                    "`x.reshape(N, num_groups, -1)` puts each group of one sample in one row: normalise the rows "
-                    "and reshape back to x.shape.",
+                    "Check `C % num_groups` first and raise ValueError naming num_groups. Then reshape so "
+                    "that one row holds one group of one sample (its channels and all their positions), "
+                    "normalise the rows, and reshape back to x.shape.",
                 ),
             ),
             Exercise(
@@ -315,14 +321,15 @@ LESSONS: tuple[Lesson, ...] = (
                 points=3,
                 challenge=True,
                 hints=(
-                    "In forward, compute x_hat and rstd = 1/sqrt(var + eps) as in layer_norm, keep them with "
-                    "`ctx.save_for_backward(x_hat, weight, rstd)`, and return x_hat * weight + bias. backward "
-                    "returns four values: gradients for x, weight and bias, and None for eps.",
-                    "grad_bias sums grad_out over every leading axis and grad_weight sums grad_out * x_hat the "
-                    "same way, both giving shape (D,). For x, work with g = grad_out * weight, the gradient "
-                    "with respect to x_hat.",
-                    "grad_x = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), both means over the last axis "
-                    "with keepdim=True: the second term comes from the mean, the third from the variance.",
+                    "In forward, compute what backward will need (the normalised x and the reciprocal "
+                    "standard deviation, with the weight, are enough), save the tensors with "
+                    "`ctx.save_for_backward`, and return the affine output. backward returns one value per "
+                    "input of forward: x, weight, bias, and None for eps.",
+                    "grad_bias and grad_weight sum over every leading axis and have shape (D,). For x, first"
+                    " form the gradient with respect to x_hat: grad_out scaled by the weight.",
+                    "The gradient through the normalisation has three terms: the direct one, one through the"
+                    " mean and one through the variance, each of the last two a mean over the last axis. "
+                    "gradcheck in float64 tells you when all three are right.",
                 ),
             ),
         ),
@@ -338,12 +345,14 @@ LESSONS: tuple[Lesson, ...] = (
                 points=3,
                 hints=(
                     "Everything happens along the last axis: the mean of x² over dim=-1 with keepdim=True, "
-                    "so that it broadcasts back against x. There is no mean subtracted: that would be LayerNorm.",
+                    "so that it broadcasts back against x. There is no mean subtracted: that would be "
+                    "LayerNorm.",
                     "eps goes inside the square root: x / sqrt(mean(x²) + eps). In float16, x² overflows to "
                     "inf once |x| ≥ 256, so do the arithmetic on `x.float()` and cast the result with "
                     "`.to(x.dtype)` at the end.",
-                    "Roughly: `xf = x.float()`, then `y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)`, "
-                    "multiply by `weight.float()` when a weight is given, and return `y.to(x.dtype)`.",
+                    "Three things decide the match: the mean of squares over the last axis only, eps under "
+                    "the square root, and the arithmetic in float32 (the weight too) with the result cast "
+                    "back to the input's dtype at the very end.",
                 ),
             ),
             Exercise(
@@ -351,24 +360,28 @@ LESSONS: tuple[Lesson, ...] = (
                 points=2,
                 depends=("rms_norm",),
                 hints=(
-                    "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have exactly "
-                    "that: no bias.",
-                    "In __init__, store eps and create `self.weight = nn.Parameter(torch.ones(dim))`; forward "
-                    "calls your rms_norm with the module's weight and eps.",
+                    "nn.RMSNorm's state dict has one entry, `weight`, of shape (dim,). Yours must have "
+                    "exactly that: no bias.",
+                    "In __init__, store eps and create the gain as an `nn.Parameter` of ones with shape "
+                    "(dim,); forward calls your rms_norm with it.",
                 ),
             ),
             Exercise(
                 "rms_norm_triton",
                 points=4,
                 hints=(
-                    "View x as (rows, D), allocate the output with torch.empty_like in x's dtype, and launch "
-                    "`kernel[(rows,)](...)`: program `tl.program_id(0)` handles one row. Pass the row stride and "
-                    "D to the kernel, and BLOCK = triton.next_power_of_2(D) as a keyword (a tl.constexpr).",
-                    "Inside the kernel, `cols = tl.arange(0, BLOCK)` and `mask = cols < D`; load with "
-                    "`mask=mask, other=0.0` so the padding adds nothing to the sum of squares, and store with the "
-                    "same mask. Convert the loaded block with `.to(tl.float32)` before squaring.",
-                    "The body is about six lines: load x and w (as float32), `ms = tl.sum(x * x, axis=0) / D`, "
-                    "`y = x * tl.rsqrt(ms + eps) * w`, then tl.store y at the row's pointers with the mask.",
+                    "View x as (rows, D), allocate the output with torch.empty_like in x's dtype, and launch"
+                    " `kernel[(rows,)](...)`: program `tl.program_id(0)` handles one row. Pass the row "
+                    "stride and D to the kernel, and BLOCK = triton.next_power_of_2(D) as a keyword (a "
+                    "tl.constexpr).",
+                    "Inside the kernel, make one row's column offsets with tl.arange up to BLOCK and a mask "
+                    "of those below D; load with that mask and `other=0.0`, so that the padding adds nothing"
+                    " to the sum of squares, and store with the same mask. Convert to float32 before "
+                    "squaring.",
+                    "The body is a handful of lines: load x and w as float32, the mean of the squares over "
+                    "the row (tl.sum, then divide by D), scale by its reciprocal square root with eps, "
+                    "multiply by w, store. Compare with your rms_norm through the interpreter before timing "
+                    "anything.",
                 ),
             ),
         ),
@@ -396,26 +409,26 @@ LESSONS: tuple[Lesson, ...] = (
                 "LearnedPositionalEmbedding",
                 points=1,
                 hints=(
-                    "The table is one trainable (max_len, d_model) tensor: an nn.Parameter (or an nn.Embedding's "
-                    "weight), drawn from N(0, 0.02) — not nn.Embedding's default N(0, 1).",
+                    "The table is one trainable (max_len, d_model) tensor: an nn.Parameter (or an "
+                    "nn.Embedding's weight), drawn from N(0, 0.02) — not nn.Embedding's default N(0, 1).",
                     "forward reads T from x's second-to-last axis and adds rows offset..offset+T−1, which "
                     "broadcast over the batch. Past max_len there is no row: raise before slicing, since a "
                     "slice past the end silently comes back shorter.",
-                    "Roughly: `if offset + T > self.max_len: raise ValueError(... max_len ...)`, then "
-                    "`return x + self.weight[offset:offset + T]`.",
+                    "Check `offset + T` against max_len before slicing and raise ValueError naming max_len; "
+                    "then add the table's rows offset to offset + T − 1.",
                 ),
             ),
             Exercise(
                 "apply_rope",
                 points=3,
                 hints=(
-                    "Angles are an outer product: positions[..., None] (as float32) times the D/2 frequencies "
-                    "base^(−2i/D), giving (..., T, D/2): one angle per token and per pair. Never assume the "
-                    "positions are 0..T−1.",
-                    "Interleaved pairs are a = x[..., 0::2] and b = x[..., 1::2]. Rotating (a, b) by θ gives "
-                    "(a cos θ − b sin θ, a sin θ + b cos θ).",
-                    "Put the rotated halves back in interleaved order with torch.stack([a_rot, b_rot], dim=-1)"
-                    ".flatten(-2), and return it in x's dtype.",
+                    "Angles are an outer product: positions[..., None] (as float32) times the D/2 "
+                    "frequencies base^(−2i/D), giving (..., T, D/2): one angle per token and per pair. Never"
+                    " assume the positions are 0..T−1.",
+                    "Interleaved pairs are a = x[..., 0::2] and b = x[..., 1::2]. Rotating (a, b) by θ gives"
+                    " (a cos θ − b sin θ, a sin θ + b cos θ).",
+                    "Put the rotated pairs back in interleaved order (stack the two on a new last axis, then"
+                    " flatten it away) and return x's dtype.",
                 ),
             ),
             Exercise(
@@ -434,12 +447,13 @@ LESSONS: tuple[Lesson, ...] = (
                 "rope_inv_freq",
                 points=2,
                 hints=(
-                    "Start from the plain frequencies base^(−2i/dim) for i = 0..dim/2−1; \"linear\" then divides "
-                    "every one of them by scale (positions p/scale), \"ntk\" instead changes the base first.",
-                    "For \"ntk\" the new base b' is chosen so that the lowest frequency, b'^(−(dim−2)/dim), is "
-                    "the old one divided by scale, while i = 0 stays 1. Solve for the power of scale.",
-                    "b' = base·scale^(dim/(dim−2)). Check `method` against the three names and `scale >= 1` "
-                    "first, and raise ValueError naming the argument.",
+                    "Start from the plain frequencies base^(−2i/dim) for i = 0..dim/2−1; \"linear\" then "
+                    "divides every one of them by scale (positions p/scale), \"ntk\" instead changes the base "
+                    "first.",
+                    "For \"ntk\" the new base b' is chosen so that the lowest frequency, b'^(−(dim−2)/dim), is"
+                    " the old one divided by scale, while i = 0 stays 1. Solve for the power of scale.",
+                    "Solve b'^(−(dim−2)/dim) = base^(−(dim−2)/dim) / scale for b'. Check `method` against "
+                    "the three names and `scale >= 1` first, and raise ValueError naming the argument.",
                 ),
             ),
             Exercise(
@@ -476,12 +490,12 @@ LESSONS: tuple[Lesson, ...] = (
                 "MLP",
                 points=3,
                 hints=(
-                    "Two nn.Linear layers named fc1 (d_model → expansion·d_model) and fc2 (back to d_model), "
-                    "both built with bias=bias, and an nn.Dropout(dropout) module.",
+                    "Two nn.Linear layers named fc1 (d_model → expansion·d_model) and fc2 (back to d_model),"
+                    " both built with bias=bias, and an nn.Dropout(dropout) module.",
                     "GPT-2's GELU is the tanh approximation: F.gelu(h, approximate=\"tanh\"). Plain F.gelu(h) "
                     "and nn.GELU() are the exact erf form, up to ~5e-4 away: enough to fail the check.",
-                    "forward is dropout(fc2(gelu(fc1(x)))): dropout after fc2 only, and as an nn.Dropout module "
-                    "it switches itself off after .eval() (F.dropout would need training=self.training).",
+                    "Dropout comes after fc2 only; as an nn.Dropout module it switches itself off after "
+                    ".eval() (F.dropout would need to be told).",
                 ),
             ),
             Exercise(
@@ -489,15 +503,16 @@ LESSONS: tuple[Lesson, ...] = (
                 points=7,
                 depends=("MLP",),
                 hints=(
-                    "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, num_heads, "
-                    "dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, dropout, bias), and "
-                    "an nn.Dropout(dropout) for the attention branch. The attention returns a pair: keep [0].",
-                    "Pre-LN (norm_first=True) leaves the stream un-normalised: x = x + drop(attn(ln1(x))), then "
-                    "x = x + mlp(ln2(x)). Post-LN normalises after each add: x = ln1(x + drop(attn(x))), then "
-                    "x = ln2(x + mlp(x)).",
-                    "For causal=True make torch.ones(T, T, dtype=torch.bool, device=x.device).tril() (True = may "
-                    "attend) and combine it with a given mask by `mask & causal`; it broadcasts against a "
-                    "(B, 1, 1, T) padding mask. Pass the result as attn(..., mask=mask).",
+                    "Build ln1 = LayerNorm(d_model, bias=bias), attn = MultiHeadAttention(d_model, "
+                    "num_heads, dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, "
+                    "dropout, bias), and an nn.Dropout(dropout) for the attention branch. The attention "
+                    "returns a pair: keep [0].",
+                    "Pre-LN (norm_first=True) leaves the stream un-normalised: x = x + drop(attn(ln1(x))), "
+                    "then x = x + mlp(ln2(x)). Post-LN normalises after each add: x = ln1(x + "
+                    "drop(attn(x))), then x = ln2(x + mlp(x)).",
+                    "For causal=True build a lower-triangular boolean mask (True = may attend) on x's device"
+                    " and combine it with a given mask by a logical and; it broadcasts against a (B, 1, 1, "
+                    "T) padding mask. Pass the result to attn.",
                 ),
             ),
         ),
@@ -524,22 +539,21 @@ LESSONS: tuple[Lesson, ...] = (
                 points=5,
                 depends=("GPTConfig",),
                 hints=(
-                    "Bottom-up. `CachedSelfAttention.forward`: project x with q_proj, k_proj, v_proj and "
-                    "`L03.split_heads` each into (B, H, T_new, Dh); with a cache, `cache.update(layer_idx, k, v)` "
-                    "returns this layer's keys and values so far, (B, H, T_all, Dh). `GPTBlock.forward` is lesson "
-                    "07's pre-LN forward with `cache=cache, layer_idx=layer_idx` passed to `self.attn`.",
-                    "The mask is bottom-right: `torch.ones(T_new, T_all, dtype=torch.bool).tril(T_all - T_new)`, "
-                    "passed to `F.scaled_dot_product_attention` as attn_mask, with `dropout_p` only in training; "
-                    "then `out_proj(L03.merge_heads(y))`. Without a cache T_all = T_new: the usual causal mask.",
-                    "`GPT.__init__`: `nn.Embedding`s for `wte` (vocab_size × n_embd) and `wpe` (block_size × "
-                    "n_embd), an `nn.ModuleList` of GPTBlocks, `L04.LayerNorm(n_embd, bias=config.bias)`, a "
-                    "bias-free `nn.Linear(n_embd, vocab_size)`; tie by assigning the Parameter itself, "
-                    "`self.lm_head.weight = self.wte.weight`.",
-                    "Initialise by looping over `self.modules()`: `nn.init.normal_(m.weight, 0.0, 0.02)` for Linear "
-                    "and Embedding, zeros for Linear biases; then draw every `block.attn.out_proj.weight` and "
-                    "`block.mlp.fc2.weight` again with std `0.02 / math.sqrt(2 * n_layer)`. In `forward`, "
-                    "`start = len(cache)` (0 without one), positions `torch.arange(start, start + T)`, and "
-                    "`x = block(x, cache=cache, layer_idx=i)` for each block.",
+                    "Bottom-up. `CachedSelfAttention.forward`: project and split heads; with a cache, hand "
+                    "it this step's k and v and attend to everything it gives back, (B, H, T_all, Dh). "
+                    "`GPTBlock.forward` is lesson 07's pre-LN forward, passing the cache and the layer's "
+                    "index on to its attention.",
+                    "The mask is bottom-right aligned: the T_new queries are the last T_new of T_all "
+                    "positions (lesson 02). Pass it to F.scaled_dot_product_attention, with dropout only in "
+                    "training, then merge heads and out_proj. Without a cache T_all = T_new: the usual "
+                    "causal mask.",
+                    "`GPT.__init__`: the token and position tables, the ModuleList of blocks, a final "
+                    "LayerNorm and a bias-free head. Tie by making the head's weight *the same Parameter* as"
+                    " the token table's, not a copy of its values.",
+                    "Initialise every Linear and Embedding weight from N(0, 0.02) and Linear biases at 0, "
+                    "then redraw the two residual projections of each block with std 0.02/√(2·n_layer). In "
+                    "forward the positions continue from the cache's length, read once, before the first "
+                    "block updates the cache.",
                 ),
             ),
             Exercise(
@@ -547,18 +561,18 @@ LESSONS: tuple[Lesson, ...] = (
                 points=1,
                 hints=(
                     "`model.parameters()` yields each Parameter object once, even when two modules hold it.",
-                    "Sum `p.numel()` over `model.parameters()`: not over `model.state_dict()`, and not module by "
-                    "module, which both see a tied weight twice.",
+                    "Count elements, not tensors, and each Parameter object once: a state dict and a walk "
+                    "over the modules both meet a tied weight twice.",
                 ),
             ),
             Exercise(
                 "KVCache",
                 points=2,
                 hints=(
-                    "Keep two lists, keys and values, one entry per layer: a layer's first update appends, later "
-                    "ones concatenate onto what is there.",
-                    "Concatenate along the time axis, `torch.cat([old, new], dim=-2)`, and return the layer's whole "
-                    "tensors; `len` is the time length (`shape[-2]`) of layer 0's keys, or 0 before any update.",
+                    "Keep two lists, keys and values, one entry per layer: a layer's first update appends, "
+                    "later ones concatenate onto what is there.",
+                    "Concatenate along the time axis and return the layer's whole tensors; `len` is the "
+                    "number of positions layer 0 holds (0 before any update).",
                 ),
             ),
             Exercise(
@@ -567,12 +581,14 @@ LESSONS: tuple[Lesson, ...] = (
                 depends=("KVCache",),
                 hints=(
                     "Loop `max_new_tokens` times: run the model, keep `logits[:, -1, :]`, pick a token and "
-                    "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with one, feed "
-                    "the prompt once and then only the newest token.",
-                    "Greedy is `logits.argmax(-1, keepdim=True)`. Otherwise divide the logits by the temperature "
-                    "*before* `torch.softmax`, then draw with `torch.multinomial(probs, 1, generator=generator)`.",
-                    "For top-k, `torch.topk(logits, k).values[:, -1:]` is each row's k-th largest logit; fill every "
-                    "logit below it with -inf before the softmax, which leaves exactly k candidates.",
+                    "`torch.cat` it onto the sequence. Without a cache feed `out[:, -block_size:]`; with "
+                    "one, feed the prompt once and then only the newest token.",
+                    "Greedy takes the most likely token. Otherwise divide the logits by the temperature "
+                    "before the softmax (never the probabilities after it) and draw with torch.multinomial, "
+                    "passing the generator.",
+                    "For top-k, find each row's k-th largest logit and send every logit below it to -inf "
+                    "before the softmax: exactly k candidates remain (the checks draw logits without a tie "
+                    "there).",
                 ),
             ),
             Exercise(
@@ -580,15 +596,14 @@ LESSONS: tuple[Lesson, ...] = (
                 points=3,
                 depends=("GPT",),
                 hints=(
-                    "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, and map "
-                    "names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, `mlp.c_fc` → "
-                    "`mlp.fc1`, `mlp.c_proj` → `mlp.fc2`.",
-                    "Conv1D weights are (in, out): transpose every one with `.t()`, the square ones too. "
-                    "`c_attn.weight` is (D, 3D): `.split(D, dim=1)` gives q, k, v, each then transposed; its bias "
-                    "splits with `.split(D)`.",
-                    "Copy into the existing parameters: for each `name, param in model.named_parameters()`, check "
-                    "the shape (ValueError if it differs), then `param.copy_(new)` under `torch.no_grad()`. The tied "
-                    "head is filled through `wte`.",
+                    "Strip the `transformer.` prefix, skip keys ending in `attn.bias` / `attn.masked_bias`, "
+                    "and map names: `h.{i}.ln_1` → `blocks.{i}.ln1`, `attn.c_proj` → `attn.out_proj`, "
+                    "`mlp.c_fc` → `mlp.fc1`, `mlp.c_proj` → `mlp.fc2`.",
+                    "Conv1D weights are (in, out): transpose every one, the square ones too. The fused "
+                    "c_attn weight holds q, k and v side by side along its output axis: cut it in three, "
+                    "then transpose each; cut its bias the same way.",
+                    "Copy into the existing parameters under torch.no_grad(), checking each shape first "
+                    "(ValueError when it differs). The tied head needs nothing of its own: it is wte.",
                 ),
             ),
         ),
@@ -602,59 +617,60 @@ LESSONS: tuple[Lesson, ...] = (
                 "online_logsumexp",
                 points=2,
                 hints=(
-                    "Keep two tensors of shape x.shape[:-1]: a running max m (start at -inf) and a running sum "
-                    "s (start at 0). Loop over the last dim in slices `x[..., start:start + block]`.",
+                    "Keep two tensors of shape x.shape[:-1]: a running max m (start at -inf) and a running "
+                    "sum s (start at 0). Loop over the last dim in slices `x[..., start:start + block]`.",
                     "For each block: m_new = max(m, the block's max). The terms already in s were taken "
                     "relative to the old max, so multiply s by exp(m - m_new) before adding the block's "
                     "exp(x - m_new).",
-                    "Roughly: `s = s * torch.exp(m - m_new) + torch.exp(xb - m_new[..., None]).sum(-1)`, then "
-                    "`m = m_new`; after the loop return `m + torch.log(s)`.",
+                    "After the loop, the running max and the running sum give the answer: log-sum-exp is the"
+                    " max plus the log of the sum. If a row that is all -inf comes out NaN, look at the "
+                    "rescaling factor when both maxima are -inf.",
                 ),
             ),
             Exercise(
                 "flash_attention",
                 points=4,
                 hints=(
-                    "Two loops: over query tiles `q[:, :, qs:qe]` and, inside, over key tiles. Per query tile "
-                    "keep m (running max, -inf), l (running sum, 0) and acc (running output, zeros of "
+                    "Two loops: over query tiles `q[:, :, qs:qe]` and, inside, over key tiles. Per query "
+                    "tile keep m (running max, -inf), l (running sum, 0) and acc (running output, zeros of "
                     "(B, H, rows, D)). Each key tile's scores are (q_tile @ k_tileᵀ)·scale: only a tile.",
-                    "When the running max moves to m_new, both l and acc shrink by alpha = exp(m - m_new): "
-                    "l = alpha·l + rowsum(p) and acc = alpha·acc + p @ v_tile with p = exp(s - m_new). "
-                    "Divide acc by l once, after the last key tile; lse = m + log(l), of the *scaled* scores.",
-                    "Causal: a key tile starting after the query tile's last row (ks > qe - 1) is skipped, so "
-                    "stop the key loop at min(Tk, qe); a tile that crosses the diagonal (ke - 1 > qs) needs "
-                    "`s.masked_fill(rows[:, None] < cols[None, :], -inf)`. Slicing with ke = min(ks + "
-                    "block_k, Tk) handles the tails.",
+                    "When the running max moves to m_new, both l and acc shrink by alpha = exp(m - m_new): l"
+                    " = alpha·l + rowsum(p) and acc = alpha·acc + p @ v_tile with p = exp(s - m_new). Divide"
+                    " acc by l once, after the last key tile; lse = m + log(l), of the *scaled* scores.",
+                    "Causal: a key tile that starts after the query tile's last row can be skipped, so the "
+                    "key loop can stop early; only a tile that crosses the diagonal needs a mask inside it. "
+                    "Slicing the last tile to the sequence's end handles the tails.",
                 ),
             ),
             Exercise(
                 "flash_attention_triton",
                 points=4,
                 hints=(
-                    "Launch one program per (query tile, batch·head): grid = (triton.cdiv(T, BLOCK_M), B * H). "
-                    "After `.contiguous()`, head `pid_bh` starts at element pid_bh·T·D and row t of it at "
-                    "t·D, so a tile's pointers are `Q + base + rows[:, None] * D + dims[None, :]`.",
-                    "Load with `mask=rows[:, None] < T, other=0.0`. Inside the key loop: s = tl.dot(q, "
-                    "tl.trans(k)) * qk_scale, then the same m / l / acc update as in flash_attention with "
-                    "tl.max, tl.exp and tl.sum along axis 1 (pass qk_scale = 1/√D from the launcher); cast p "
-                    "to v's dtype for the second tl.dot.",
-                    "Keys past T load as zeros, and a zero score still gets weight: set "
-                    "`s = tl.where(cols[None, :] < T, s, float('-inf'))` (and `& (cols[None, :] <= "
-                    "rows[:, None])` when CAUSAL). Store `acc / l[:, None]` cast to O.dtype.element_ty.",
-                    "Correct first, then fast (on a GPU, `course bench lesson09`): pass qk_scale = log2(e)/√D "
-                    "and use tl.math.exp2; run the tiles that need no mask in a loop without tl.where and only "
-                    "the diagonal or tail tile in a masked one; try BLOCK_M = BLOCK_N = 128 with num_warps=8 "
-                    "and num_stages=3 at D=128 (launch keywords).",
+                    "Launch one program per (query tile, batch·head): a 2-D grid whose first axis counts the"
+                    " query tiles (rounded up) and whose second is B·H. After `.contiguous()`, head pid_bh "
+                    "starts at element pid_bh·T·D and row t of it at t·D, so a tile's pointers are a base "
+                    "plus rows times D plus the feature offsets.",
+                    "Load with a mask for the rows past T and other=0.0. Inside the key loop the scores are "
+                    "a tl.dot of the q tile with the k tile transposed, times the scale; then the same m / l"
+                    " / acc update as in flash_attention, with tl.max, tl.exp and tl.sum along axis 1 (pass "
+                    "qk_scale = 1/√D from the launcher); cast p to v's dtype for the second tl.dot.",
+                    "Keys past T load as zeros, and a zero score still gets weight: send those scores to "
+                    "-inf with tl.where (and, when CAUSAL, the ones above the diagonal). Store acc divided "
+                    "by l, cast to the output's element type.",
+                    "Correct first, then fast (on a GPU, `course bench lesson09`): pass qk_scale = "
+                    "log2(e)/√D and use tl.math.exp2; run the tiles that need no mask in a loop without "
+                    "tl.where and only the diagonal or tail tile in a masked one; try BLOCK_M = BLOCK_N = "
+                    "128 with num_warps=8 and num_stages=3 at D=128 (launch keywords).",
                 ),
             ),
             Exercise(
                 "attention_flops",
                 points=1,
                 hints=(
-                    "Count the two matrix products per (batch, head): QKᵀ is Tq·Tk dot products of length d, "
-                    "each d multiplies and d adds.",
-                    "QKᵀ and PV cost 2·t_q·t_k·d each, so the total is 4·b·h·t_q·t_k·d; causal is half of it. "
-                    "Use `// 2` so the result stays an exact int.",
+                    "Count the two matrix products per (batch, head): QKᵀ is Tq·Tk dot products of length d,"
+                    " each d multiplies and d adds.",
+                    "Each of the two products costs 2·t_q·t_k·d per (batch, head); causal halves the total. "
+                    "Keep the result an exact int.",
                 ),
             ),
             Exercise(
@@ -663,8 +679,9 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "Every layer caches a key and a value vector of size d_head for every KV head, every "
                     "position and every sequence in the batch.",
-                    "Multiply 2 (K and V) · n_layer · n_kv_heads · d_head · seq_len · batch by the element size, "
-                    "`torch.empty((), dtype=dtype).element_size()`.",
+                    "Multiply those counts (K and V, the layers, the KV heads, the head size, the positions,"
+                    " the batch) by the bytes of one element of `dtype`, which an empty tensor of that dtype"
+                    " can tell you.",
                 ),
             ),
             Exercise(
@@ -673,15 +690,15 @@ LESSONS: tuple[Lesson, ...] = (
                 challenge=True,
                 depends=("flash_attention",),
                 hints=(
-                    "forward: `out, lse = flash_attention(q, k, v, causal=causal)`, then "
-                    "`ctx.save_for_backward(q, k, v, out, lse)` and keep `ctx.causal = causal`. backward "
-                    "returns four things: dq, dk, dv and None (for causal).",
-                    "In backward, compute delta = (grad_out * out).sum(-1, keepdim=True) once. Loop over key "
-                    "tiles and, inside, query tiles; recompute the tile's scores s (scaled, masked when "
+                    "forward runs your flash_attention and saves for backward exactly what the text lists "
+                    "(the inputs, the output and lse: no Tq×Tk tensor), and keeps the causal flag on ctx. "
+                    "backward returns one gradient per input of forward, None for causal.",
+                    "In backward, compute delta = (grad_out * out).sum(-1, keepdim=True) once. Loop over key"
+                    " tiles and, inside, query tiles; recompute the tile's scores s (scaled, masked when "
                     "causal) and p = exp(s - lse[..., None]).",
-                    "Per tile: dv_tile += pᵀ @ dO_tile; ds = p * (dO_tile @ v_tileᵀ - delta_tile); "
-                    "dq_tile += ds @ k_tile * scale; dk_tile += dsᵀ @ q_tile * scale, accumulating into "
-                    "float32 zeros of q's, k's and v's shapes.",
+                    "Per tile these are attention's gradients written for one tile: dV from the "
+                    "probabilities and dO; dS from dP minus delta, times P; dQ and dK from dS, each with the"
+                    " scale. Accumulate them in float32.",
                 ),
             ),
         ),
@@ -698,43 +715,46 @@ LESSONS: tuple[Lesson, ...] = (
                 hints=(
                     "Three `nn.Linear(..., bias=bias)` layers: `gate_proj` and `up_proj` go from d_model to "
                     "hidden_dim, `down_proj` comes back.",
-                    "Only the gate goes through the nonlinearity: "
-                    "`self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))`.",
+                    "Only the gate goes through the nonlinearity, and the gate is the projection named for "
+                    "it; the other up-projection stays linear. Their product comes back down through "
+                    "down_proj.",
                 ),
             ),
             Exercise(
                 "swiglu_hidden_dim",
                 points=1,
                 hints=(
-                    "Start from `int(2 * 4 * d_model / 3)`; with a multiplier, `int(ffn_dim_multiplier * hidden)`.",
-                    "Round *up* to a multiple: `multiple_of * ((hidden + multiple_of - 1) // multiple_of)`; "
-                    "raise ValueError when d_model or multiple_of is below 1.",
+                    "Start from the width h that makes 3·D·h equal 8·D², truncated to an int; with a "
+                    "multiplier, multiply and truncate again.",
+                    "Round *up* to a multiple of multiple_of with integer arithmetic (11008 must come out "
+                    "exactly); raise ValueError when d_model or multiple_of is below 1.",
                 ),
             ),
             Exercise(
                 "LlamaAttention",
                 points=4,
                 hints=(
-                    "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when "
-                    "`j <= i + (t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in "
-                    "all, its own included).",
-                    "Projections without bias; `k_proj`/`v_proj` output `num_kv_heads * head_dim`. In forward, "
-                    "`start = len(cache)` (before the update) when start is None; positions "
-                    "`torch.arange(start, start + T)`; `L06.apply_rope_half` on q and k only, not v.",
-                    "Then `k, v = cache.update(layer_idx, k, v)`, `L03.repeat_kv(k, n_rep)` (not `k.repeat`, "
-                    "which tiles the heads in the wrong order), `F.scaled_dot_product_attention(q, k, v, "
-                    "attn_mask=sliding_window_mask(T, k.shape[-2], self.window, x.device))`, merge, out_proj.",
+                    "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when `j <= i + "
+                    "(t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in all, "
+                    "its own included).",
+                    "Projections without bias; k_proj and v_proj output num_kv_heads·head_dim. `start`, when"
+                    " not given, is the cache's length before this step's update. Rotate q and k only, at "
+                    "positions start to start + T − 1.",
+                    "The order follows from the rules: rotate, then let the cache store this step's "
+                    "(rotated) k and v and hand back everything, then repeat the KV heads for the queries, "
+                    "then SDPA with your sliding_window_mask for T queries against all those keys; merge and"
+                    " out_proj. Tiling with `repeat` puts the heads in the wrong order.",
                 ),
             ),
             Exercise(
                 "RollingKVCache",
                 points=2,
                 hints=(
-                    "Like lesson 08's KVCache, one list of keys and one of values per layer, plus a counter of "
-                    "the positions seen (layer 0's new positions, added at each of its updates).",
-                    "In update: `k_all = torch.cat([kept, k], dim=-2)` (or just k on a layer's first call); "
-                    "store `k_all[..., -self.window:, :]` (the newest, not the oldest) and return `k_all`, "
-                    "untrimmed. `__len__` returns the counter, not the kept length.",
+                    "Like lesson 08's KVCache, one list of keys and one of values per layer, plus a counter "
+                    "of the positions seen (layer 0's new positions, added at each of its updates).",
+                    "In update, join the kept positions and the new ones along the time axis (only the new "
+                    "ones on a layer's first call); keep the newest `window` of the join for next time, but "
+                    "return the whole join. `__len__` returns the counter, not the kept length.",
                 ),
             ),
             Exercise(
@@ -751,24 +771,25 @@ LESSONS: tuple[Lesson, ...] = (
                 "LlamaBlock",
                 points=1,
                 hints=(
-                    "`ln1 = L05.RMSNorm(config.n_embd, eps=config.norm_eps)`, the same for ln2; `attn = "
-                    "LlamaAttention(D, n_head, n_kv_head, rope_base, window)`, `mlp = SwiGLU(D, hidden_dim)`.",
-                    "Pre-norm: `x = x + self.attn(self.ln1(x), cache, layer_idx, start)` then "
-                    "`return x + self.mlp(self.ln2(x))`; the norm never wraps the sum.",
+                    "ln1 and ln2 are lesson 05's RMSNorm with the config's eps; attn is your LlamaAttention "
+                    "and mlp your SwiGLU, each built from the config's fields.",
+                    "Pre-norm: each sub-layer reads a normalised copy of the stream and its output is added "
+                    "back to the stream; the norm never wraps the sum. Pass the cache arguments through to "
+                    "attn.",
                 ),
             ),
             Exercise(
                 "Llama",
                 points=3,
                 hints=(
-                    "`embed`, an `nn.ModuleList` of `LlamaBlock(config)`, `norm = L05.RMSNorm(...)`, `lm_head = "
-                    "nn.Linear(D, V, bias=False)`, tied with `self.lm_head.weight = self.embed.weight` only when "
-                    "`config.tie_embeddings`.",
-                    "Init: N(0, 0.02) for every Linear and Embedding weight, then std 0.02 / √(2·n_layer) for "
-                    "each block's `attn.out_proj.weight` and `mlp.down_proj.weight`.",
-                    "forward: `start = len(cache)` once (0 without a cache), ValueError naming block_size when "
-                    "`start + T` passes it (only `T` when config.window is set), then `x = block(x, cache, i, "
-                    "start)` for each block, `lm_head(norm(x))` and the cross-entropy.",
+                    "embed, an nn.ModuleList of LlamaBlocks, a final RMSNorm and a bias-free head; when "
+                    "`tie_embeddings`, the head's weight must be the very Parameter of the embedding, not a "
+                    "copy.",
+                    "Init: N(0, 0.02) for every Linear and Embedding weight, then std 0.02 / √(2·n_layer) "
+                    "for each block's `attn.out_proj.weight` and `mlp.down_proj.weight`.",
+                    "forward: read the cache's length once (0 without a cache) and give it to every block; "
+                    "ValueError naming block_size when the sequence passes it (with a window, only a single "
+                    "call longer than block_size); then the final norm, the head and the cross-entropy.",
                 ),
             ),
             Exercise(
@@ -776,37 +797,38 @@ LESSONS: tuple[Lesson, ...] = (
                 points=2,
                 hints=(
                     "Build a dict from our names to the checkpoint's tensors: `model.embed_tokens.weight` → "
-                    "`embed.weight`, `model.layers.{i}.self_attn.o_proj.weight` → `blocks.{i}.attn.out_proj.weight`, "
-                    "`input_layernorm` → `ln1`, `post_attention_layernorm` → `ln2`, `model.norm` → `norm`.",
-                    "No transposes (both sides are nn.Linear). Copy under `torch.no_grad()` with `param.copy_(t)` "
-                    "for each `name, param in model.named_parameters()`, raising ValueError for a missing key, a "
-                    "shape that differs, or a layer past n_layer in the checkpoint.",
+                    "`embed.weight`, `model.layers.{i}.self_attn.o_proj.weight` → "
+                    "`blocks.{i}.attn.out_proj.weight`, `input_layernorm` → `ln1`, "
+                    "`post_attention_layernorm` → `ln2`, `model.norm` → `norm`.",
+                    "No transposes: both sides are nn.Linear. Copy each tensor into the model's existing "
+                    "parameters under torch.no_grad(), raising ValueError for a missing key, a shape that "
+                    "differs, or a layer past n_layer in the checkpoint.",
                 ),
             ),
             Exercise(
                 "filter_logits",
                 points=3,
                 hints=(
-                    "Work on a copy with `masked_fill(..., float('-inf'))`, filter by filter: top-k first "
-                    "(`torch.topk(out, k).values[..., -1:]` is the k-th largest), then top-p, then min-p, each "
-                    "from `out.softmax(-1)` of what is left.",
-                    "top-p: `sorted_probs, order = probs.sort(-1, descending=True)`; a token is dropped when the "
-                    "tokens above it already sum to p: `before = sorted_probs.cumsum(-1) - sorted_probs; drop = "
-                    "before >= p`; put it back in vocabulary order with `zeros_like(drop).scatter(-1, order, drop)`.",
-                    "min-p: drop `probs < min_p * probs.amax(-1, keepdim=True)` (the largest probability, not "
-                    "the sum, which is 1).",
+                    "Work on a copy, filter by filter in the spec's order, each from the softmax of what the"
+                    " one before left; removed tokens become -inf and kept ones stay as they were. For "
+                    "top-k, each row's k-th largest value is the threshold.",
+                    "top-p needs the probabilities sorted: a token is dropped when the tokens ranked above "
+                    "it already sum to p or more (so the token that crosses p stays). Decide in sorted "
+                    "order, then scatter the decision back to vocabulary order.",
+                    "min-p compares each probability with min_p times the row's largest probability, not "
+                    "with their sum (which is always 1).",
                 ),
             ),
             Exercise(
                 "decoder_costs",
                 points=2,
                 hints=(
-                    "Per layer the matrices hold 2·D² (q, out) + 2·D·kv_dim (k, v, kv_dim = n_kv_head·D/n_head) + "
-                    "3·D·hidden_dim (SwiGLU); params adds the embedding, an untied head, 2·D of norms per layer "
-                    "and D for the final norm.",
-                    "N_mm = n_layer · (per-layer matrices) + V·D (the head, tied or not); train_flops = (6·N_mm + "
-                    "12·n_layer·n_embd·block_size) · tokens; kv_bytes_per_token = 2·n_layer·kv_dim·element size; "
-                    "adamw_bytes = 16·params.",
+                    "Per layer the matrices hold 2·D² (q, out) + 2·D·kv_dim (k, v, kv_dim = "
+                    "n_kv_head·D/n_head) + 3·D·hidden_dim (SwiGLU); params adds the embedding, an untied "
+                    "head, 2·D of norms per layer and D for the final norm.",
+                    "N_mm counts every weight used in a matrix product: the layers' matrices and the head "
+                    "(tied or not), not the embedding lookup. train_flops, kv_bytes_per_token and "
+                    "adamw_bytes then follow the exercise's formulas.",
                 ),
             ),
         ),

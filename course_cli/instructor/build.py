@@ -16,7 +16,8 @@ from graders.registry import LESSONS, Lesson
 def guard_demo(source: str, names: set[str]) -> str:
     """A demo cell that uses one of `names` (the lesson's exercises), run under `with demo():`, so that while
     an exercise is still a stub the cell says so instead of raising, and a student's Run All goes on to the
-    end. A final expression is still displayed. Cells that use no exercise are left as they are."""
+    end. A final expression is still displayed, through the guard's `shown(...)` (no `display` boilerplate in
+    the student's cell). Cells that use no exercise are left as they are."""
     import ast
 
     try:
@@ -25,16 +26,26 @@ def guard_demo(source: str, names: set[str]) -> str:
         return source
     if not tree.body or not any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(tree)):
         return source
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    show = next(name for name in ("shown", "shown_", "_shown") if name not in used)
     lines = source.splitlines()
     last = tree.body[-1]
-    if isinstance(last, ast.Expr) and not (isinstance(last.value, ast.Call) and isinstance(last.value.func, ast.Attribute)
-                                           and last.value.func.attr in ("show", "print")):
-        first = last.lineno - 1
-        lines[first] = lines[first][:last.col_offset] + "_shown = " + lines[first][last.col_offset:]
-        lines += ["if _shown is not None:", "    display(_shown)"]
+    quiet = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and (
+        (isinstance(last.value.func, ast.Attribute) and last.value.func.attr in ("show", "print"))
+        or (isinstance(last.value.func, ast.Name) and last.value.func.id in ("print", "display")))
+    target = ""
+    if isinstance(last, ast.Expr) and not quiet:  # the value Jupyter would have shown: shown(...) displays it
+        def cut(row: int, offset: int, text: str) -> None:  # ast's offsets count UTF-8 bytes
+            raw = lines[row].encode()
+            lines[row] = (raw[:offset] + text.encode() + raw[offset:]).decode()
+
+        cut(last.end_lineno - 1, last.end_col_offset, ")")
+        cut(last.lineno - 1, last.col_offset, f"{show}(")
+        target = f" as {show}"
     body = "\n".join(("    " + l) if l.strip() else l for l in lines)
     return ("from course_cli.incell import demo\n"
-            "with demo():  # says so, instead of stopping, while an exercise it uses is not written yet\n" + body)
+            f"with demo(){target}:  # while an exercise it uses is not written yet, says so instead of stopping\n"
+            + body)
 
 
 def student_notebook(lesson: Lesson) -> str:

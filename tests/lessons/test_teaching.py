@@ -120,10 +120,60 @@ KNOWN_ANSWERS = [
     ("lesson08", "torch.topk(z, k).values[:, -1:]"),
     ("lesson08", "cache.update(layer_idx, k, v)                      #"),
     ("lesson09", "this solution makes descriptors"),
+    # issue 31
+    ("lesson03", "qkv_proj(x).chunk(3, dim=-1)"),
+    ("lesson03", "(`repeat_interleave`)"),
+    ("lesson03", "def kv_cache_bytes("),
+    ("lesson04", "(h - h.mean(-1, keepdim=True)) / h.std(-1, keepdim=True, unbiased=False)"),
+    ("lesson04", "(flat - flat.mean()) / (flat.var(unbiased=False) + 1e-5).sqrt()"),
+    ("lesson05", "x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)"),
+    ("lesson08", "`model.parameters()` yields every `Parameter` once"),
+    ("lesson08", "def kv_bytes_per_token("),
+    ("lesson10", "down_proj(silu(gate_proj(x)) * up_proj(x))"),
+    ("lesson10", "int(2 * 4 * d_model / 3)"),
+    ("lesson10", "int(2·4·d_model/3)"),
+    ("lesson10", "`cache.update(layer_idx,\n  k, v)`, `repeat_kv`"),
 ]
 
 
-@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS if l.number <= 9])
+@pytest.mark.parametrize("lesson", CASES)
+def test_no_reference_line_in_the_teaching_text(lesson):
+    found = leaks(lesson)
+    assert not found, "the lesson's text gives away its exercises' code:\n" + "\n".join(found)
+
+
+def test_every_exercise_has_reference_lines_to_compare():
+    """The comparison is not vacuous: every solution cell of lessons 01-09 yields lines to look for."""
+    for lesson in LESSONS:
+        if lesson.number > 9:
+            continue
+        for cell in _cells(lesson.solution_path):
+            nbg = cell.get("metadata", {}).get("nbgrader", {})
+            if nbg.get("solution") and cell["cell_type"] == "code":
+                assert reference_lines("".join(cell["source"])), (lesson.id, nbg.get("grade_id"))
+
+
+def test_triton_stub_has_a_skeleton_and_no_body():
+    lesson = next(l for l in LESSONS if l.id == "lesson09")
+    stub = next("".join(c["source"]) for c in _cells(lesson.student_path)
+                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "flash_attention_triton")
+    kernel = stub.split("def flash_attention_triton(")[0]
+    for skeleton in ("tl.program_id(0)", "tl.program_id(1)", "rows = first + tl.arange(0, BLOCK_M)", "for start in range("):
+        assert skeleton in kernel, skeleton
+    assert "tl.dot" not in kernel  # the body is the student's
+    assert kernel.count("raise NotImplementedError()") == 1
+
+
+@pytest.mark.parametrize("lesson_id, fragment", KNOWN_ANSWERS)
+def test_known_answer_stays_out_of_the_text(lesson_id, fragment):
+    lesson = next(l for l in LESSONS if l.id == lesson_id)
+    texts = [_squash("".join(c["source"])) for c in _cells(lesson.student_path) if _is_text(c)]
+    texts += [_squash("".join(c["source"])) for c in _cells(lesson.student_path)
+              if c.get("metadata", {}).get("nbgrader", {}).get("solution")]  # the stub's own comments too
+    assert not any(_squash(fragment) in t for t in texts), fragment
+
+
+@pytest.mark.parametrize("lesson", CASES)
 def test_lesson_ends_with_self_check_questions(lesson):
     """Three or four questions at the end, each answer hidden in a <details> block until asked for."""
     last = _cells(lesson.student_path)[-1]
