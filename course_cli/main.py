@@ -241,10 +241,9 @@ def hint(lesson: str, exercise: str) -> None:
         raise CourseError(str(exc)) from None
     store = ProgressStore(_workspace())
     shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
-    for i in range(shown):
-        click.echo(f"Hint {i + 1}/{len(ex.hints)}: {ex.hints[i]}\n")
-    if shown == len(ex.hints):
-        click.echo("That was the last hint.")
+    from course_cli.render import make_console, render_hints
+
+    render_hints(make_console(), ex.hints, shown)  # wrapped at the terminal's width, code spans in bold
 
 
 @cli.command()
