@@ -191,12 +191,15 @@ def status(as_json: bool) -> None:
                      "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
-                                   for e in lesson.exercises}})
+                                   for e in lesson.exercises},
+                     "public_passed": sorted(n for n, v in rec.get("best_public", {}).items()
+                                             if v.get("status") == "passed")})
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
     table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
-                  "kept across attempts; last: where your latest attempts left each exercise", caption_justify="left")
+                  "kept across full checks (every check: a run of the public checks only is never the best); last: where "
+                  "your latest attempts left each exercise", caption_justify="left")
     table.add_column("lesson", no_wrap=True)
     table.add_column("best", no_wrap=True)
     table.add_column("", no_wrap=True, justify="right")

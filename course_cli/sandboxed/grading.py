@@ -303,9 +303,10 @@ class Grading:
                 self._add_gpu(obs, reference)
             result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                             self.only_public)
-            if not lesson.solution_path.exists():
-                result.notes.append("the hidden checks are run by your instructor when grading; "
-                                    "this checked the public ones")
+            if self.only_public:
+                from graders.engine.results import PUBLIC_ONLY_NOTE
+
+                result.notes.append(PUBLIC_ONLY_NOTE)
             if not student.sandboxed and self.trusted:
                 result.notes.append("graded WITHOUT the sandbox (--insecure): this notebook's code ran as the "
                                     "grader's own user, with its files and network")

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Said wherever only the public checks ran (the student distribution's check cell and `course check`).
+PUBLIC_ONLY_NOTE = ("these are the public checks; your instructor's run draws more inputs for the same "
+                    "properties (the hidden checks), from a seed of its own")
+
 STATUSES = ("passed", "failed", "error", "timeout", "not_implemented", "skipped")
 
 # An exercise's status is the worst of its checks' statuses, in this order (skipped checks do not count).
@@ -67,6 +71,8 @@ class LessonResult:
     notebook: str
     exercises: list[ExerciseResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. cells that failed to run
+    public_only: bool = False  # the public checks only (the distribution, `--public`): not a full check
+
 
     @property
     def score(self) -> float:

@@ -52,7 +52,7 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
     """The lesson's result: `exercises` (registry Exercise entries; default all of the lesson's) judged
     from the student's run against the reference's observations and the known mistakes'."""
 
-    result = LessonResult(lesson.id, notebook)
+    result = LessonResult(lesson.id, notebook, public_only=only_public)
     result.notes += [c["error"] for c in run.cell_reports if c.get("status") not in ("ok", "skipped")]
     if run.death:
         result.notes.append(run.death)
