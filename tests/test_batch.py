@@ -95,10 +95,12 @@ def test_renamed_and_missing_notebooks_are_accounted_for(tmp_path):
     out = tmp_path / "r.json"
     r = CliRunner().invoke(cli, ["grade", str(root), "--lesson", "1", "--out", str(out)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert "bob: graded lesson01_sdpa-Copy1.ipynb" in r.output
+    assert f"bob: submitted as lesson01_sdpa-Copy1.ipynb, expected {L01.notebook}" in r.output
     data = json.loads(out.read_text())["students"]
     assert set(data) == {"alice", "bob", "carol", "dan"}
     assert data["alice"]["score"] == data["bob"]["score"] == 10.0
-    assert data["carol"]["score"] == data["dan"]["score"] == 0.0
+    assert data["bob"]["note"].startswith("submitted as lesson01_sdpa-Copy1.ipynb")
+    assert data["carol"]["score"] is data["dan"]["score"] is None  # NOT GRADED: no score, not a 0
+    assert data["carol"]["not_graded"] and data["dan"]["not_graded"]
     assert "rename the one to grade" in data["carol"]["exercises"][0]["checks"][0]["message"]
     assert "no notebook in" in data["dan"]["exercises"][0]["checks"][0]["message"]

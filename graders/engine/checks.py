@@ -80,6 +80,12 @@ def hidden_only(checks: list[Check]) -> list[Check]:
     return [c for c in checks if c.hidden and (c.exercise, c.property) not in public]
 
 
+def hidden_properties(checks: list[Check]) -> dict[tuple[str, str], str]:
+    """{(exercise, hidden check's name): its property, the name of the public check it shares}
+    (for `results.for_students`)."""
+    return {(c.exercise, c.name): c.property for c in checks if c.hidden}
+
+
 class Checks(list):
     """The ordered checks of one lesson; `@CHECKS.probe(...)` adds one."""
 
