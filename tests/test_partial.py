@@ -36,6 +36,7 @@ def test_partial_points_rule():
     assert partial_points(_ex(["not_implemented"], status="not_implemented")) == 0.0
     assert partial_points(_ex(["passed", "failed"]), {"c1": 3.0}) == 2.57  # weighted as the registry says: 6 * 3/7
     assert partial_points(_ex(["passed", "failed"]), hidden={"c1"}) == 3.0  # hidden runs: not counted, 6 * 1/2
+    assert partial_points(_ex(["passed", "passed", "failed"]), known_mistake=True) == 3.0  # capped at half
     forbidden = _ex(["passed", "passed"])
     forbidden.checks.append(CheckResult("uses no forbidden API", "failed"))
     assert partial_points(forbidden) == 0.0

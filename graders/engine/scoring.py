@@ -9,7 +9,10 @@ property holds when every run of it passed):
   a softmax over the wrong axis) that fails it keeps at most half of the points;
 - the other properties weigh 1 each, unless `Exercise.weights` says otherwise;
 - one more share, "right on fresh inputs", is earned only by passing: an exercise that did not pass never
-  scores its full points.
+  scores its full points;
+- an exercise whose code is one of its catalogued mistakes (the diagnosis names it: a wrong answer students
+  really write, such as an inverted mask, which fails few properties but is wrong at its core) scores at most
+  KNOWN_MISTAKE_CAP of its points.
 
 The hidden checks (the public properties on inputs drawn from the run's seed, and the input battery) decide
 whether an exercise passed, but not its partial points: so an honest notebook's partial score is the same under
@@ -24,11 +27,13 @@ from .results import ExerciseResult, LessonResult
 
 CONSTRAINTS = ("uses no forbidden API", "leaves its inputs unchanged")
 FRESH_SHARE = 1.0  # the weight of "right on fresh inputs", earned only by an exercise that passed
+KNOWN_MISTAKE_CAP = 0.5  # the most of its points an exercise keeps when it is a catalogued mistake
 
 
 def partial_points(ex: ExerciseResult, weights: dict[str, float] | None = None,
-                   hidden: set[str] | frozenset = frozenset()) -> float:
-    """`ex`'s points under partial credit; `hidden`: the names of the exercise's hidden checks (not counted)."""
+                   hidden: set[str] | frozenset = frozenset(), known_mistake: bool = False) -> float:
+    """`ex`'s points under partial credit; `hidden`: the names of the exercise's hidden checks (not counted);
+    `known_mistake`: the diagnosis names one of the exercise's catalogued mistakes."""
     if ex.status == "passed":
         return ex.max_points
     if ex.status == "not_implemented" or any(c.name == "uses no forbidden API" and c.status == "failed"
@@ -47,17 +52,25 @@ def partial_points(ex: ExerciseResult, weights: dict[str, float] | None = None,
     w[names[0]] = float(weights.get(names[0], max(1.0, sum(w.values()))))
     total = sum(w.values()) + FRESH_SHARE
     passed = sum(w[n] for n in names if holds[n])
-    return round(ex.max_points * passed / total, 2)
+    share = passed / total
+    if known_mistake:
+        share = min(share, KNOWN_MISTAKE_CAP)
+    return round(ex.max_points * share, 2)
 
 
 def apply_partial(result: LessonResult, lesson, checks=None) -> LessonResult:
     """`result` with each exercise's points given by partial credit (in place; returned for convenience).
     `checks`: the lesson's declared checks (default: its module's CHECKS), to know the hidden ones."""
-    if checks is None:
+    mistakes: dict[str, set[str]] = {}
+    module = getattr(lesson, "module", None)
+    if module:
         import importlib
 
-        module = getattr(lesson, "module", None)
-        checks = importlib.import_module(module).CHECKS if module else []
+        mod = importlib.import_module(module)
+        checks = mod.CHECKS if checks is None else checks
+        for m in getattr(mod, "MISTAKES", ()):
+            mistakes.setdefault(m.exercise, set()).add(m.message)
+    checks = checks or []
     hidden: dict[str, set[str]] = {}
     for c in checks:
         if c.hidden:
@@ -65,5 +78,6 @@ def apply_partial(result: LessonResult, lesson, checks=None) -> LessonResult:
     by_name = {e.name: e for e in lesson.exercises}
     for ex in result.exercises:
         spec = by_name.get(ex.id)
-        ex.points = partial_points(ex, dict(spec.weights) if spec else None, hidden.get(ex.id, set()))
+        ex.points = partial_points(ex, dict(spec.weights) if spec else None, hidden.get(ex.id, set()),
+                                   bool(ex.diagnosis) and ex.diagnosis in mistakes.get(ex.id, set()))
     return result
