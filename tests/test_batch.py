@@ -47,13 +47,14 @@ def test_grade_a_flat_folder_to_csv(flat, tmp_path):
     assert "could not grade 1 submission(s): gina" in r.output
     rows = list(csv.DictReader(out.open()))
     by = {(x["student"], x["exercise"]): x for x in rows}
-    assert len(rows) == 7 * 3  # two exercises and the TOTAL row per student
+    assert len(rows) == 6 * 3 + 1  # two exercises and the TOTAL row per graded student; gina: NOT GRADED, one row
     assert by[("alice", "softmax")]["status"] == "passed"
     assert by[("bob", "softmax")]["status"] == "not_implemented"
     assert by[("carol", "scaled_dot_product_attention")]["diagnosis"].startswith("the scores are not divided")
     assert by[("erin", "softmax")]["status"] == "timeout"
     assert by[("frank", "softmax")]["status"] == "error" and "ended the grading process" in by[("frank", "softmax")]["reason"]
-    assert by[("gina", "softmax")]["status"] == "error" and "not valid JSON" in by[("gina", "softmax")]["reason"]
+    assert by[("gina", "TOTAL")]["status"] == "NOT GRADED" and "not valid JSON" in by[("gina", "TOTAL")]["reason"]
+    assert by[("gina", "TOTAL")]["points"] == ""  # no score: never a 0 that reads as graded
     assert "Most frequent mistakes" in r.output and "2 " in r.output  # carol and dan share a mistake
     assert "pass rate" in r.output
 
