@@ -75,10 +75,12 @@ def check(exercise: str, lesson: str | None = None):
     return grade(lesson, exercise, hidden=True)
 
 
-def grade(lesson: str, exercise: str, hidden: bool = False):
+def grade(lesson: str, exercise: str, hidden: bool | None = None):
     """Check one exercise of `lesson` against the reference and show the report inline.
 
-    Public checks only unless `hidden=True` (nbgrader's hidden tests call it that way)."""
+    Every check, as `course check` runs them, in the repository (self-study); in the student distribution, which
+    ships the public checks' references only, the public ones, and the report says that the instructor's run
+    draws more. `hidden=False` asks for the public checks only."""
     __tracebackhide__ = True  # IPython: show the student's cell, not our frames
     from graders.registry import UnknownLesson, find_lesson
 
@@ -97,11 +99,23 @@ def grade(lesson: str, exercise: str, hidden: bool = False):
     except (UnknownLesson, LookupError) as exc:
         raise CheckError(str(exc).strip("'\"")) from None
     names = [exercise] + [d for d in ex_obj.depends if d != exercise]  # its dependencies: to point back at them
+    if hidden is None:
+        from graders.registry import STUDENT_DISTRIBUTION
+
+        hidden = not STUDENT_DISTRIBUTION
     result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", names, only_public=not hidden)
     ex = next(e for e in result.exercises if e.id == exercise)
     blockers = blocked_by(lesson_obj.id, result).get(exercise)
-    _display(exercise_html(ex, lesson_obj.id, blockers), exercise_plain(ex, lesson_obj.id, blockers))
-    single = type(result)(result.lesson, result.notebook, [ex], result.notes)
+    html_text, plain = exercise_html(ex, lesson_obj.id, blockers), exercise_plain(ex, lesson_obj.id, blockers)
+    if result.public_only:
+        from html import escape
+
+        from graders.engine.results import PUBLIC_ONLY_NOTE
+
+        note = PUBLIC_ONLY_NOTE[0].upper() + PUBLIC_ONLY_NOTE[1:] + "."
+        html_text, plain = html_text + f'<div class="dim">{escape(note)}</div>', plain + "\n  " + note
+    _display(html_text, plain)
+    single = type(result)(result.lesson, result.notebook, [ex], result.notes, public_only=result.public_only)
     _record(single)
     if ex.status != "passed" and os.environ.get("COURSE_CHECK_RAISE") == "1":
         raise CheckFailed(f"{exercise}: {ex.status.replace('_', ' ')} — {ex.reason}")

@@ -189,12 +189,15 @@ def status(as_json: bool) -> None:
                      "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
-                                   for e in lesson.exercises}})
+                                   for e in lesson.exercises},
+                     "public_passed": sorted(n for n, v in rec.get("best_public", {}).items()
+                                             if v.get("status") == "passed")})
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
     table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
-                  "kept across attempts; last: where your latest attempts left each exercise", caption_justify="left")
+                  "kept across full checks (every check: a run of the public checks only is never the best); last: where "
+                  "your latest attempts left each exercise", caption_justify="left")
     table.add_column("lesson", no_wrap=True)
     table.add_column("best", no_wrap=True)
     table.add_column("", no_wrap=True, justify="right")
@@ -394,9 +397,12 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
               "per graded submission as it arrives [default: OUT.journal with --out].")
 @click.option("--resume", is_flag=True, help="Continue an interrupted batch (with its hidden seed): keep the "
               "journal's results, grade only the missing (or changed) submissions.")
+@click.option("--roster", "roster", type=click.Path(exists=True, dir_okay=False), help="The class list, one "
+              "student id a line (or a CSV whose first column is the id): who submitted nothing gets a "
+              "`not submitted` row (NOT GRADED: no score, left out of the mean).")
 def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
           insecure: bool, partial: bool, seed: int | None, scheduler: str | None, workers: int | None,
-          journal: str | None, resume: bool) -> None:
+          journal: str | None, resume: bool, roster: str | None = None) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
     notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
     Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
@@ -441,6 +447,17 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     lesson_obj = _lesson(lesson)
     subs, renamed, absent = find_class(Path(submissions), lesson_obj)
+    if roster:
+        from course_cli.classes.batch import read_roster
+        from graders.engine.results import NOT_SUBMITTED
+
+        try:
+            listed = read_roster(Path(roster))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CourseError(f"could not read the roster {roster}: {exc}") from None
+        for student in listed:
+            if student not in absent and student not in {s for s, _ in subs}:
+                absent[student] = NOT_SUBMITTED
     if students:
         subs = [s for s in subs if s[0] in students]
         absent = {k: v for k, v in absent.items() if k in students}
@@ -489,7 +506,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             sys.exit(130)
     for student, why in renamed.items():
         if student in results:
-            results[student].notes.append(why)
+            results[student].note = why  # the same words as every other seat's
     results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
     if partial:
         from graders.engine.scoring import apply_partial
@@ -498,8 +515,9 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             apply_partial(res, lesson_obj)
     info = summary(results)
     out_console = make_console()
-    table = Table(title=f"{lesson_obj.id}: {info['students']} submissions, mean score {info['mean_score']:g}/"
-                        f"{lesson_obj.max_score:g}", title_justify="left")
+    apart = f" ({len(info['not_graded'])} NOT GRADED, not in the mean)" if info["not_graded"] else ""
+    table = Table(title=f"{lesson_obj.id}: {info['students']} submissions graded{apart}, mean score "
+                        f"{info['mean_score']:g}/{lesson_obj.max_score:g}", title_justify="left")
     for col in ("exercise", "passed", "pass rate", "other statuses"):
         table.add_column(col)
     for e in info["exercises"]:

@@ -15,6 +15,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from graders.engine.notebook import pick_notebook
 from graders.registry import Lesson
 from graders.engine.results import LessonResult
 
@@ -36,17 +37,12 @@ def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict
     found, renamed, missing = {}, {}, {}
     for folder in sorted(p for p in root.glob(f"*/{lesson.id}") if p.is_dir()):
         student = folder.parent.name
-        exact = folder / lesson.notebook
-        if exact.is_file():
-            found[student] = exact
-            continue
         nbs = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
-        stem = lesson.notebook.removesuffix(".ipynb")
-        near = [p for p in nbs if p.stem.startswith(stem)]
-        pick = nbs[0] if len(nbs) == 1 else (near[0] if len(near) == 1 else None)
+        pick, note = pick_notebook([p.name for p in nbs], lesson.notebook)  # the policy of every seat
         if pick is not None:
-            found[student] = pick
-            renamed[student] = f"graded {pick.name}: there is no {lesson.notebook} in {folder}"
+            found[student] = folder / pick
+            if note:
+                renamed[student] = note
         elif nbs:
             missing[student] = (f"no {lesson.notebook} in {folder}, and {len(nbs)} other notebooks "
                                 f"({', '.join(p.name for p in nbs[:5])}): rename the one to grade")
@@ -58,11 +54,23 @@ def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict
     return sorted(found.items()), renamed, missing
 
 
+def read_roster(path: Path) -> list[str]:
+    """The student ids of a roster: one a line, or a CSV's first column; blank lines, `#` comments and a
+    header (`student`, `student_id`, `id`) skipped."""
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        sid = next(csv.reader([line]), [""])[0].strip() if line.strip() else ""
+        if sid and not sid.startswith("#") and sid.lower() not in ("student", "student_id", "id", "username"):
+            out.append(sid)
+    return list(dict.fromkeys(out))
+
+
 def missing_result(lesson: Lesson, reason: str) -> LessonResult:
-    """The row of a student who handed in nothing gradable: 0 points, the reason, never dropped."""
+    """The row of a student who handed in nothing gradable: NOT GRADED (no score, left out of the means), the
+    reason, never dropped."""
     from graders.engine.results import CheckResult, ExerciseResult
 
-    result = LessonResult(lesson.id, "", notes=[reason])
+    result = LessonResult(lesson.id, "", notes=[reason], not_graded=reason)
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
                                                [CheckResult("submission", "error", message=reason, kind="grader")]))
@@ -143,6 +151,9 @@ def summary(results: dict[str, LessonResult]) -> dict:
     """The class at a glance, as data: per-exercise pass rates and statuses, every diagnosis with its count and
     the students it applies to, and the submissions that errored or timed out (the grader's own failures,
     `kind: "grader"`, apart from the students' code's, `kind: "code"`). Written into `course grade`'s JSON."""
+    not_graded = [{"student": s, "reason": r.not_graded} for s, r in sorted(results.items()) if r.not_graded]
+    everyone = results
+    results = {s: r for s, r in results.items() if not r.not_graded}  # counted apart, never as a 0
     n = len(results)
     rates: dict[str, Counter] = {}
     max_points: dict[str, float] = {}
@@ -163,7 +174,7 @@ def summary(results: dict[str, LessonResult]) -> dict:
     return {
         "students": n,
         "mean_score": round(sum(r.score for r in results.values()) / n, 3) if n else 0.0,
-        "max_score": max((r.max_score for r in results.values()), default=0.0),
+        "max_score": max((r.max_score for r in everyone.values()), default=0.0),
         "exercises": [{"exercise": ex, "passed": c["passed"], "pass_rate": round(c["passed"] / n, 3) if n else 0.0,
                        "statuses": dict(c), "max_points": max_points[ex]} for ex, c in rates.items()],
         # `students` is the count (as before); `who` names them
@@ -171,6 +182,9 @@ def summary(results: dict[str, LessonResult]) -> dict:
                       for (ex, d), who in ranked],
         "errors": errors,
         "timeouts": timeouts,
+        # NOT GRADED (a notebook that is not JSON or cannot be read; a roster's student who submitted nothing):
+        # not in `students`, the mean or the pass rates
+        "not_graded": not_graded,
     }
 
 
@@ -183,6 +197,7 @@ def csv_safe(value):
 
 
 TOTAL = "TOTAL"  # the exercise column of each student's total row in the CSV
+NOT_GRADED = "NOT GRADED"  # the status of a submission that was not graded (the same words as nbgrader's export)
 
 
 def rows(results: dict[str, LessonResult]) -> list[dict]:
@@ -190,6 +205,11 @@ def rows(results: dict[str, LessonResult]) -> list[dict]:
     exercise passed, else `incomplete`; reason: how many passed)."""
     out = []
     for student, res in results.items():
+        if res.not_graded:  # one row, no score: never a 0 that looks like a graded submission
+            out.append({"student": student, "lesson": res.lesson, "exercise": TOTAL, "status": NOT_GRADED,
+                        "points": "", "max_points": res.max_score, "diagnosis": "", "reason": res.not_graded,
+                        "notebook": res.notebook})
+            continue
         out += [{"student": student, "lesson": res.lesson, "exercise": ex.id, "status": ex.status,
                  "points": ex.points, "max_points": ex.max_points, "diagnosis": ex.diagnosis or "",
                  "reason": ex.reason, "notebook": res.notebook} for ex in res.exercises]
@@ -197,7 +217,8 @@ def rows(results: dict[str, LessonResult]) -> list[dict]:
         out.append({"student": student, "lesson": res.lesson, "exercise": TOTAL,
                     "status": "passed" if res.all_passed else "incomplete", "points": res.score,
                     "max_points": res.max_score, "diagnosis": "",
-                    "reason": f"{passed} of {len(res.exercises)} exercises passed", "notebook": res.notebook})
+                    "reason": "; ".join([f"{passed} of {len(res.exercises)} exercises passed"] + [res.note] * bool(res.note)),
+                    "notebook": res.notebook})
     return out
 
 

@@ -7,9 +7,8 @@ bubblewrap once, when Gradescope builds the image; `run_autograder` grades the s
 `results/results.json` in Gradescope's format:
 
 - one test per exercise, visible: the course's points for it (the same as `course check`), and as output the
-  course's feedback on its public checks;
-- one test per exercise with hidden checks, `after_published`, no points of its own: how many hidden checks
-  passed, numbered, without their names, messages or inputs;
+  course's feedback on its checks, the hidden ones as the README's policy says (names and statuses; no message,
+  which would quote the inputs drawn for the run);
 - the top-level `score`, the sum of the exercises' points.
 
 The root (`/autograder` on Gradescope) comes from `--root` or `AUTOGRADER_ROOT`, so a test runs the real
@@ -113,37 +112,35 @@ def find_submission(folder: Path, lesson: Lesson) -> tuple[Path | None, str]:
     named = [p for p in found if p.name == lesson.notebook]
     if named:
         return named[0], ""
+    from graders.engine.notebook import renamed_note
+
     if len(found) == 1:
-        return found[0], f"graded {found[0].name} (the only notebook submitted; expected {lesson.notebook})"
+        return found[0], renamed_note(found[0].name, lesson.notebook)  # the policy of every seat
     if not found:
         return None, f"no notebook was submitted: upload {lesson.notebook}"
     names = ", ".join(p.name for p in found)
     return None, f"{len(found)} notebooks were submitted ({names}) and none is {lesson.notebook}: submit that one"
 
 
-def hidden_names(lesson: Lesson) -> dict[str, set[str]]:
-    """Per exercise, the names of its hidden checks (those that no public check of the exercise shares)."""
+def hidden_names(lesson: Lesson) -> dict[tuple[str, str], str]:
+    """{(exercise, hidden check): the property it tests, the name of its public check} (see `for_students`)."""
     import importlib
 
-    checks = importlib.import_module(lesson.module).CHECKS
-    out = {}
-    for ex in lesson.exercises:
-        public = {c.name for c in checks.of(ex.name) if not c.hidden}
-        out[ex.name] = {c.name for c in checks.of(ex.name) if c.hidden} - public
-    return out
+    from graders.engine.checks import hidden_properties
+
+    return hidden_properties(importlib.import_module(lesson.module).CHECKS)
 
 
 _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "not_implemented": "·", "skipped": "–"}
 
 
-def _feedback(ex, hidden: set[str], n_hidden: int) -> str:
+def _feedback(ex) -> str:
     lines = [f"{ex.status.replace('_', ' ')}: {ex.points:g}/{ex.max_points:g} points"]
     if ex.diagnosis:
         lines.append(f"Likely mistake: {ex.diagnosis}")
-    public = [c for c in ex.checks if c.name not in hidden]
-    if public:
+    if ex.checks:
         lines.append("Checks:")
-    for c in public:
+    for c in ex.checks:
         where = f" [{c.device}/{c.dtype}]"
         if c.status == "skipped":
             continue
@@ -152,43 +149,35 @@ def _feedback(ex, hidden: set[str], n_hidden: int) -> str:
         else:
             lines.append(f"  {_MARK.get(c.status, '?')} {c.name}{where}: {c.status.replace('_', ' ')}"
                          + (f"\n      " + c.message.replace("\n", "\n      ") if c.message else ""))
-    skipped = sum(c.status == "skipped" for c in public)
+    skipped = sum(c.status == "skipped" for c in ex.checks)
     if skipped:
         lines.append(f"  {_MARK['skipped']} {skipped} GPU check run(s) skipped: no GPU here (skipped is not passed)")
-    if n_hidden:
-        lines.append(f"{n_hidden} hidden check(s) of this exercise count too; their results are shown when the "
-                     "grades are published.")
     return "\n".join(lines)
 
 
-def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[str, set[str]], note: str = "",
+def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[tuple[str, str], str], note: str = "",
                        seconds: float | None = None) -> dict:
-    """Gradescope's results.json for one graded submission: points as `course check` gives them."""
-    tests = []
-    for ex in result.exercises:
-        h = hidden.get(ex.id, set())
-        h_checks = [c for c in ex.checks if c.name in h]
-        n_hidden = len({c.name for c in h_checks}) if h_checks else len(h)
-        tests.append({"name": ex.id, "score": ex.points, "max_score": ex.max_points,
-                      "status": "passed" if ex.status == "passed" else "failed",
-                      "output": _feedback(ex, h, n_hidden), "visibility": "visible"})
-        if h:
-            counted = [c for c in h_checks if c.status != "skipped"]
-            if counted:
-                ok = sum(c.status == "passed" for c in counted)
-                lines = [f"{ok} of {len(counted)} hidden check runs passed."]
-                lines += [f"  hidden check {i + 1}: {c.status.replace('_', ' ')}" for i, c in enumerate(counted)]
-                status = "passed" if ok == len(counted) else "failed"
-            else:
-                lines, status = [f"the hidden checks did not run ({ex.status.replace('_', ' ')}: see {ex.id})"], "failed"
-            tests.append({"name": f"{ex.id}: hidden checks", "status": status, "output": "\n".join(lines),
-                          "visibility": "after_published"})
+    """Gradescope's results.json for one graded submission: points as `course check` gives them, and the hidden
+    checks as the README's policy says (`graders.engine.results.for_students`: names and statuses, no messages)."""
+    from graders.engine.results import for_students
+
+    result = for_students(result, hidden)
+    note = note or result.note
+    if result.not_graded:  # Gradescope has no "not graded": 0 points, and the page says NOT GRADED and why
+        head = f"{lesson.id} ({lesson.title}): NOT GRADED: {result.not_graded}"
+        tests = [{"name": ex.id, "score": 0.0, "max_score": ex.max_points, "status": "failed",
+                  "output": f"NOT GRADED: {result.not_graded}", "visibility": "visible"} for ex in result.exercises]
+        return {"score": 0.0, "output": head, "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
+                "extra_data": {"lesson": lesson.id, "max_score": result.max_score, "not_graded": result.not_graded}}
+    tests = [{"name": ex.id, "score": ex.points, "max_score": ex.max_points,
+              "status": "passed" if ex.status == "passed" else "failed",
+              "output": _feedback(ex), "visibility": "visible"} for ex in result.exercises]
     head = f"{lesson.id} ({lesson.title}): {result.score:g}/{result.max_score:g} points."
     if note:
         head += f"\n{note}"
     if any(ex.status != "passed" for ex in result.exercises):
-        head += ("\nAn exercise scores its points when every check passes, hidden ones included; run "
-                 f"`course check {lesson.id}` on your own machine for the full story.")
+        head += ("\nAn exercise scores its points when every check passes, the ones on inputs drawn for this run "
+                 f"(fresh inputs) included; run `course check {lesson.id}` on your own machine for the full story.")
     data = {"score": result.score, "output": head, "visibility": "visible", "stdout_visibility": "hidden",
             "tests": tests, "extra_data": {"lesson": lesson.id, "max_score": result.max_score}}
     if seconds is not None:
@@ -206,9 +195,10 @@ def run(lesson: Lesson, root: Path) -> dict:
     results_dir.mkdir(parents=True, exist_ok=True)
     path, note = find_submission(root / "submission", lesson)
     if path is None:
-        result = _error_result(lesson, "", note)
+        result = _error_result(lesson, "", note, not_graded=True)
     else:
         result = grade_submission(lesson, "submission", path)
+        result.note = note
     data = gradescope_results(lesson, result, hidden_names(lesson), note, time.monotonic() - t0)
     tmp = results_dir / "results.json.tmp"
     tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")

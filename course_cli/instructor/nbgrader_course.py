@@ -35,7 +35,8 @@ CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
 import os
 
-from course_cli.instructor.nbgrader_course import ApplyCourseVerdict, CourseOverwriteCells, RepairCells, StartCourseGrading
+from course_cli.instructor.nbgrader_course import (ApplyCourseVerdict, CourseOverwriteCells, RepairCells,
+                                                   StartCourseGrading, adopt_renamed)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteKernelspec,
@@ -51,6 +52,9 @@ c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {course_id!r}
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 c.CourseOverwriteCells.add_missing_cells = True   # a deleted autograder cell comes back, from the source
+# a notebook submitted under another name is graded as the lesson's, with the note every seat gives
+# ("submitted as X, expected Y"), as `course grade` and Gradescope do
+c.Autograde.pre_convert_hook = adopt_renamed
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
@@ -122,6 +126,36 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
 
 _IN_FLIGHT: dict[str, object] = {}
 _NOTES: dict[str, list] = {}
+
+
+def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
+    """nbgrader's Autograde pre-convert hook: when a student's folder has no notebook by the lesson's name but one
+    the course's policy grades (`graders.engine.notebook.pick_notebook`: the only one, or the only one named like
+    the lesson's), a copy of it is written under the lesson's name (the submitted file is kept), carrying the
+    policy's note, and graded in its place. nbgrader alone skips it as an unknown notebook (NOT GRADED)."""
+    import json
+
+    from graders.engine.notebook import pick_notebook
+
+    if not notebooks:
+        return
+    folder = Path(notebooks[0]).parent
+    try:
+        lesson = find_lesson(folder.name)
+    except UnknownLesson:
+        return
+    names = [Path(n).name for n in notebooks]
+    pick, note = pick_notebook(names, lesson.notebook)
+    if pick is None or not note:
+        return
+    try:
+        data = json.loads((folder / pick).read_text(encoding="utf-8"))
+        data.setdefault("metadata", {}).setdefault("course", {}).setdefault("notes", []).append(note)
+        text = json.dumps(data, ensure_ascii=False, indent=1)
+    except (OSError, ValueError, AttributeError, TypeError):  # not a notebook: graded as itself, NOT GRADED
+        text = (folder / pick).read_bytes().decode("utf-8", "replace")
+    (folder / lesson.notebook).write_text(text, encoding="utf-8")
+    notebooks[:] = [str(folder / lesson.notebook)] + [n for n in notebooks if Path(n).name != pick]
 
 
 def _lesson_of(resources) -> object | None:
@@ -222,7 +256,8 @@ class StartCourseGrading(NbGraderPreprocessor):
                 from course_cli.sandboxed.grading import _error_result
 
                 _IN_FLIGHT[_key(resources)] = _error_result(
-                    lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}")
+                    lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}",
+                    not_graded=True)
                 return nb, resources
             _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
             notes = (nb.metadata.get("course") or {}).get("notes") or []
@@ -262,6 +297,14 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             lesson = _lesson_of(resources)
             if lesson is not None:
                 apply_partial(result, lesson)
+        lesson = _lesson_of(resources)
+        if lesson is not None:  # what students see of hidden checks: the README's policy, as Gradescope applies it
+            import importlib
+
+            from graders.engine.checks import hidden_properties
+            from graders.engine.results import for_students
+
+            result = for_students(result, hidden_properties(importlib.import_module(lesson.module).CHECKS))
         by_id = {e.id: e for e in result.exercises}
         from course_cli.render import blocked_by
 

@@ -68,15 +68,22 @@ passes here can still fail a hidden check: make your code right, not just the ex
 
 
 def _hidden_probe(node: ast.stmt) -> bool:
-    """A probe registered with `@CHECKS.probe(..., hidden=True)`."""
+    """A probe registered with `@CHECKS.probe(..., hidden=True)`: since hidden checks add inputs, never properties
+    (graders/engine/checks.py), that is a public check and its hidden twin. The distribution keeps the public one:
+    `hidden=True` is taken out of the decorator (in place), and the probe stays. Returns whether it was there."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
+    found = False
     for dec in node.decorator_list:
         if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute) and dec.func.attr == "probe":
-            for kw in dec.keywords:
-                if kw.arg == "hidden" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
-                    return True
-    return False
+            kept = [kw for kw in dec.keywords
+                    if not (kw.arg == "hidden" and isinstance(kw.value, ast.Constant) and kw.value.value is True)]
+            found |= len(kept) != len(dec.keywords)
+            dec.keywords = kept
+            if len(dec.args) > 4 and isinstance(dec.args[4], ast.Constant) and dec.args[4].value is True:
+                dec.args = dec.args[:4]
+                found = True
+    return found
 
 
 def _registers(node: ast.stmt) -> bool:
@@ -122,14 +129,14 @@ def drop_unreferenced(body: list[ast.stmt], keep: frozenset[str] = frozenset()) 
 
 
 def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset()) -> str:
-    """A lesson's grader module without its hidden probes, without its mistakes' code, and without the private
-    helpers that only those used (`keep`: the names other shipped modules import from it)."""
+    """A lesson's grader module without its hidden checks (a hidden check's public twin stays), without its
+    mistakes' code, and without the private helpers that only those used (`keep`: the names other shipped
+    modules import from it)."""
     tree = ast.parse(source)
     impl_names = {m.impl.__name__ for m in mistakes if getattr(m, "impl", None) is not None}
     body = []
     for node in tree.body:
-        if _hidden_probe(node):
-            continue
+        _hidden_probe(node)  # its public check stays, without the hidden twin
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in impl_names:
             continue
         if isinstance(node, (ast.Assign, ast.AnnAssign)):

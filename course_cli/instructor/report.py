@@ -135,7 +135,7 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
     names = sorted(results)
     alias = {s: (f"student {i + 1}" if anonymous else s) for i, s in enumerate(names)}
     max_score = info["max_score"]
-    scores = [results[s].score for s in names]
+    scores = [results[s].score for s in names if not results[s].not_graded]  # NOT GRADED: counted apart
     rates = {e["exercise"]: e["pass_rate"] for e in info["exercises"]}
 
     diagnoses = {}

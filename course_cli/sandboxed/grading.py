@@ -252,8 +252,11 @@ class Reference:
         return Reference(data["exercises"], data["mistakes"])
 
 
-def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error") -> LessonResult:
-    result = LessonResult(lesson.id, notebook, notes=[message])
+def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error",
+                  not_graded: bool = False) -> LessonResult:
+    """Every exercise `status` with `message`; with not_graded=True the submission is NOT GRADED (no score,
+    left out of a class's means: a notebook that is not JSON or cannot be read, nothing submitted)."""
+    result = LessonResult(lesson.id, notebook, notes=[message], not_graded=message if not_graded else "")
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
                                                [CheckResult("notebook", status, message=message, kind="grader")]))
@@ -303,9 +306,10 @@ class Grading:
                 self._add_gpu(obs, reference)
             result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                             self.only_public)
-            if not lesson.solution_path.exists():
-                result.notes.append("the hidden checks are run by your instructor when grading; "
-                                    "this checked the public ones")
+            if self.only_public:
+                from graders.engine.results import PUBLIC_ONLY_NOTE
+
+                result.notes.append(PUBLIC_ONLY_NOTE)
             if not student.sandboxed and self.trusted:
                 result.notes.append("graded WITHOUT the sandbox (--insecure): this notebook's code ran as the "
                                     "grader's own user, with its files and network")
@@ -355,7 +359,7 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
     try:
         nb = read_notebook(path)
     except NotebookError as exc:
-        return _error_result(lesson, str(path), str(exc))
+        return _error_result(lesson, str(path), str(exc), not_graded=True)
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
                        trusted=trusted)
 

@@ -69,13 +69,25 @@ class ProgressStore:
             return self._read()
 
     def record(self, result, source: str = "cli") -> None:
-        """Append one attempt (a LessonResult) to its lesson's history."""
+        """Append one attempt (a LessonResult) to its lesson's history. Only a full check (every check, as
+        `course check` runs them in the repository) can be the best: an attempt from the public checks only
+        (the distribution, `--public`) is kept in the history, marked "public", and its passes in
+        `best_public`, never in `best`."""
+        public = bool(getattr(result, "public_only", False))
         attempt = {"time": time.time(), "source": source, "score": result.score, "max_score": result.max_score,
+                   "checks": "public" if public else "all",
                    "exercises": {e.id: {"status": e.status, "points": e.points} for e in result.exercises}}
         with self._locked():
             data = self._read()
             lesson = data["lessons"].setdefault(result.lesson, {"attempts": [], "best": {}, "hints": {}})
             lesson["attempts"].append(attempt)
+            if public:
+                seen = lesson.setdefault("best_public", {})
+                for e in result.exercises:
+                    if e.status == "passed" or e.id not in seen:
+                        seen[e.id] = {"points": e.points, "status": e.status}
+                self._write(data)
+                return
             for e in result.exercises:
                 prev = lesson["best"].get(e.id, {"points": 0.0, "status": "not_attempted"})
                 if e.points > prev["points"] or prev["status"] != "passed" and e.status == "passed":

@@ -55,9 +55,33 @@ class Check:
     configs: tuple[Config, ...] = CPU
     hidden: bool = False  # hidden from the student notebook's public test cell (nbgrader's hidden tests)
     variant: "Variant | None" = None  # an entry of the standard input battery (the probe's inputs, changed)
+    # The property the check tests, by name: a check's own name unless it is a hidden twin (the same probe and
+    # judge on fresh draws from the run's seed) or a battery entry (the base check's property on other inputs),
+    # which carry their public check's name. Every hidden property is also a public one (`hidden_only`).
+    property: str = ""
+
+    def __post_init__(self):
+        if not self.property:
+            self.property = self.name
 
     def key(self, config: Config) -> str:
         return f"{self.name} @ {config.key}"
+
+
+HIDDEN_TWIN = " (fresh inputs)"  # the name of a hidden twin: its public check's name, then this
+
+
+def hidden_only(checks: list[Check]) -> list[Check]:
+    """The hidden checks whose property no public check of the same exercise tests (should be none: a hidden
+    check is a public property on other inputs). A battery entry counts as its base check's property."""
+    public = {(c.exercise, c.property) for c in checks if not c.hidden}
+    return [c for c in checks if c.hidden and (c.exercise, c.property) not in public]
+
+
+def hidden_properties(checks: list[Check]) -> dict[tuple[str, str], str]:
+    """{(exercise, hidden check's name): its property, the name of the public check it shares}
+    (for `results.for_students`)."""
+    return {(c.exercise, c.name): c.property for c in checks if c.hidden}
 
 
 class Checks(list):
@@ -70,10 +94,18 @@ class Checks(list):
 
     def probe(self, exercise: str, name: str, judge: Judge, configs: tuple[Config, ...] = CPU,
               hidden: bool = False) -> Callable[[Probe], Probe]:
+        """Add the check `name`. With `hidden=True` it is added twice: public, on its fixed seed (the student
+        sees the property tested), and as its hidden twin (`name` + HIDDEN_TWIN), the same probe and judge on
+        fresh draws from the run's seed (class grading's; the instructor's run draws more inputs). Hidden
+        checks add inputs, never properties."""
         def add(fn: Probe) -> Probe:
-            if any(c.exercise == exercise and c.name == name for c in self):
-                raise ValueError(f"duplicate check {exercise}/{name}")
-            self.append(Check(exercise, name, fn, judge, configs, hidden))
+            names = (name, name + HIDDEN_TWIN) if hidden else (name,)
+            for n in names:
+                if any(c.exercise == exercise and c.name == n for c in self):
+                    raise ValueError(f"duplicate check {exercise}/{n}")
+            self.append(Check(exercise, name, fn, judge, configs))
+            if hidden:
+                self.append(Check(exercise, name + HIDDEN_TWIN, fn, judge, configs, hidden=True, property=name))
             return fn
         return add
 
@@ -109,7 +141,8 @@ class Checks(list):
                     self.battery_skipped[exercise, v.name] = reason
                     continue
                 self.append(Check(exercise, v.name, b.probe, _battery_judge(b.judge, v),
-                                  (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v))
+                                  (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v,
+                                  property=b.property))
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,30 @@ def defining_cell(cells: list[dict], name: str) -> dict | None:
     """The cell (of `graded_cells`'s entries, or notebook cells) whose text defines `name`."""
     i = defining_index(cells, name)
     return None if i is None else cells[i]
+
+
+# ----------------------------------------------------------------------------------------------
+# Which submitted notebook is graded: one policy for every seat (course grade, Dask, nbgrader, Gradescope)
+
+
+def renamed_note(submitted: str, expected: str) -> str:
+    """The note every seat gives a notebook graded under another name than the lesson's."""
+    return f"submitted as {submitted}, expected {expected}: graded as {expected}"
+
+
+def pick_notebook(names: list[str], expected: str) -> tuple[str | None, str]:
+    """The submitted notebook to grade among `names` (file names), and a note. The lesson's notebook by name;
+    else the only notebook, or the only one whose name starts with the lesson's (`lesson01_sdpa (1).ipynb`),
+    graded with the note `renamed_note`; else None, and why (none, or several and none by name)."""
+    names = sorted(n for n in names if n.endswith(".ipynb"))
+    if expected in names:
+        return expected, ""
+    stem = expected.removesuffix(".ipynb")
+    near = [n for n in names if n.startswith(stem)]
+    pick = names[0] if len(names) == 1 else near[0] if len(near) == 1 else None
+    if pick is not None:
+        return pick, renamed_note(pick, expected)
+    if not names:
+        return None, f"no notebook was submitted (expected {expected})"
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    return None, f"{len(names)} notebooks were submitted ({shown}) and none is {expected}: not graded"

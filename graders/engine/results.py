@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Said wherever only the public checks ran (the student distribution's check cell and `course check`).
+PUBLIC_ONLY_NOTE = ("these are the public checks; your instructor's run draws more inputs for the same "
+                    "properties (the hidden checks), from a seed of its own")
+
+NOT_GRADED = "not_graded"  # an exercise of a submission that was not graded (LessonResult.not_graded says why)
+NOT_SUBMITTED = "not submitted"  # the reason of a roster's student with no submission
+
 STATUSES = ("passed", "failed", "error", "timeout", "not_implemented", "skipped")
 
 # What a check result is, as a type (never told from its name or its message):
@@ -79,9 +86,19 @@ class LessonResult:
     notebook: str
     exercises: list[ExerciseResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. cells that failed to run
+    public_only: bool = False  # the public checks only (the distribution, `--public`): not a full check
+    # Why this submission was NOT GRADED (a notebook that is not JSON or cannot be read, or nothing submitted):
+    # no score, left out of a class's means, counted apart. Empty: graded.
+    not_graded: str = ""
+    # What every seat says about the submission itself, in the same words (a renamed notebook's
+    # `graders.engine.notebook.renamed_note`): in the JSON, the CSV's TOTAL row, nbgrader's and Gradescope's feedback.
+    note: str = ""
+
 
     @property
-    def score(self) -> float:
+    def score(self) -> float | None:
+        if self.not_graded:
+            return None
         return float(round(sum(e.points for e in self.exercises), 4))
 
     @property
@@ -93,8 +110,13 @@ class LessonResult:
         return bool(self.exercises) and all(e.status == "passed" for e in self.exercises)
 
     def to_dict(self) -> dict:
-        return {"lesson": self.lesson, "notebook": self.notebook, "score": self.score,
-                "max_score": self.max_score, "exercises": [e.to_dict() for e in self.exercises]}
+        d = {"lesson": self.lesson, "notebook": self.notebook, "score": self.score,
+             "max_score": self.max_score, "exercises": [e.to_dict() for e in self.exercises]}
+        if self.not_graded:
+            d["not_graded"] = self.not_graded  # (only then: the graded layout is unchanged)
+        if self.note:
+            d["note"] = self.note
+        return d
 
 
 def exercise_status(checks: list[CheckResult]) -> str:
@@ -102,3 +124,31 @@ def exercise_status(checks: list[CheckResult]) -> str:
     if not counted:
         return "skipped"
     return max(counted, key=_SEVERITY.__getitem__)
+
+
+# ----------------------------------------------------------------------------------------------
+# What students see of hidden checks: one policy, applied by every output a student reads (nbgrader's feedback,
+# Gradescope's results; the distribution's `course check` runs no hidden check). README: "What students see of
+# hidden checks". Hidden checks test public properties on inputs drawn from the run's seed, so their names and
+# statuses are shown (a hidden twin's name is its public check's, marked "(fresh inputs)"), as are the points they
+# cost and the diagnosis (a catalogued mistake's sentence, which quotes no input); their messages, which quote the
+# drawn inputs' values, are not.
+
+HIDDEN_MESSAGE = ("failed on inputs drawn for this grading run (their values are not shown); the public check "
+                  "{prop!r} tests the same property: make your code right for every input it allows, not only "
+                  "the public check's")
+
+
+def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str]) -> "LessonResult":
+    """A copy of `result` as students may see it: each hidden check's message (`hidden`: {(exercise, check name):
+    its property, the public check it shares}) replaced by HIDDEN_MESSAGE. Names, statuses, points, diagnoses
+    unchanged."""
+    import copy
+
+    out = copy.deepcopy(result)
+    for ex in out.exercises:
+        for c in ex.checks:
+            prop = hidden.get((ex.id, c.name))
+            if prop is not None and c.status not in ("passed", "skipped"):
+                c.message = HIDDEN_MESSAGE.format(prop=prop)
+    return out

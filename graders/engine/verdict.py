@@ -9,6 +9,7 @@ only starts the children, reads their files and calls this; the in-process test 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import compare
@@ -41,9 +42,28 @@ def absent(name: str, obs: dict | None, run: StudentRun, cells: list[dict]) -> A
             return Absent("timeout", run.death, check="ran")
         return Absent("error", run.death)
     if cell and cell["index"] in failed:
-        return Absent("error", f"`{name}` is not defined because its cell failed: {failed[cell['index']]['error']}")
+        own = failed[cell["index"]]["error"]
+        cause = _earlier_cause(failed, cell["index"]) if own.startswith("NameError") else None
+        if cause:
+            return Absent("error", f"{cause}; so `{name}` is not defined: its cell then failed with {own}")
+        return Absent("error", f"`{name}` is not defined because its cell failed: {own}")
     if cell:
         return Absent("error", f"`{name}` is not defined after running cell {cell['index']}")
+    return None
+
+
+_NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+
+
+def _earlier_cause(failed: dict[int, dict], index: int) -> str | None:
+    """What an earlier failed cell explains of a later NameError: a missing module, said as itself."""
+    for i in sorted(k for k in failed if k < index):
+        error = str(failed[i].get("error", ""))
+        m = _NO_MODULE.match(error)
+        if m:
+            where = error.split("\n  at ", 1)[1].split(":")[0] if "\n  at " in error else f"cell {i}"
+            return (f"the notebook imports `{m.group(1).split('.')[0]}` ({where}), which is not installed where it "
+                    f"is graded: use only what the lesson imports (torch, and the course's own modules)")
     return None
 
 
@@ -53,7 +73,7 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
     """The lesson's result: `exercises` (registry Exercise entries; default all of the lesson's) judged
     from the student's run against the reference's observations and the known mistakes'."""
 
-    result = LessonResult(lesson.id, notebook)
+    result = LessonResult(lesson.id, notebook, public_only=only_public)
     result.notes += [c["error"] for c in run.cell_reports if c.get("status") not in ("ok", "skipped")]
     if run.death:
         result.notes.append(run.death)

@@ -47,13 +47,14 @@ def test_grade_a_flat_folder_to_csv(flat, tmp_path):
     assert "could not grade 1 submission(s): gina" in r.output
     rows = list(csv.DictReader(out.open()))
     by = {(x["student"], x["exercise"]): x for x in rows}
-    assert len(rows) == 7 * 3  # two exercises and the TOTAL row per student
+    assert len(rows) == 6 * 3 + 1  # two exercises and the TOTAL row per graded student; gina: NOT GRADED, one row
     assert by[("alice", "softmax")]["status"] == "passed"
     assert by[("bob", "softmax")]["status"] == "not_implemented"
     assert by[("carol", "scaled_dot_product_attention")]["diagnosis"].startswith("the scores are not divided")
     assert by[("erin", "softmax")]["status"] == "timeout"
     assert by[("frank", "softmax")]["status"] == "error" and "ended the grading process" in by[("frank", "softmax")]["reason"]
-    assert by[("gina", "softmax")]["status"] == "error" and "not valid JSON" in by[("gina", "softmax")]["reason"]
+    assert by[("gina", "TOTAL")]["status"] == "NOT GRADED" and "not valid JSON" in by[("gina", "TOTAL")]["reason"]
+    assert by[("gina", "TOTAL")]["points"] == ""  # no score: never a 0 that reads as graded
     assert "Most frequent mistakes" in r.output and "2 " in r.output  # carol and dan share a mistake
     assert "pass rate" in r.output
 
@@ -95,10 +96,12 @@ def test_renamed_and_missing_notebooks_are_accounted_for(tmp_path):
     out = tmp_path / "r.json"
     r = CliRunner().invoke(cli, ["grade", str(root), "--lesson", "1", "--out", str(out)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    assert "bob: graded lesson01_sdpa-Copy1.ipynb" in r.output
+    assert f"bob: submitted as lesson01_sdpa-Copy1.ipynb, expected {L01.notebook}" in r.output
     data = json.loads(out.read_text())["students"]
     assert set(data) == {"alice", "bob", "carol", "dan"}
     assert data["alice"]["score"] == data["bob"]["score"] == 10.0
-    assert data["carol"]["score"] == data["dan"]["score"] == 0.0
+    assert data["bob"]["note"].startswith("submitted as lesson01_sdpa-Copy1.ipynb")
+    assert data["carol"]["score"] is data["dan"]["score"] is None  # NOT GRADED: no score, not a 0
+    assert data["carol"]["not_graded"] and data["dan"]["not_graded"]
     assert "rename the one to grade" in data["carol"]["exercises"][0]["checks"][0]["message"]
     assert "no notebook in" in data["dan"]["exercises"][0]["checks"][0]["message"]

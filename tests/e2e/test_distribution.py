@@ -115,7 +115,8 @@ def test_check_grades_public_checks_from_the_distribution(installed, tmp_path):
     res = _check(installed, path)
     assert res["score"] == res["max_score"] == 10.0, res
     names = {c["name"] for e in res["exercises"] for c in e["checks"]}
-    assert "huge magnitudes (±1e4) give no inf or NaN" not in names  # a hidden check of the repository
+    assert "huge magnitudes (±1e4) give no inf or NaN" in names  # a property public in the repository too
+    assert not any(n.endswith("(fresh inputs)") for n in names)  # its hidden twin is not shipped
 
     from harness import mistakes_of, with_mistake
 
@@ -178,13 +179,14 @@ def test_strip_grader_removes_hidden_probes_and_mistakes():
 
 
 def test_strip_grader_drops_what_only_hidden_probes_used():
-    """Dead code out, to a fixed point: lesson 10's judges of hidden checks go, with nothing a public check or
-    lesson 10 itself (importing lesson 08's `_Cache`) needs."""
+    """Dead code out, to a fixed point, with nothing a public check or lesson 10 itself (importing lesson 08's
+    `_Cache`) needs. A hidden check's judges stay: its property is public (its public twin uses them)."""
     import graders.lesson08_gpt as g08
     import graders.lesson10_llama as g10
 
     text = strip_grader(Path(g10.__file__).read_text(), g10.MISTAKES)
-    assert "def _rolling_bad_judge" not in text and "def _load_bad_judge" not in text  # hidden checks' judges
+    assert "def _rolling_bad_judge" in text and "def _load_bad_judge" in text  # hidden=True checks' judges
+    assert "hidden=True" not in text
     assert "class _Rolling(_Cache)" in text and "def _window_mask" in text  # public checks' doubles
     assert "_Cache" in strip_grader(Path(g08.__file__).read_text(), g08.MISTAKES, keep=frozenset({"_Cache"}))
 
