@@ -411,108 +411,68 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
     (on Dask: course grade submitted/ --lesson lesson01 --scheduler tcp://head:8786 --out results.csv)
     """
-    import os
     from pathlib import Path
 
-    from course_cli.sandboxed import sandbox
-    if insecure:
-        os.environ["COURSE_INSECURE"] = "1"  # read by every grading child started from here (and Dask workers)
-    if journal is None and out:
-        journal = out + ".journal"
-    if seed is None and resume and journal and Path(journal).exists():
-        from course_cli.classes.journal import journal_seed
-
-        seed = journal_seed(Path(journal))  # the interrupted run's hidden checks
-    if seed is not None:
-        os.environ["COURSE_HIDDEN_SEED"] = str(seed)
-    from course_cli.sandboxed.grading import hidden_seed
-
-    seed = hidden_seed()  # the hidden checks' inputs of this run
-    try:
-        sandbox.require_sandbox()
-    except sandbox.SandboxUnavailable as exc:
-        raise CourseError(str(exc)) from None
-    if insecure and not sandbox.bwrap_status()[0]:
-        click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
-                   f"submission's code runs as you, with your files and network", err=True)
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.table import Table
 
-    from course_cli.classes.batch import find_class, grade_class, missing_result, summary, write
-    from course_cli.classes.cluster import ClusterError  # (Dask is imported only when a cluster is used)
-    from course_cli.sandboxed.grading import reference_key
-    from course_cli.classes.journal import Journal, JournalError
+    from course_cli.classes import grade as klass
     from course_cli.render import make_console
+    from course_cli.sandboxed import sandbox
+    from course_cli.settings import Limits, Run, current, using
 
     lesson_obj = _lesson(lesson)
-    subs, renamed, absent = find_class(Path(submissions), lesson_obj)
-    if roster:
-        from course_cli.classes.batch import read_roster
-        from graders.engine.results import NOT_SUBMITTED
+    if journal is None and out:
+        journal = out + ".journal"
+    try:
+        p = klass.plan(lesson_obj, Path(submissions), students, Path(roster) if roster else None,
+                       Path(journal) if journal else None, resume, seed, scheduler, workers)
+    except klass.ClassError as exc:
+        raise CourseError(str(exc)) from None
+    given = current()  # the environment's (COURSE_INSECURE, COURSE_HIDDEN_SEED), the options over it
+    settings = Run(Limits.from_env(), insecure or given.insecure, p.seed if p.seed is not None else given.hidden_seed)
+    with using(settings):
+        from course_cli.sandboxed.grading import hidden_seed
 
+        seed = hidden_seed()  # the hidden checks' inputs of this run
         try:
-            listed = read_roster(Path(roster))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CourseError(f"could not read the roster {roster}: {exc}") from None
-        for student in listed:
-            if student not in absent and student not in {s for s, _ in subs}:
-                absent[student] = NOT_SUBMITTED
-    if students:
-        subs = [s for s in subs if s[0] in students]
-        absent = {k: v for k, v in absent.items() if k in students}
-        missing = set(students) - {s[0] for s in subs} - set(absent)
-        if missing:
-            raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
-    for student, why in sorted({**renamed, **absent}.items()):
-        click.echo(f"{student}: {why}", err=True)
-    if not subs and not absent:
-        raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
-                          f"folders nor .ipynb files)")
-    if workers and scheduler != "local":
-        raise CourseError("--workers is for --scheduler local (the local pool takes --jobs; a running cluster "
-                          "has the workers it was started with)")
-    if resume and journal is None:
-        raise CourseError("--resume needs the journal: give --out (its journal is OUT.journal) or --journal")
-    if resume and not Path(journal).exists():
-        click.echo(f"no journal at {journal} yet: grading every submission", err=True)
-    if scheduler:
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            raise CourseError("--scheduler needs Dask distributed: pip install 'attention-course[cluster]'") from None
-    console = make_console(file=sys.stderr)
-    with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console, transient=False) as progress:
-        task = progress.add_task(lesson_obj.id, total=len(subs))
-        # re-grading some students (--student) adds their new results to the class's journal
-        # (another lesson's or other graders' journal: started afresh, the old one kept as .bak)
-        append = (bool(students) and not resume and journal is not None and Path(journal).exists()
-                  and Journal.matches(Path(journal), lesson_obj.id, reference_key(lesson_obj, "cpu"), seed))
-        try:
-            results = {} if not subs else grade_class(lesson_obj, subs, jobs, lambda s, r: progress.advance(task), scheduler, workers,
-                                  Path(journal) if journal else None, resume or append,
-                                  on_resumed=lambda n: resumed(progress, task, n, journal),
-                                  regrade=set(students) if append else (), seed=seed)
-        except (JournalError, OSError) as exc:
+            sandbox.require_sandbox()
+        except sandbox.SandboxUnavailable as exc:
             raise CourseError(str(exc)) from None
-        except ClusterError as exc:
-            kept = f"; what was graded is in {journal}: continue with --resume" if journal else ""
-            raise CourseError(f"{exc}{kept}") from None
-        except KeyboardInterrupt:
-            progress.stop()
-            click.echo(f"interrupted{f': the results so far are in {journal}; continue with --resume' if journal else ''}",
-                       err=True)
-            sys.exit(130)
-    for student, why in renamed.items():
-        if student in results:
-            results[student].note = why  # the same words as every other seat's
-    results = dict(sorted({**results, **{s: missing_result(lesson_obj, why) for s, why in absent.items()}}.items()))
-    if partial:
-        from graders.engine.scoring import apply_partial
+        if settings.insecure and not sandbox.bwrap_status()[0]:
+            click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
+                       f"submission's code runs as you, with your files and network", err=True)
+        for student, why in sorted({**p.renamed, **p.absent}.items()):
+            click.echo(f"{student}: {why}", err=True)
+        if resume and not Path(journal).exists():
+            click.echo(f"no journal at {journal} yet: grading every submission", err=True)
+        console = make_console(file=sys.stderr)
+        with Progress(TextColumn("grading {task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), console=console, transient=False) as progress:
+            task = progress.add_task(lesson_obj.id, total=len(p.submissions))
+            try:
+                results = klass.run(p, jobs, students, resume, partial, scheduler, workers,
+                                    on_done=lambda s, r: progress.advance(task),
+                                    on_resumed=lambda n: resumed(progress, task, n, journal))
+            except klass.ClassError as exc:
+                raise CourseError(str(exc)) from None
+            except KeyboardInterrupt:
+                progress.stop()
+                click.echo(f"interrupted{f': the results so far are in {journal}; continue with --resume' if journal else ''}",
+                           err=True)
+                sys.exit(130)
+    _render_class(lesson_obj, results, out, students, seed)
 
-        for res in results.values():
-            apply_partial(res, lesson_obj)
+
+def _render_class(lesson_obj, results, out, students, seed) -> None:
+    """`course grade`'s output: the table of pass rates, the most frequent mistakes, the results files."""
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from course_cli.classes.batch import any_errors, summary, write
+    from course_cli.render import make_console
+    from course_cli.sandboxed import sandbox
+
     info = summary(results)
     out_console = make_console()
     apart = f" ({len(info['not_graded'])} NOT GRADED, not in the mean)" if info["not_graded"] else ""
@@ -535,8 +495,6 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
         click.echo(f"wrote {out}")
-    from course_cli.classes.batch import any_errors
-
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))
         click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)

@@ -8,6 +8,7 @@ when a run is configured, not when a module is imported.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -74,24 +75,39 @@ class Run:
 
 
 _CURRENT: Run | None = None
-
-
-def configure(run: Run) -> Run:
-    """Make `run` this process's settings (a command does this once, from its options; a Dask task from what the
-    client shipped). Returns it."""
-    global _CURRENT
-    _CURRENT = run
-    return run
+_DRAWN: int | None = None  # a seed drawn by this process when none was given
 
 
 def current() -> Run:
-    """This process's settings: the configured run, else the environment's (read now, not at import)."""
-    return _CURRENT if _CURRENT is not None else configure(Run.from_env())
+    """This process's settings: the run a command is using, else the environment's as it is now (read when
+    needed, never at import)."""
+    return _CURRENT if _CURRENT is not None else Run.from_env()
+
+
+@contextlib.contextmanager
+def using(run: Run):
+    """`run` as this process's settings for the block (a command, from its options; a Dask task, from what the
+    client shipped), the previous ones back after it."""
+    global _CURRENT
+    before, _CURRENT = _CURRENT, run
+    try:
+        yield run
+    finally:
+        _CURRENT = before
 
 
 def hidden_seed() -> int:
-    """The hidden checks' seed of this run: the configured one, else drawn once and kept in the run."""
-    run = current()
-    if run.hidden_seed is None:
-        run = configure(dataclasses.replace(run, hidden_seed=secrets.randbits(31)))
-    return run.hidden_seed
+    """The hidden checks' seed of this run: the one given (--seed, COURSE_HIDDEN_SEED, the client's), else one
+    drawn once per process."""
+    global _DRAWN
+    seed = current().hidden_seed
+    if seed is not None:
+        return seed
+    if _DRAWN is None:
+        _DRAWN = secrets.randbits(31)
+    return _DRAWN
+
+
+def resolved() -> Run:
+    """The current run with its hidden seed fixed (what a client ships to its workers)."""
+    return dataclasses.replace(current(), hidden_seed=hidden_seed())

@@ -73,7 +73,7 @@ def missing_result(lesson: Lesson, reason: str) -> LessonResult:
     result = LessonResult(lesson.id, "", notes=[reason], not_graded=reason)
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
-                                               [CheckResult("submission", "error", message=reason, kind="grader")]))
+                                               [CheckResult("submission", "error", message=reason, kind="absent")]))
     return result
 
 

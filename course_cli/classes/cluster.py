@@ -51,16 +51,15 @@ class ClusterError(RuntimeError):
     """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
 
 
-# the client's choices a worker follows (--insecure, the run's hidden seed), unset there when unset here
-SANDBOX_ENV = ("COURSE_INSECURE", "COURSE_HIDDEN_SEED")
-
-
 def sandbox_limits() -> dict:
     return {name: getattr(sandbox, name) for name in LIMITS if hasattr(sandbox, name)}
 
 
-def sandbox_env() -> dict:
-    return {name: os.environ[name] for name in SANDBOX_ENV if name in os.environ}
+def client_run() -> dict:
+    """The client's run settings (--insecure, the hidden checks' seed, fixed here) as data for its tasks."""
+    from course_cli.settings import resolved
+
+    return resolved().to_dict()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -69,18 +68,14 @@ def sandbox_env() -> dict:
 _WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
 
 
-def _worker_sandbox(limits: dict, env: dict) -> None:
-    """Grade under the client's limits and choices; refuse (ClusterError) where the sandbox is missing."""
+def _worker_sandbox(limits: dict) -> None:
+    """Grade under the client's limits; refuse (ClusterError) where the sandbox is missing (the client's choices,
+    --insecure and the seed, are the run settings the task grades under: grade_task)."""
     for name, value in limits.items():
         setattr(sandbox, name, value)
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers (distributed.nanny.pre-spawn-environ); the
     # grading children get the environment a local pool's children get
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
-    for name in SANDBOX_ENV:
-        if name in env:
-            os.environ[name] = env[name]
-        else:
-            os.environ.pop(name, None)
     require = getattr(sandbox, "require_sandbox", None)  # (the bubblewrap sandbox's check, where it exists)
     if require is not None:
         try:
@@ -90,14 +85,11 @@ def _worker_sandbox(limits: dict, env: dict) -> None:
 
 
 def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
-               reference, reference_key: str, limits: dict, env: dict | None = None) -> dict:
+               reference, reference_key: str, limits: dict, run: dict | None = None) -> dict:
     """Grade one submission on a worker with the client's reference (`reference`, or None: the one the
     ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
 
-    from course_cli.classes.cluster_plugin import SHIPPED
-    from course_cli.classes.dispatch import grade_submission
-    from course_cli.sandboxed.grading import Reference
     from course_cli.sandboxed.grading import reference_key as key_of
 
     lesson = find_lesson(lesson_id)
@@ -107,7 +99,18 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
         raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
                            f"client (installed at {Path(__file__).resolve().parents[2]}); install the same "
                            f"version of the course on every worker")
-    _worker_sandbox(limits, sandbox_env() if env is None else env)
+    from course_cli.settings import Run, current, using
+
+    with using(Run.from_dict(run) if run else current()):
+        return _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key, limits)
+
+
+def _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key, limits) -> dict:
+    from course_cli.classes.cluster_plugin import SHIPPED
+    from course_cli.classes.dispatch import grade_submission
+    from course_cli.sandboxed.grading import Reference
+
+    _worker_sandbox(limits)
     if reference is None:
         reference = SHIPPED.get((lesson_id, reference_key))
         if reference is None:
@@ -187,8 +190,8 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
-    hidden_seed()  # drawn (or taken from COURSE_HIDDEN_SEED) here, and shipped to the workers
-    limits, env = sandbox_limits(), sandbox_env()
+    hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
+    limits, env = sandbox_limits(), client_run()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)
     try:

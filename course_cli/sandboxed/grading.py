@@ -163,13 +163,11 @@ _TRUSTED: dict[tuple, "Reference"] = {}  # fresh references, kept in this proces
 
 
 def hidden_seed() -> int:
-    """The seed of this class-grading run's hidden checks: COURSE_HIDDEN_SEED when given (to repeat a run),
-    else drawn once per process (and put there, so workers started from here share it)."""
-    import secrets
+    """The seed of this class-grading run's hidden checks (course_cli/settings.py: the one given, else drawn once
+    per process; a cluster's client ships it to its workers)."""
+    from course_cli.settings import hidden_seed as seed
 
-    if not os.environ.get("COURSE_HIDDEN_SEED", "").isdigit():
-        os.environ["COURSE_HIDDEN_SEED"] = str(secrets.randbits(31))
-    return int(os.environ["COURSE_HIDDEN_SEED"])
+    return seed()
 
 
 class Reference:

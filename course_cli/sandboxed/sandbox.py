@@ -98,7 +98,9 @@ def bwrap_status() -> tuple[bool, str]:
 
 
 def insecure() -> bool:
-    return os.environ.get("COURSE_INSECURE") == "1"
+    from course_cli.settings import current
+
+    return current().insecure
 
 
 def require_sandbox() -> None:
