@@ -250,8 +250,35 @@ def result_from_dict(d: dict) -> LessonResult:
     return LessonResult(d["lesson"], d.get("notebook", ""), [
         ExerciseResult(e["id"], e["status"], float(e["points"]), float(e["max_points"]),
                        [CheckResult(c["name"], c["status"], c.get("device", "cpu"), c.get("dtype", "float32"),
-                                    c.get("message", "")) for c in e.get("checks", [])], e.get("diagnosis"))
+                                    c.get("message", "")) for c in e.get("checks", [])], e.get("diagnosis"),
+                       e.get("diagnosis_id") or _diagnosis_id(d["lesson"], e["id"], e.get("diagnosis")))
         for e in d.get("exercises", [])])
+
+
+def _diagnosis_id(lesson: str, exercise: str, text: str | None) -> str | None:
+    """The stable id of a diagnosis read from a results file written before ids were stored (graders/engine/kinds.py;
+    the lesson's catalogue of mistakes is read without torch when it can be, else only structural kinds)."""
+    if not text:
+        return None
+    from graders.engine.kinds import diagnosis_id
+
+    return diagnosis_id(text, _catalogue(lesson), exercise)
+
+
+_CATALOGUES: dict[str, tuple] = {}
+
+
+def _catalogue(lesson: str) -> tuple:
+    if lesson not in _CATALOGUES:
+        try:
+            import importlib
+
+            from graders.registry import find_lesson
+
+            _CATALOGUES[lesson] = tuple(getattr(importlib.import_module(find_lesson(lesson).module), "MISTAKES", ()))
+        except Exception:  # an unknown lesson, or a grader module that cannot be imported here
+            _CATALOGUES[lesson] = ()
+    return _CATALOGUES[lesson]
 
 
 def load(path: Path) -> tuple[str | None, dict[str, LessonResult]]:
