@@ -77,10 +77,19 @@ _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\"'`:,;()<>\\/]+){2,}")
 def anonymise(text: str, names: list[str]) -> str:
     """Paths cut to their last part, and every student's name replaced by <student>."""
     text = _PATH.sub(lambda m: "…/" + re.split(r"[\\/]", m.group(0))[-1], text)
-    for name in sorted(names, key=len, reverse=True):
-        if name:
-            text = re.sub(rf"(?<![\w]){re.escape(name)}(?![\w])", "<student>", text)
-    return text
+    return _names_pattern(tuple(names)).sub("<student>", text)
+
+
+_NAMES: dict[tuple, re.Pattern] = {}
+
+
+def _names_pattern(names: tuple) -> re.Pattern:
+    """One pattern for every name, longest first, whole words only (compiled once per class)."""
+    if names not in _NAMES:
+        alts = "|".join(re.escape(n) for n in sorted((n for n in names if n), key=len, reverse=True))
+        _NAMES.clear()
+        _NAMES[names] = re.compile(rf"(?<![\w])(?:{alts})(?![\w])" if alts else r"(?!x)x")
+    return _NAMES[names]
 
 
 def example_message(ex) -> str:
@@ -203,12 +212,12 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
                         ident = ex.diagnosis_id or ("other" if ex.diagnosis else "undiagnosed")
                         cell["misconception"], cell["diagnosis"] = ident, ex.diagnosis
                         row["misconceptions"].append({"exercise": ex.id, "misconception": ident})
-                        g = groups.setdefault((ex.id, ident), {"exercise": ex.id, "misconception": ident,
-                                                               "label": misconception_label(ident, ex.diagnosis),
-                                                               "who": [], "example": anonymise(
-                                                                   ex.diagnosis or example_message(ex), names),
-                                                               "catalogued": is_catalogued(ident)})
-                        g["who"].append(alias[s])
+                        if (ex.id, ident) not in groups:  # the first student's message is the example
+                            groups[ex.id, ident] = {"exercise": ex.id, "misconception": ident,
+                                                    "label": misconception_label(ident, ex.diagnosis), "who": [],
+                                                    "example": anonymise(ex.diagnosis or example_message(ex), names),
+                                                    "catalogued": is_catalogued(ident)}
+                        groups[ex.id, ident]["who"].append(alias[s])
             row["exercises"][ex.id] = cell
         students.append(row)
 
