@@ -114,6 +114,13 @@ def jupyter_config(target: Path) -> list[Path]:
             {"ServerApp": {"jpserver_extensions": {name: False for name in NBGRADER_SERVER_EXTENSIONS}}},
         target / JUPYTER_DIR / "labconfig" / "page_config.json":
             {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}},
+        # no Jupyter news toast ("Would you like to receive official Jupyter news?") and no update check: the
+        # server fetches no feed, and the student's settings say Never (a file of its own, so that a
+        # workspace made before it gets it too)
+        target / JUPYTER_DIR / "jupyter_server_config.d" / "attention-course-quiet.json":
+            {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}},
+        target / JUPYTER_DIR / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension" /
+        "notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     }
     written = []
     for path, data in files.items():
