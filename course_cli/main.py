@@ -339,10 +339,15 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     lesson_obj = _lesson(lesson)
     workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
+    from course_cli.student.open_lab import open_in, reload_advice
+
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
     except (LookupError, NotebookError) as exc:
         raise CourseError(str(exc)) from None
+    urls = open_in(path)  # JupyterLab never reloads it by itself: its next save would undo the reset
+    if urls:
+        click.echo(reload_advice(path, urls))
 
 
 @cli.command()
