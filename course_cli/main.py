@@ -535,13 +535,13 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         others = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in e["statuses"].items() if k != "passed")
         table.add_row(e["exercise"], str(e["passed"]), f"{e['pass_rate']:.0%}", others)
     out_console.print(table)
-    if info["diagnoses"]:
-        d = Table(title="Most frequent mistakes (what to re-teach)", title_justify="left")
+    if info["misconceptions"]:
+        d = Table(title="Most frequent mistakes (what to re-teach; `course report` says who)", title_justify="left")
         d.add_column("students", justify="right")
         d.add_column("exercise")
         d.add_column("mistake", overflow="fold")
-        for row in info["diagnoses"][:10]:
-            d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
+        for row in info["misconceptions"][:10]:
+            d.add_row(str(row["students"]), row["exercise"], f"{row['id']}: {row['example']}")
         out_console.print(d)
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)

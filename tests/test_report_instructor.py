@@ -337,3 +337,19 @@ def test_the_page_renders_and_sorts_in_chromium_without_console_errors(tmp_path)
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_the_class_summary_counts_misconceptions_by_id():
+    """`course grade`'s summary (its JSON and its terminal table): one row per exercise and id, however many
+    different sentences the students' structural diagnoses were."""
+    klass = synthetic_class(**CLASSES["lesson03"])
+    info = batch.summary(klass)
+    want = Counter((ex.id, ex.diagnosis_id) for r in klass.values() for ex in r.exercises if ex.diagnosis)
+    got = {(m["exercise"], m["id"]): m for m in info["misconceptions"]}
+    assert {k: m["students"] for k, m in got.items()} == dict(want)
+    nan = [k for k in got if k[1] == "structural:nan-rows"]
+    texts = {(ex.id, ex.diagnosis) for r in klass.values() for ex in r.exercises
+             if ex.diagnosis_id == "structural:nan-rows"}
+    assert nan and len(texts) > len(nan)  # many sentences, one row per exercise
+    assert [m["students"] for m in info["misconceptions"]] == sorted((m["students"] for m in info["misconceptions"]),
+                                                                      reverse=True)

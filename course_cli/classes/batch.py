@@ -152,6 +152,7 @@ def summary(results: dict[str, LessonResult]) -> dict:
     rates: dict[str, Counter] = {}
     max_points: dict[str, float] = {}
     diagnosed: dict[tuple[str, str], list[str]] = {}
+    by_id: dict[tuple[str, str], dict] = {}
     errors, timeouts = [], []
     for student, res in sorted(results.items()):
         for ex in res.exercises:
@@ -159,6 +160,8 @@ def summary(results: dict[str, LessonResult]) -> dict:
             max_points[ex.id] = ex.max_points
             if ex.diagnosis:
                 diagnosed.setdefault((ex.id, ex.diagnosis), []).append(student)
+                key = (ex.id, ex.diagnosis_id or "other")
+                by_id.setdefault(key, {"example": ex.diagnosis, "who": []})["who"].append(student)
             if ex.status in ("error", "timeout"):
                 grader = bool(ex.checks) and ex.checks[0].name == "notebook"
                 (errors if ex.status == "error" else timeouts).append(
@@ -176,6 +179,11 @@ def summary(results: dict[str, LessonResult]) -> dict:
                       for (ex, d), who in ranked],
         "errors": errors,
         "timeouts": timeouts,
+        # the same diagnoses counted by their stable id (graders/engine/kinds.py), whatever numbers their
+        # sentences carry: what the class made, with one student's sentence as the example
+        "misconceptions": [{"exercise": ex, "id": ident, "students": len(d["who"]), "who": sorted(d["who"]),
+                            "example": d["example"]}
+                           for (ex, ident), d in sorted(by_id.items(), key=lambda kv: (-len(kv[1]["who"]), kv[0]))],
     }
 
 
