@@ -2,7 +2,8 @@
 numbers, read back from its tables' data-attributes, match what the results JSON says; the page is
 self-contained, anonymises its examples, and renders in headless Chromium without console errors or requests.
 
-`python tests/test_report.py docs/images/report.png` remakes the README's screenshot."""
+`python tests/test_report.py PNG` takes a screenshot of this class's page; the README's picture is remade by
+`COURSE_SCREENSHOTS=1 python -m pytest tests/test_report_instructor.py -k chromium` (a realistic class)."""
 
 from __future__ import annotations
 
