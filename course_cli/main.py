@@ -273,11 +273,19 @@ def init(directory: str | None) -> None:
 
 @cli.command()
 @click.argument("lesson", required=False)
+@click.argument("lab_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--no-browser", is_flag=True, help="Do not open a browser (a container, a remote machine): open the "
+              "URL JupyterLab prints.")
+@click.option("--port", type=click.IntRange(1, 65535), help="The port to serve on (default: JupyterLab's, 8888).")
+@click.option("--ip", help="The address to listen on (default 127.0.0.1; 0.0.0.0 in a container, to reach it from "
+              "outside).")
 @click.option("--print-command", is_flag=True, help="Only print the command that would start JupyterLab.")
-def lab(lesson: str | None, print_command: bool) -> None:
-    """Open JupyterLab on your workspace's lessons, as a student (no nbgrader instructor panels).
+def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: int | None, ip: str | None,
+        print_command: bool) -> None:
+    """Open JupyterLab on your workspace's lessons, as a student (no nbgrader instructor panels). As root (a
+    container, a cloud machine) it passes --allow-root and says so; anything after `--` goes to JupyterLab.
 
-    Example: course lab lesson01
+    Example: course lab lesson01 --no-browser --ip 0.0.0.0 --port 8888 -- --ServerApp.token=mysecret
     """
     import os
     import shlex
@@ -286,6 +294,8 @@ def lab(lesson: str | None, print_command: bool) -> None:
     from course_cli.student.workspace import notebook_path
     from course_cli.student.workspace_ops import JUPYTER_DIR, jupyter_config
 
+    if lesson is not None and lesson.startswith("-"):  # `course lab -- --flag`: no lesson, only JupyterLab's flags
+        lab_args, lesson = (lesson, *lab_args), None
     workspace = _workspace_or_fail()
     jupyter_config(workspace)
     target = notebook_path(_lesson(lesson), workspace) if lesson else workspace / "lessons"
@@ -294,6 +304,17 @@ def lab(lesson: str | None, print_command: bool) -> None:
     # the workspace's config first, ahead of the environment's (where nbgrader enables its instructor extensions)
     env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR), "JUPYTER_PREFER_ENV_PATH": "0"}
     argv = [exe, "lab", str(target)]
+    if no_browser:
+        argv.append("--no-browser")
+    if port is not None:
+        argv.append(f"--port={port}")
+    if ip is not None:
+        argv.append(f"--ip={ip}")
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in lab_args:
+        click.echo("course lab: running as root (uid 0, as in a container): starting JupyterLab with --allow-root",
+                   err=True)
+        argv.append("--allow-root")
+    argv += list(lab_args)
     if print_command:
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return
@@ -318,10 +339,15 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     lesson_obj = _lesson(lesson)
     workspace = _workspace()
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
+    from course_cli.student.open_lab import open_in, reload_advice
+
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
     except (LookupError, NotebookError) as exc:
         raise CourseError(str(exc)) from None
+    urls = open_in(path)  # JupyterLab never reloads it by itself: its next save would undo the reset
+    if urls:
+        click.echo(reload_advice(path, urls))
 
 
 @cli.command()
@@ -484,13 +510,13 @@ def _render_class(lesson_obj, results, out, students, seed) -> None:
         others = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in e["statuses"].items() if k != "passed")
         table.add_row(e["exercise"], str(e["passed"]), f"{e['pass_rate']:.0%}", others)
     out_console.print(table)
-    if info["diagnoses"]:
-        d = Table(title="Most frequent mistakes (what to re-teach)", title_justify="left")
+    if info["misconceptions"]:
+        d = Table(title="Most frequent mistakes (what to re-teach; `course report` says who)", title_justify="left")
         d.add_column("students", justify="right")
         d.add_column("exercise")
         d.add_column("mistake", overflow="fold")
-        for row in info["diagnoses"][:10]:
-            d.add_row(str(row["students"]), row["exercise"], row["diagnosis"])
+        for row in info["misconceptions"][:10]:
+            d.add_row(str(row["students"]), row["exercise"], f"{row['id']}: {row['example']}")
         out_console.print(d)
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)

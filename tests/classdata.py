@@ -21,10 +21,23 @@ def student_names(n: int) -> list[str]:
     return [f"{FIRST[i % len(FIRST)]}_{i:02d}" for i in range(n)]
 
 
+def nan_rows_message(rng: random.Random) -> str:
+    """A structural diagnosis as graders/engine/diagnosis.py words it, with this student's own numbers."""
+    rows = rng.randint(1, 6)
+    return (f"`output` has {rows * 8} NaN values where the reference has numbers, starting at index "
+            f"(0, {rng.randint(0, 3)}, {rng.randint(0, 5)}, 0); they fill {rows} whole rows of the last axis: a row "
+            f"with nothing to attend to (every score -inf) gives exp(-inf)/0 = NaN in the softmax")
+
+
 def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None = "MultiHeadAttention",
-                    seed: int = 0, grader_errors: int = 1) -> dict[str, LessonResult]:
-    """{student: LessonResult} for `n` students of `lesson_id`; `hard` fails about 70% of the time, the other
-    exercises about 15%; the last `grader_errors` students' notebooks could not be read at all."""
+                    seed: int = 0, grader_errors: int = 1, realistic: bool = False,
+                    not_submitted: int = 0, p_hard: float = 0.7, p_other: float = 0.15) -> dict[str, LessonResult]:
+    """{student: LessonResult} for `n` students of `lesson_id`; `hard` fails with probability `p_hard` (70%),
+    the other exercises with `p_other` (15%); the last `grader_errors` students' notebooks could not be read at
+    all, the `not_submitted` before them handed in nothing. With `realistic`, as a real class grades: an
+    exercise whose dependency (registry `depends`) failed fails too (a cascade, with no diagnosis of its own or
+    a structural one), and a failure without a catalogued mistake often carries a structural diagnosis whose
+    numbers differ from student to student (`nan_rows_message`). Diagnoses carry their stable id."""
     lesson = find_lesson(lesson_id)
     mistakes = importlib.import_module(lesson.module).MISTAKES
     rng = random.Random(seed)
@@ -33,6 +46,14 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
     for i, student in enumerate(names):
         notebook = f"/srv/course/submitted/{student}/{lesson.id}/{lesson.notebook}"
         res = LessonResult(lesson.id, notebook)
+        if n - grader_errors - not_submitted <= i < n - grader_errors:
+            why = f"no notebook in /srv/course/submitted/{student}/{lesson.id}"
+            res = LessonResult(lesson.id, "", notes=[why], not_graded=why)  # as batch.missing_result makes it
+            res.exercises = [ExerciseResult(e.name, "error", 0.0, float(e.points),
+                                            [CheckResult("submission", "error", message=why, kind="absent")])
+                             for e in lesson.exercises]
+            out[student] = res
+            continue
         if i >= n - grader_errors:
             msg = f"{notebook} is not valid JSON (line 1, column 3): was it saved completely?"
             res.exercises = [ExerciseResult(e.name, "error", 0.0, float(e.points), [CheckResult("notebook", "error", kind="grader",
@@ -41,8 +62,17 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
             out[student] = res
             continue
         for ex in lesson.exercises:
-            p_fail = 0.7 if ex.name == hard else 0.15
+            p_fail = p_hard if ex.name == hard else p_other
             r = rng.random()
+            broken_dep = realistic and any(e.id in ex.depends and e.status == "failed" for e in res.exercises)
+            if broken_dep:
+                msg = nan_rows_message(rng) if rng.random() < 0.5 else None
+                checks = [CheckResult("output matches the reference", "failed",
+                                      message=f"output differs from the reference at {rng.randint(2, 96)} of 96 "
+                                              "positions")]
+                res.exercises.append(ExerciseResult(ex.name, "failed", 0.0, float(ex.points), checks, msg,
+                                                    "structural:nan-rows" if msg else None))
+                continue
             if r >= p_fail:
                 checks = [CheckResult("output matches the reference", "passed"),
                           CheckResult("gradients match", "passed"),
@@ -51,11 +81,13 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
                 res.exercises.append(ExerciseResult(ex.name, "passed", float(ex.points), float(ex.points), checks))
                 continue
             kind = rng.choices(["failed", "not_implemented", "error", "timeout"], [6, 2, 1, 1])[0]
-            diagnosis = None
+            diagnosis = ident = None
             if kind == "failed":
                 own = [m for m in mistakes if m.exercise == ex.name]
                 pick = rng.randrange(len(own) + 1)
-                diagnosis = own[pick].message if pick < len(own) else None
+                diagnosis, ident = (own[pick].message, own[pick].id) if pick < len(own) else (None, None)
+                if realistic and diagnosis is None and rng.random() < 0.6:
+                    diagnosis, ident = nan_rows_message(rng), "structural:nan-rows"
                 msg = (f"output differs from the reference at {rng.randint(2, 96)} of 96 positions: max abs error "
                        f"{rng.uniform(0.01, 2):.4f}; tolerance atol=1e-05, rtol=1e-04 (float32, on cpu)")
                 checks = [CheckResult("output matches the reference", "failed", message=msg)]
@@ -67,7 +99,7 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
                                       message=f'RuntimeError: shape mismatch\n  File "{notebook}", cell 7, line 3')]
             else:
                 checks = [CheckResult("ran", "timeout", message="ran longer than the 30 s time limit", kind="absent")]
-            res.exercises.append(ExerciseResult(ex.name, kind, 0.0, float(ex.points), checks, diagnosis))
+            res.exercises.append(ExerciseResult(ex.name, kind, 0.0, float(ex.points), checks, diagnosis, ident))
         out[student] = res
     return out
 

@@ -158,6 +158,7 @@ def summary(results: dict[str, LessonResult]) -> dict:
     rates: dict[str, Counter] = {}
     max_points: dict[str, float] = {}
     diagnosed: dict[tuple[str, str], list[str]] = {}
+    by_id: dict[tuple[str, str], dict] = {}
     errors, timeouts = [], []
     for student, res in sorted(results.items()):
         for ex in res.exercises:
@@ -165,6 +166,8 @@ def summary(results: dict[str, LessonResult]) -> dict:
             max_points[ex.id] = ex.max_points
             if ex.diagnosis:
                 diagnosed.setdefault((ex.id, ex.diagnosis), []).append(student)
+                key = (ex.id, ex.diagnosis_id or "other")
+                by_id.setdefault(key, {"example": ex.diagnosis, "who": []})["who"].append(student)
             if ex.status in ("error", "timeout"):
                 grader = bool(ex.checks) and ex.checks[0].kind == "grader"
                 (errors if ex.status == "error" else timeouts).append(
@@ -185,6 +188,11 @@ def summary(results: dict[str, LessonResult]) -> dict:
         # NOT GRADED (a notebook that is not JSON or cannot be read; a roster's student who submitted nothing):
         # not in `students`, the mean or the pass rates
         "not_graded": not_graded,
+        # the same diagnoses counted by their stable id (graders/engine/kinds.py), whatever numbers their
+        # sentences carry: what the class made, with one student's sentence as the example
+        "misconceptions": [{"exercise": ex, "id": ident, "students": len(d["who"]), "who": sorted(d["who"]),
+                            "example": d["example"]}
+                           for (ex, ident), d in sorted(by_id.items(), key=lambda kv: (-len(kv[1]["who"]), kv[0]))],
     }
 
 
@@ -263,7 +271,37 @@ def result_from_dict(d: dict) -> LessonResult:
     """A LessonResult back from its JSON (`LessonResult.to_dict`); notes are not stored there."""
     from course_cli.classes.journal import result_from_dict as from_dict
 
-    return from_dict({"notes": [], **d, "exercises": [{"checks": [], **e} for e in d.get("exercises", [])]})
+    res = from_dict({"notes": [], **d, "exercises": [{"checks": [], **e} for e in d.get("exercises", [])]})
+    for ex in res.exercises:  # results files written before ids were stored: the id back from the sentence
+        if ex.diagnosis and not ex.diagnosis_id:
+            ex.diagnosis_id = _diagnosis_id(d["lesson"], ex.id, ex.diagnosis)
+    return res
+
+
+def _diagnosis_id(lesson: str, exercise: str, text: str | None) -> str | None:
+    """The stable id of a diagnosis read from a results file written before ids were stored (graders/engine/kinds.py;
+    the lesson's catalogue of mistakes is read without torch when it can be, else only structural kinds)."""
+    if not text:
+        return None
+    from graders.engine.kinds import diagnosis_id
+
+    return diagnosis_id(text, _catalogue(lesson), exercise)
+
+
+_CATALOGUES: dict[str, tuple] = {}
+
+
+def _catalogue(lesson: str) -> tuple:
+    if lesson not in _CATALOGUES:
+        try:
+            import importlib
+
+            from graders.registry import find_lesson
+
+            _CATALOGUES[lesson] = tuple(getattr(importlib.import_module(find_lesson(lesson).module), "MISTAKES", ()))
+        except Exception:  # an unknown lesson, or a grader module that cannot be imported here
+            _CATALOGUES[lesson] = ()
+    return _CATALOGUES[lesson]
 
 
 def load(path: Path) -> tuple[str | None, dict[str, LessonResult]]:

@@ -1,5 +1,9 @@
 """`course classroom`: GitHub Classroom autograding for a template repository of lesson notebooks.
 
+Classroom points are practice feedback, never marks (HONEST, written at the top of the workflow): the public
+checks run in the student's own repository, whose workflow file the student owns, and the public checks'
+reference outputs ship with the student distribution. Marks come from `course grade`, nbgrader or Gradescope.
+
 It writes, into the template repository:
 - `.github/workflows/classroom.yml`: on every push, install the course at its pinned versions, run
   `course check LESSON --public --notebook lessons/<notebook> --json` once per lesson (the public checks: the
@@ -21,6 +25,16 @@ from pathlib import Path
 
 from graders.registry import ROOT, Lesson
 
+# What Classroom points are, said in the workflow the instructor commits and in the README: practice feedback.
+HONEST = (
+    "Classroom points from this workflow are PRACTICE FEEDBACK, NEVER MARKS. They come from the course's public",
+    "checks, run in the student's own repository, on a runner the student controls: the student owns this file",
+    "(and can edit it), and the public checks' reference outputs ship with the student distribution (a notebook",
+    "that looks its inputs up there scores full points). Anyone can forge these points.",
+    "For marks, grade the collected notebooks on your side, with the hidden checks and a fresh sandbox:",
+    "`course grade`, nbgrader (`course nbgrader`) or Gradescope (`course gradescope`).",
+)
+PYTHON = "3.11"  # the Python the course is tested with (constraints.txt is resolved for it)
 GRADER = "classroom-resources/autograding-command-grader@v1"
 REPORTER = "classroom-resources/autograding-grading-reporter@v1"
 RESULTS_DIR = ".course-results"
@@ -62,21 +76,26 @@ def workflow(lessons: list[Lesson], package: str, notebooks: str = "lessons", ti
     ids = [(lesson, ex, step_id(lesson, ex.name)) for lesson in lessons for ex in lesson.exercises]
     y = ["# Written by `course classroom`: GitHub Classroom autograding for the attention course.",
          "# On every push: the course's public checks on the committed notebooks, points per exercise.",
-         "name: Autograding (attention course)",
+         "#", *(f"# {line}" for line in HONEST),
+         "name: Autograding (attention course, practice feedback)",
          '"on":', "  - push", "  - workflow_dispatch", "  - repository_dispatch",
          "permissions:", "  checks: write", "  actions: read", "  contents: read",
          "jobs:", "  run-autograding-tests:", "    runs-on: ubuntu-24.04",
          "    if: github.actor != 'github-classroom[bot]'", "    timeout-minutes: 60", "    steps:",
          "      - name: Checkout code", "        uses: actions/checkout@v4",
-         "      - name: Set up Python", "        uses: actions/setup-python@v5", "        with:",
-         '          python-version: "3.12"',
-         "      - name: Install the course (pinned versions) and bubblewrap", "        run: |",
+         "      - name: " + _q("Set up Python, with pip's cache kept between runs (the CPU torch wheel, JupyterLab, "
+                             "nbgrader)"),
+         "        uses: actions/setup-python@v5", "        with:",
+         f'          python-version: "{PYTHON}"', "          cache: pip",
+         "          cache-dependency-path: .github/classroom/constraints.txt",
+         "      - name: Install the course (pinned versions) and bubblewrap", "        env:",
+         "          PIP_DISABLE_PIP_VERSION_CHECK: \"1\"", "        run: |",
          "          sudo apt-get update && sudo apt-get install -y --no-install-recommends bubblewrap",
          "          # Ubuntu 24.04 forbids unprivileged user namespaces by default; bubblewrap needs them",
          "          sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 || true",
          f"          {install_command(package)}"]
     for lesson in lessons:
-        y += [f"      - name: {_q(f'Grade {lesson.id} (public checks)')}", "        run: |",
+        y += [f"      - name: {_q(f'Practice feedback: {lesson.id} (public checks, not marks)')}", "        run: |",
               f"          mkdir -p {RESULTS_DIR}", f"          {check_command(lesson, notebooks)}"]
     for lesson, ex, sid in ids:
         y += [f"      - name: {_q(f'{lesson.id} {ex.name}')}", f"        id: {sid}", f"        uses: {GRADER}",
@@ -102,7 +121,7 @@ def autograding_json(lessons: list[Lesson], package: str, notebooks: str = "less
                           "input": "", "output": "", "comparison": "included", "timeout": timeout_min,
                           "points": ex.points})
     if tests:
-        tests[0]["setup"] = ("sudo apt-get install -y bubblewrap && sudo sysctl -w "
+        tests[0]["setup"] = ("sudo apt-get update && sudo apt-get install -y bubblewrap && sudo sysctl -w "
                              "kernel.apparmor_restrict_unprivileged_userns=0; " + install_command(package))
     return {"tests": tests}
 

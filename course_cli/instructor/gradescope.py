@@ -31,20 +31,34 @@ from graders.engine.results import LessonResult
 MARKER = "course/.gradescope-autograder"  # inside the zip: this file says the zip is ours
 
 SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image. Choose the Ubuntu 24.04 base
-# image (Python 3.12): the course's pinned versions need Python >= 3.11.
+# Gradescope runs this once, as root, when it builds the autograder's image (the base image Gradescope
+# documents: Ubuntu 22.04, whose python3 is 3.10, so Python 3.11 comes from Ubuntu's own python3.11 package;
+# Ubuntu 24.04's python3 is 3.12). It installs the course, then STARTS its sandbox on the lesson's solution:
+# when the sandbox cannot start here (no user namespaces), the build fails, with the reason, before any
+# student submits. AUTOGRADER_ROOT moves the root (the course's tests build in a temporary /autograder).
 set -euxo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update
-# bubblewrap: every process that runs a submission's code is sandboxed with it
-apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
-python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the course needs Python >= 3.11: choose the Ubuntu 24.04 base image")'
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install --upgrade pip
+if [ "${{COURSE_SETUP_APT:-1}}" = 1 ]; then
+    apt-get update
+    # bubblewrap: every process that runs a submission's code is sandboxed with it
+    apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
+fi
+PY=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    [ "${{COURSE_SETUP_APT:-1}}" = 1 ] && apt-get install -y --no-install-recommends python3.11 python3.11-venv
+    PY=python3.11
+fi
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the course needs Python >= 3.11")'
+"$PY" -m venv "$ROOT/venv"
+"$ROOT/venv/bin/pip" install --upgrade pip
 # the course's pinned environment (constraints.txt), with torch's CPU build: Gradescope has no GPU
-/autograder/venv/bin/pip install -c /autograder/source/course/constraints.txt \\
-    --extra-index-url https://download.pytorch.org/whl/cpu "/autograder/source/course{extra}"
-/autograder/venv/bin/python -c 'import course_cli.instructor.gradescope, graders.{module}; print("the course is installed")'
+"$ROOT/venv/bin/pip" install -c "$ROOT/source/course/constraints.txt" \\
+    --extra-index-url https://download.pytorch.org/whl/cpu "$ROOT/source/course{extra}"
+"$ROOT/venv/bin/python" -c 'import course_cli.instructor.gradescope, graders.{module}; print("the course is installed")'
+# start the sandbox: grade the lesson's solution in it, as every submission will be graded
+cd "$ROOT/source/course"
+"$ROOT/venv/bin/python" -m course_cli.instructor.gradescope selftest --lesson {lesson}
 """
 
 RUN = """#!/usr/bin/env bash
@@ -92,7 +106,8 @@ def build_zip(lesson: Lesson, out: Path) -> list[str]:
             names.append(name)
 
         extra = "[triton]" if lesson.triton else ""
-        add("setup.sh", SETUP.format(extra=extra, module=f"{lesson.id}_{lesson.slug}").encode(), 0o755)
+        add("setup.sh", SETUP.format(extra=extra, module=f"{lesson.id}_{lesson.slug}", lesson=lesson.id).encode(),
+            0o755)
         add("run_autograder", RUN.format(lesson=lesson.id).encode(), 0o755)
         for p in course_files():
             add("course/" + p.relative_to(ROOT).as_posix(), p.read_bytes())
@@ -190,9 +205,12 @@ def run(lesson: Lesson, root: Path) -> dict:
     from course_cli.classes.dispatch import grade_submission
     from course_cli.sandboxed.grading import _error_result
 
+    from course_cli.sandboxed import sandbox
+
     t0 = time.monotonic()
     results_dir = root / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
+    sandbox.require_sandbox()  # SandboxUnavailable: an error of the autograder, never a score of 0
     path, note = find_submission(root / "submission", lesson)
     if path is None:
         result = _error_result(lesson, "", note, not_graded=True)
@@ -206,17 +224,58 @@ def run(lesson: Lesson, root: Path) -> dict:
     return data
 
 
+GRADESCOPE_USERNS = (
+    "On Gradescope: bubblewrap needs unprivileged user namespaces inside the autograder's container. Rebuild on "
+    "the default Ubuntu 22.04 base image (its kernel allows them); if the build still fails here, ask Gradescope "
+    "support to allow user namespaces for the assignment's container (or to run it privileged), and grade with "
+    "`course grade` on your side meanwhile.")
+
+
+def selftest(lesson: Lesson) -> int:
+    """Start the sandbox as a submission's grading will (bubblewrap's namespaces, then the lesson's solution
+    graded in the sandboxed child: full points). 0 when it works; else 1, with the reason on stderr."""
+    from course_cli.sandboxed import sandbox
+
+    ok, why = sandbox.bwrap_status()
+    if not ok:
+        print(f"the sandbox cannot start here: {why}. {GRADESCOPE_USERNS}", file=sys.stderr)
+        return 1
+    from course_cli.classes.batch import grade_submission
+
+    t0 = time.monotonic()
+    result = grade_submission(lesson, "selftest", lesson.solution_path)
+    if result.score != result.max_score:
+        bad = "; ".join(f"{ex.id}: {ex.status} ({ex.reason})" for ex in result.exercises if ex.status != "passed")
+        print(f"the sandbox started, but the solution of {lesson.id} scored {result.score:g}/{result.max_score:g} "
+              f"in it: {bad[:800]}", file=sys.stderr)
+        return 1
+    print(f"the sandbox works: {lesson.id}'s solution graded in it, {result.score:g}/{result.max_score:g}, "
+          f"in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_cli.instructor.gradescope", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="grade the submission under ROOT (what run_autograder calls)")
     r.add_argument("--lesson", required=True)
     r.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    t = sub.add_parser("selftest", help="start the sandbox on the lesson's solution (what setup.sh calls)")
+    t.add_argument("--lesson", required=True)
     args = parser.parse_args(argv)
+    if args.cmd == "selftest":
+        return selftest(find_lesson(args.lesson))
     root = Path(args.root)
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
+
     try:
         lesson = find_lesson(args.lesson)
         data = run(lesson, root)
+    except SandboxUnavailable as exc:  # an error, not a score: no results.json, so Gradescope shows it failed
+        (root / "results" / "results.json").unlink(missing_ok=True)
+        print(f"NOT GRADED: the autograder's sandbox cannot start on this machine, so no submission is graded "
+              f"(no score is given). {exc}. {GRADESCOPE_USERNS}", file=sys.stderr)
+        return 3
     except Exception as exc:  # the student sees a message, never a missing results file
         (root / "results").mkdir(parents=True, exist_ok=True)
         msg = f"The autograder could not grade this submission ({type(exc).__name__}: {str(exc)[:300]})."

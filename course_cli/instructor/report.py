@@ -1,11 +1,16 @@
 """`course report`: one self-contained HTML page about a graded class, from `course grade --out results.json`.
 
-What the page shows, each with its numbers in a table whose rows carry them as data-attributes (so a test, or a
-script, reads them back): the score histogram, the pass rate per exercise, the most frequent diagnoses per
-exercise with one anonymised example each, errors and timeouts, the exercises whose failure rate stands far
-above the rest (OUTLIER_GAP), and, when the students' progress files are given, the time from a student's first
-check of the lesson to each exercise's first pass. Plots are matplotlib figures inlined as SVG; the page loads
-nothing from the network and runs no script.
+The page answers, first, who needs help and with what: the graded students below half the points, lowest
+first, each with the misconception named per exercise; then the misconceptions by how many students share
+them (counted by the catalogued mistake's id or the structural kind, graders/engine/kinds.py, never by the
+sentence, whose numbers differ from student to student), each with who they are and the later exercises that
+failed because of it (registry `depends`: the cascade is counted under the exercise that caused it); the
+exercises the class missed (OUTLIER_GAP, MIN_FLAGGED); every student's verdicts in one sortable table; then the
+score histogram, pass rates, errors and timeouts, and with the students' progress files the time to pass.
+NOT GRADED submissions (the grader could not read or run them) and students who submitted nothing are counted
+apart and left out of the scores and rates. Every number sits in an element's data-attributes, so a test (or a
+script) reads it back. Plots are matplotlib figures inlined as SVG; the one script is inline (column sorting);
+the page loads nothing from the network.
 """
 
 from __future__ import annotations
@@ -17,9 +22,15 @@ import re
 import statistics
 from pathlib import Path
 
+from graders.engine.kinds import is_catalogued
 from graders.engine.results import LessonResult
 
-OUTLIER_GAP = 0.25  # flagged: failure rate ≥ the mean failure rate of the lesson's other exercises + 25 points
+# flagged: own failure rate ≥ the mean own failure rate of the lesson's other exercises + 15 points, and at least
+# 2 students: a class where one exercise is clearly the hardest (20 points above the rest) sees it flagged
+OUTLIER_GAP = 0.15
+MIN_FLAGGED = 2
+HELP_BELOW = 0.5  # who needs help: a graded student whose score is below half the lesson's points
+GRADED, NOT_GRADED, NOT_SUBMITTED = "graded", "NOT GRADED", "not submitted"
 TOP_DIAGNOSES = 3  # per exercise
 HIST_BINS = 10
 GENERATOR = "attention-course report"
@@ -41,16 +52,17 @@ def histogram(scores: list[float], max_score: float, bins: int | None = None) ->
     return [{"lo": round(k * width, 4), "hi": round((k + 1) * width, 4), "count": c} for k, c in enumerate(counts)]
 
 
-def outliers(rates: dict[str, float]) -> list[dict]:
-    """Exercises whose failure rate (1 − pass rate) is at least OUTLIER_GAP above the mean failure rate of the
-    lesson's other exercises."""
+def outliers(rates: dict[str, float], failures: dict[str, int] | None = None) -> list[dict]:
+    """Exercises the class missed: own failure rate (1 − `rates`, cascades from an earlier exercise not counted)
+    at least OUTLIER_GAP above the mean own failure rate of the lesson's other exercises, failed by at least
+    MIN_FLAGGED students (`failures`, when given)."""
     found = []
     for ex, rate in rates.items():
         others = [1 - r for e, r in rates.items() if e != ex]
         if not others:
             continue
         fail, rest = 1 - rate, sum(others) / len(others)
-        if fail - rest >= OUTLIER_GAP - 1e-9:
+        if fail - rest >= OUTLIER_GAP - 1e-9 and (failures is None or failures.get(ex, 0) >= MIN_FLAGGED):
             found.append({"exercise": ex, "failure_rate": round(fail, 3), "others": round(rest, 3)})
     return found
 
@@ -61,10 +73,19 @@ _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\"'`:,;()<>\\/]+){2,}")
 def anonymise(text: str, names: list[str]) -> str:
     """Paths cut to their last part, and every student's name replaced by <student>."""
     text = _PATH.sub(lambda m: "…/" + re.split(r"[\\/]", m.group(0))[-1], text)
-    for name in sorted(names, key=len, reverse=True):
-        if name:
-            text = re.sub(rf"(?<![\w]){re.escape(name)}(?![\w])", "<student>", text)
-    return text
+    return _names_pattern(tuple(names)).sub("<student>", text)
+
+
+_NAMES: dict[tuple, re.Pattern] = {}
+
+
+def _names_pattern(names: tuple) -> re.Pattern:
+    """One pattern for every name, longest first, whole words only (compiled once per class)."""
+    if names not in _NAMES:
+        alts = "|".join(re.escape(n) for n in sorted((n for n in names if n), key=len, reverse=True))
+        _NAMES.clear()
+        _NAMES[names] = re.compile(rf"(?<![\w])(?:{alts})(?![\w])" if alts else r"(?!x)x")
+    return _NAMES[names]
 
 
 def example_message(ex) -> str:
@@ -126,53 +147,129 @@ def time_to_pass(stores: dict[str, dict], lesson: str, exercises: list[str]) -> 
     return rows
 
 
+def category(res: LessonResult) -> str:
+    """graded, NOT GRADED (the grader could not read or run the notebook: fix and re-grade) or not submitted."""
+    first = res.exercises[0].checks[0] if res.exercises and res.exercises[0].checks else None
+    if first is not None and first.kind == "absent" and first.name == "submission":  # batch.missing_result's rows
+        return NOT_SUBMITTED
+    if res.not_graded or any(ex.checks and ex.checks[0].kind == "grader" and ex.status in ("error", "timeout")
+                             for ex in res.exercises):
+        return NOT_GRADED
+    return GRADED
+
+
+def misconception_label(ident: str | None, text: str | None) -> str:
+    """What a misconception is called on the page: a catalogued mistake's id as is, a structural kind by its
+    kind, a diagnosis of no known shape as `other`."""
+    if not ident:
+        return ""
+    return ident.removeprefix("structural:") + (" (structural)" if ident.startswith("structural:") else "")
+
+
 def report_data(lesson: str | None, results: dict[str, LessonResult], stores: dict[str, dict] | None = None,
                 anonymous: bool = False) -> dict:
-    """Everything the page shows, as plain data."""
+    """Everything the page shows, as plain data. Misconceptions are counted by their stable id (a catalogued
+    mistake's id or a structural kind: graders/engine/kinds.py), never by their sentence; an exercise that
+    failed while an exercise it calls failed too (registry `depends`, `course check`'s "fix … first") is
+    counted under that exercise as a cascade, not as a failure of its own; NOT GRADED and not-submitted
+    submissions are counted apart and left out of the scores and rates."""
     from course_cli.classes.batch import summary
+    from course_cli.render import blocked_by
 
-    info = summary(results)
     names = sorted(results)
     alias = {s: (f"student {i + 1}" if anonymous else s) for i, s in enumerate(names)}
-    max_score = info["max_score"]
-    scores = [results[s].score for s in names if not results[s].not_graded]  # NOT GRADED: counted apart
-    rates = {e["exercise"]: e["pass_rate"] for e in info["exercises"]}
+    rank = {alias[s]: i for i, s in enumerate(names)}  # the page's names back to the results' order
+    cats = {s: category(results[s]) for s in names}
+    graded = [s for s in names if cats[s] == GRADED]
+    info = summary({s: results[s] for s in graded})
+    max_score = max((results[s].max_score for s in names), default=0.0)
+    scores = [results[s].score for s in graded]
+    order = [ex.id for ex in (results[graded[0]] if graded else results[names[0]]).exercises]
 
-    diagnoses = {}
-    for d in info["diagnoses"]:
-        rows = diagnoses.setdefault(d["exercise"], [])
-        if len(rows) < TOP_DIAGNOSES:
-            first = d["who"][0]
-            ex = next(x for x in results[first].exercises if x.id == d["exercise"])
-            rows.append({"diagnosis": d["diagnosis"], "count": d["students"],
-                         "example": anonymise(example_message(ex), names)})
-    undiagnosed = {e["exercise"]: 0 for e in info["exercises"]}
-    for r in results.values():
-        for ex in r.exercises:
-            if ex.status == "failed" and not ex.diagnosis:
-                undiagnosed[ex.id] += 1
+    # per student: each exercise's verdict, its misconception, and the earlier exercises it fails because of
+    students, groups, own_fail = [], {}, {e: 0 for e in order}
+    cascaded = {e: 0 for e in order}
+    caused = {e: {} for e in order}  # exercise -> {downstream exercise: count}
+    for s in names:
+        res = results[s]
+        blockers = blocked_by(res.lesson or lesson or "", res) if cats[s] == GRADED else {}
+        row = {"student": alias[s], "category": cats[s], "score": res.score if cats[s] == GRADED else None,
+               "max_score": res.max_score, "exercises": {}, "misconceptions": []}
+        for ex in res.exercises:
+            cell = {"status": ex.status, "misconception": None, "diagnosis": None, "cause": None}
+            if cats[s] == GRADED and ex.status not in ("passed", "skipped"):
+                if ex.id in blockers:
+                    cell["cause"] = blockers[ex.id]
+                    cascaded[ex.id] = cascaded.get(ex.id, 0) + 1
+                    for d in blockers[ex.id]:
+                        caused.setdefault(d, {})[ex.id] = caused.get(d, {}).get(ex.id, 0) + 1
+                else:
+                    own_fail[ex.id] = own_fail.get(ex.id, 0) + 1
+                    if ex.status == "failed":
+                        ident = ex.diagnosis_id or ("other" if ex.diagnosis else "undiagnosed")
+                        cell["misconception"], cell["diagnosis"] = ident, ex.diagnosis
+                        row["misconceptions"].append({"exercise": ex.id, "misconception": ident})
+                        if (ex.id, ident) not in groups:  # the first student's message is the example
+                            groups[ex.id, ident] = {"exercise": ex.id, "misconception": ident,
+                                                    "label": misconception_label(ident, ex.diagnosis), "who": [],
+                                                    "example": anonymise(ex.diagnosis or example_message(ex), names),
+                                                    "catalogued": is_catalogued(ident)}
+                        groups[ex.id, ident]["who"].append(alias[s])
+            row["exercises"][ex.id] = cell
+        students.append(row)
+
+    graded_n = len(graded)
+    rates = {e: (1 - own_fail.get(e, 0) / graded_n) if graded_n else 1.0 for e in order}
+    position = {e: i for i, e in enumerate(order)}
+    misconceptions = sorted(groups.values(), key=lambda g: (-len(g["who"]), position.get(g["exercise"], 99),
+                                                              g["misconception"]))
+    by_alias = {r["student"]: r for r in students}
+    for g in misconceptions:
+        g["cascade"] = {}  # the later exercises these students failed because of this one
+        for a in g["who"]:
+            for e, cell in by_alias[a]["exercises"].items():
+                if cell["cause"] and g["exercise"] in cell["cause"]:
+                    g["cascade"][e] = g["cascade"].get(e, 0) + 1
+        g["count"] = len(g["who"])
+        g["who"] = sorted(g["who"], key=rank.__getitem__)
+    undiagnosed = {e: groups[e, "undiagnosed"]["count"] if (e, "undiagnosed") in groups else 0 for e in order}
+
+    help_line = HELP_BELOW * max_score
+    needs_help = sorted((r for r in students if r["category"] == GRADED and r["score"] < help_line - 1e-9),
+                        key=lambda r: (r["score"], rank[r["student"]]))
 
     trouble = []
     for e in info["exercises"]:
         ex_id = e["exercise"]
         errs = [x for x in info["errors"] if x["exercise"] == ex_id]
         trouble.append({"exercise": ex_id, "errors_code": sum(x["kind"] == "code" for x in errs),
-                        "errors_grader": sum(x["kind"] == "grader" for x in errs),
                         "timeouts": sum(x["exercise"] == ex_id for x in info["timeouts"])})
-    ungraded = {}
-    for x in info["errors"] + info["timeouts"]:
-        if x["kind"] == "grader":
-            ungraded.setdefault(alias[x["student"]], anonymise(x["reason"], names) if anonymous else x["reason"])
+    ungraded = []
+    for s in names:
+        if cats[s] != GRADED:
+            reason = results[s].exercises[0].reason if results[s].exercises else ""
+            ungraded.append({"student": alias[s], "category": cats[s],
+                             "reason": anonymise(reason, names) if anonymous else reason})
+
+    exercises = []
+    for e in info["exercises"]:
+        ex_id = e["exercise"]
+        exercises.append({**e, "students": graded_n, "own_failures": own_fail.get(ex_id, 0),
+                          "cascaded": cascaded.get(ex_id, 0), "caused": caused.get(ex_id, {})})
 
     return {
-        "lesson": lesson, "students": info["students"], "mean_score": info["mean_score"],
+        "lesson": lesson, "students": len(names), "graded": graded_n,
+        "not_graded": sum(c == NOT_GRADED for c in cats.values()),
+        "not_submitted": sum(c == NOT_SUBMITTED for c in cats.values()),
+        "mean_score": round(sum(scores) / graded_n, 3) if graded_n else 0.0,
         "median_score": round(statistics.median(scores), 3) if scores else 0.0, "max_score": max_score,
         "histogram": histogram(scores, max_score),
-        "exercises": info["exercises"], "outliers": outliers(rates),
-        "diagnoses": diagnoses, "undiagnosed": undiagnosed, "trouble": trouble,
-        "ungraded": [{"student": s, "reason": r} for s, r in sorted(ungraded.items())],
-        "time_to_pass": (time_to_pass(stores, lesson, [e["exercise"] for e in info["exercises"]])
-                         if stores is not None else None),
+        "exercises": exercises, "outliers": outliers(rates, own_fail),
+        "misconceptions": misconceptions, "undiagnosed": undiagnosed, "trouble": trouble,
+        "needs_help": [r["student"] for r in needs_help], "help_below": help_line,
+        "per_student": students,
+        "ungraded": ungraded,
+        "time_to_pass": (time_to_pass(stores, lesson, order) if stores is not None else None),
     }
 
 
@@ -242,7 +339,7 @@ def plot_time_to_pass(rows: list[dict]) -> str:
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222; margin: 2em auto;
-       max-width: 60em; padding: 0 1em; }
+       max-width: 72em; padding: 0 1em; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .6em 0; } td, th { padding: .2em .7em; border-bottom: 1px solid #eee;
        text-align: left; vertical-align: top; } td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
@@ -250,7 +347,38 @@ table { border-collapse: collapse; margin: .6em 0; } td, th { padding: .2em .7em
 pre.example { white-space: pre-wrap; background: #f6f6f6; padding: .4em .6em; margin: .2em 0; font-size: .85em; }
 .row { display: flex; gap: 2em; align-items: flex-start; flex-wrap: wrap; }
 figure { margin: .8em 0; } figure svg { max-width: 100%; height: auto; }
+table.sortable th { cursor: pointer; user-select: none; } table.sortable th:hover { background: #f3f3f3; }
+table.sortable th[data-dir="asc"]::after { content: " ▲"; } table.sortable th[data-dir="desc"]::after { content: " ▼"; }
+#students td { font-size: .88em; white-space: nowrap; } .passed { color: #2e7d32; } .failed, .error { color: #b3261e; }
+.timeout { color: #a15c00; } .not_implemented, .skipped, .cascade { color: #777; } .cat { color: #b3261e; }
+details summary { cursor: pointer; color: #555; } div.wide { overflow-x: auto; }
 """
+
+# Click a column's header to sort by it (again to reverse); cells sort by their data-sort, numbers as numbers.
+SORT_SCRIPT = """
+for (const table of document.querySelectorAll("table.sortable")) {
+  const heads = table.tHead.rows[0].cells;
+  for (let i = 0; i < heads.length; i++) {
+    heads[i].addEventListener("click", () => {
+      const dir = heads[i].dataset.dir === "asc" ? "desc" : "asc";
+      for (const h of heads) delete h.dataset.dir;
+      heads[i].dataset.dir = dir;
+      const body = table.tBodies[0], sign = dir === "asc" ? 1 : -1;
+      const key = (r) => { const c = r.cells[i]; return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent; };
+      const rows = Array.from(body.rows);
+      rows.sort((a, b) => {
+        const x = key(a), y = key(b), nx = Number(x), ny = Number(y);
+        const cmp = x !== "" && y !== "" && !isNaN(nx) && !isNaN(ny) ? nx - ny : x.localeCompare(y);
+        return sign * cmp || (Number(a.dataset.order) - Number(b.dataset.order));
+      });
+      for (const r of rows) body.appendChild(r);
+    });
+  }
+}
+"""
+
+SYMBOL = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "not_implemented": "·", "skipped": "–"}
+_RANK = {"failed": 0, "error": 1, "timeout": 2, "not_implemented": 3, "skipped": 4, "passed": 5}
 
 
 def _e(x) -> str:
@@ -272,32 +400,132 @@ def _num(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+def _names(who: list[str], shown: int = 12) -> str:
+    """Names, the first `shown` inline and the rest behind a disclosure (a big class's group stays one line)."""
+    head = ", ".join(_e(w) for w in who[:shown])
+    if len(who) <= shown:
+        return head
+    rest = ", ".join(_e(w) for w in who[shown:])
+    return f"{head}, <details><summary>and {len(who) - shown} more</summary>{rest}</details>"
+
+
+def _cell(ex_id: str, cell: dict) -> str:
+    """One exercise's verdict in the per-student table: its status and misconception, or the exercise it
+    failed because of."""
+    st = cell["status"]
+    mis, cause = cell.get("misconception"), cell.get("cause")
+    attrs = (f'data-exercise="{_e(ex_id)}" data-status="{_e(st)}" data-misconception="{_e(mis or "")}" '
+             f'data-cause="{_e(",".join(cause or []))}"')
+    if cause:
+        text, cls, tip = f"↳ {', '.join(cause)}", "cascade", f"fails because {', '.join(cause)} fails too"
+        sort = f"{_RANK.get(st, 9) + 6}:{','.join(cause)}"
+    else:
+        label = misconception_label(mis, cell.get("diagnosis")) if mis else st.replace("_", " ")
+        text = SYMBOL.get(st, "?") + ("" if st == "passed" else f" {label}")
+        cls, tip, sort = st, cell.get("diagnosis") or "", f"{_RANK.get(st, 9)}:{mis or ''}"
+    title = f' title="{_e(tip)}"' if tip else ""
+    return f'<td class="{_e(cls)}" {attrs} data-sort="{_e(sort)}"{title}>{_e(text)}</td>'
+
+
 def render(data: dict, title: str) -> str:
     flagged = {o["exercise"] for o in data["outliers"]}
+    order = [e["exercise"] for e in data["exercises"]] or list(next(iter(data["per_student"]))["exercises"])
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f'<meta name="generator" content="{GENERATOR}">', '<link rel="icon" href="data:,">',
            f"<title>{_e(data['lesson'])}: class report</title><style>{CSS}</style></head><body>",
            f"<h1>{_e(data['lesson'])} — {_e(title)}: class report</h1>",
-           f'<p class="lead" id="overview" data-students="{data["students"]}" data-mean-score="{data["mean_score"]:g}" '
-           f'data-median-score="{data["median_score"]:g}" data-max-score="{data["max_score"]:g}">'
-           f'{data["students"]} submissions · mean score {data["mean_score"]:g} / {data["max_score"]:g} · '
-           f'median {data["median_score"]:g}</p>']
+           f'<p class="lead" id="overview" data-students="{data["students"]}" data-graded="{data["graded"]}" '
+           f'data-not-graded="{data["not_graded"]}" data-not-submitted="{data["not_submitted"]}" '
+           f'data-mean-score="{data["mean_score"]:g}" data-median-score="{data["median_score"]:g}" '
+           f'data-max-score="{data["max_score"]:g}">'
+           f'{data["students"]} students: {data["graded"]} graded, {data["not_graded"]} NOT GRADED, '
+           f'{data["not_submitted"]} not submitted · graded: mean score {data["mean_score"]:g} / '
+           f'{data["max_score"]:g}, median {data["median_score"]:g}</p>']
 
-    out.append('<h2>What the class missed</h2><p class="note">Rule: an exercise is flagged when its failure rate '
-               f"(1 − pass rate) is at least {OUTLIER_GAP * 100:.0f} percentage points above the mean failure rate of "
-               "the lesson's other exercises.</p>")
-    if data["outliers"]:
-        out.append('<ul id="outliers">')
-        for o in data["outliers"]:
-            out.append(f'<li data-exercise="{_e(o["exercise"])}" data-failure-rate="{o["failure_rate"]:g}" '
-                       f'data-others="{o["others"]:g}"><span class="flag">{_e(o["exercise"])}</span>: '
-                       f'{_pct(o["failure_rate"])} did not pass it, against {_pct(o["others"])} on average for the '
-                       "other exercises.</li>")
-        out.append("</ul>")
-    else:
-        out.append('<ul id="outliers"></ul><p>No exercise stands out: the failures are spread evenly.</p>')
+    # --- who needs help
+    rows = {r["student"]: r for r in data["per_student"]}
+    out.append(f'<h2>Who needs help</h2><p class="note">Rule: a graded student whose score is below half the '
+               f'lesson\'s points (below {data["help_below"]:g} of {data["max_score"]:g}), lowest first, with '
+               "the misconception named for each exercise they failed; an exercise that failed because an earlier "
+               "one did (↳) is that earlier one's to fix. Students sharing a misconception are grouped in the "
+               "next section.</p>")
+    out.append('<ol id="needs-help">')
+    for a in data["needs_help"]:
+        r = rows[a]
+        own = [f'{_e(m["exercise"])}: <b>{_e(misconception_label(m["misconception"], None))}</b>'
+               for m in r["misconceptions"]]
+        other = [f'{_e(e)}: {_e(c["status"].replace("_", " "))}' for e, c in r["exercises"].items()
+                 if c["status"] not in ("passed", "skipped", "failed") and not c["cause"]]
+        n_casc = sum(1 for c in r["exercises"].values() if c["cause"])
+        casc = [f'<span class="cascade">{n_casc} more because of an earlier exercise</span>'] if n_casc else []
+        out.append(f'<li data-student="{_e(a)}" data-score="{r["score"]:g}"><b>{_e(a)}</b> '
+                   f'({r["score"]:g} / {r["max_score"]:g}): ' + "; ".join(own + other + casc) + "</li>")
+    out.append("</ol>")
+    if not data["needs_help"]:
+        out.append("<p>No graded student is below that line.</p>")
+    for cat, ident in ((NOT_GRADED, "not-graded"), (NOT_SUBMITTED, "not-submitted")):
+        items = [u for u in data["ungraded"] if u["category"] == cat]
+        what = ("could not be graded (fix the notebook or the grader, then re-grade them: their 0 is not a "
+                "mark)" if cat == NOT_GRADED else "handed in nothing gradable")
+        out.append(f'<p><b>{len(items)} {_e(cat)}</b>: submissions that {what}. They are counted apart and '
+                   "left out of every score and rate below.</p>")
+        out.append(f'<ul id="{ident}">' + "".join(
+            f'<li data-student="{_e(u["student"])}"><b>{_e(u["student"])}</b>: {_e(u["reason"])}</li>'
+            for u in items) + "</ul>")
 
-    out.append("<h2>Scores</h2>")
+    # --- misconceptions
+    out.append("<h2>Misconceptions, by how many students share them</h2><p class=\"note\">Counted by the "
+               "catalogued mistake's id (or, when no catalogued mistake matched, the structural kind of what the "
+               "grader saw: <i>nan-rows (structural)</i>), on graded submissions; failures caused by an earlier "
+               "exercise are counted under that exercise (the last column), not as mistakes of their own. "
+               "<i>undiagnosed</i>: failed, matching no known mistake or shape.</p>")
+    out.append('<table id="misconceptions" class="sortable"><thead><tr><th>exercise</th><th class="n">students'
+               "</th><th>misconception</th><th>who</th><th>made these fail too</th></tr></thead><tbody>")
+    for i, g in enumerate(data["misconceptions"]):
+        casc = ", ".join(f"{_e(e)} ({n})" for e, n in g["cascade"].items())
+        example = f'<pre class="example">{_e(g["example"])}</pre>' if g["example"] else ""
+        out.append(f'<tr data-order="{i}" data-exercise="{_e(g["exercise"])}" data-misconception="{_e(g["misconception"])}" '
+                   f'data-count="{g["count"]}" data-cascade="{_e(json.dumps(g["cascade"]))}">'
+                   f'<td>{_e(g["exercise"])}</td><td class="n">{g["count"]}</td>'
+                   f'<td><b>{_e(g["label"])}</b>{example}</td><td>{_names(g["who"])}</td><td>{casc}</td></tr>')
+    out.append("</tbody></table>")
+
+    # --- flagged exercises
+    out.append('<h2>What the class missed</h2><p class="note">Rule: an exercise is flagged when its own failure '
+               "rate (graded submissions that did not pass it, leaving out those that failed because an earlier "
+               f"exercise did) is at least {OUTLIER_GAP * 100:.0f} percentage points above the mean own failure "
+               f"rate of the lesson's other exercises, and at least {MIN_FLAGGED} students failed it.</p>")
+    out.append('<ul id="outliers">')
+    for o in data["outliers"]:
+        out.append(f'<li data-exercise="{_e(o["exercise"])}" data-failure-rate="{o["failure_rate"]:g}" '
+                   f'data-others="{o["others"]:g}"><span class="flag">{_e(o["exercise"])}</span>: '
+                   f'{_pct(o["failure_rate"])} did not pass it, against {_pct(o["others"])} on average for the '
+                   "other exercises.</li>")
+    out.append("</ul>")
+    if not data["outliers"]:
+        out.append("<p>No exercise stands out: the failures are spread evenly.</p>")
+
+    # --- every student
+    out.append('<h2>Every student</h2><p class="note">Sorted by score, lowest first (NOT GRADED and not submitted '
+               "before them); click a column's header to sort by it: an exercise's column groups the students "
+               "by verdict and misconception. ✓ passed · ✗ failed, with the misconception · ! error · ⏱ timeout · "
+               "· not implemented · ↳ failed because the named exercise fails too.</p>")
+    out.append('<div class="wide"><table id="students" class="sortable"><thead><tr><th>student</th><th class="n">score</th>'
+               "<th>status</th>" + "".join(f"<th>{_e(e)}</th>" for e in order) + "</tr></thead><tbody>")
+    ordered = sorted(data["per_student"], key=lambda r: (r["score"] if r["score"] is not None else
+                                                         (-2 if r["category"] == NOT_SUBMITTED else -1)))
+    for i, r in enumerate(ordered):
+        score = "" if r["score"] is None else f'{r["score"]:g}'
+        sort = score or ("-2" if r["category"] == NOT_SUBMITTED else "-1")
+        cells = "".join(_cell(e, r["exercises"][e]) if e in r["exercises"] else "<td></td>" for e in order)
+        out.append(f'<tr data-order="{i}" data-student="{_e(r["student"])}" data-score="{score}" '
+                   f'data-category="{_e(r["category"])}"><td>{_e(r["student"])}</td>'
+                   f'<td class="n" data-sort="{sort}">{score or "—"}</td>'
+                   f'<td class="{"" if r["category"] == GRADED else "cat"}">{_e(r["category"])}</td>{cells}</tr>')
+    out.append("</tbody></table></div>")
+
+    # --- scores
+    out.append(f"<h2>Scores</h2><p class=\"note\">The {data['graded']} graded submissions.</p>")
     out.append(f'<div class="row"><figure>{plot_histogram(data["histogram"], data["max_score"])}</figure>')
     out.append('<table id="histogram"><tr><th>score from</th><th>to</th><th class="n">students</th></tr>')
     for i, b in enumerate(data["histogram"]):
@@ -306,55 +534,34 @@ def render(data: dict, title: str) -> str:
                    f'<td>{b["hi"]:g}{close}</td><td class="n">{b["count"]}</td></tr>')
     out.append("</table></div>")
 
-    out.append("<h2>Pass rate per exercise</h2>")
+    out.append("<h2>Pass rate per exercise</h2><p class=\"note\">Of the graded submissions; <i>own failures</i> "
+               "leave out those that failed because an earlier exercise did (<i>cascaded</i>).</p>")
     out.append(f"<figure>{plot_pass_rates(data['exercises'], flagged)}</figure>")
     statuses = ["failed", "not_implemented", "error", "timeout", "skipped"]
     out.append('<table id="pass-rates"><tr><th>exercise</th><th class="n">points</th><th class="n">passed</th>'
                '<th class="n">pass rate</th>' + "".join(f'<th class="n">{s.replace("_", " ")}</th>' for s in statuses)
-               + "</tr>")
+               + '<th class="n">own failures</th><th class="n">cascaded</th></tr>')
     for e in data["exercises"]:
         st = e["statuses"]
         attrs = " ".join(f'data-{s.replace("_", "-")}="{st.get(s, 0)}"' for s in statuses)
         cls = ' class="flag"' if e["exercise"] in flagged else ""
         out.append(f'<tr data-exercise="{_e(e["exercise"])}" data-passed="{e["passed"]}" '
-                   f'data-students="{data["students"]}" data-pass-rate="{e["pass_rate"]:g}" {attrs}>'
+                   f'data-students="{e["students"]}" data-pass-rate="{e["pass_rate"]:g}" {attrs} '
+                   f'data-own-failures="{e["own_failures"]}" data-cascaded="{e["cascaded"]}">'
                    f'<td{cls}>{_e(e["exercise"])}</td><td class="n">{_num(e["max_points"])}</td>'
                    f'<td class="n">{e["passed"]}</td><td class="n">{_pct(e["pass_rate"])}</td>'
-                   + "".join(f'<td class="n">{st.get(s, 0)}</td>' for s in statuses) + "</tr>")
+                   + "".join(f'<td class="n">{st.get(s, 0)}</td>' for s in statuses)
+                   + f'<td class="n">{e["own_failures"]}</td><td class="n">{e["cascaded"]}</td></tr>')
     out.append("</table>")
 
-    out.append(f"<h2>Most frequent mistakes</h2><p class=\"note\">Up to {TOP_DIAGNOSES} per exercise, with how many "
-               "students made each and one anonymised example of what the grader told them.</p>")
-    out.append('<table id="diagnoses"><tr><th>exercise</th><th class="n">students</th><th>likely mistake, and an '
-               "example</th></tr>")
-    for e in data["exercises"]:
-        ex_id = e["exercise"]
-        for d in data["diagnoses"].get(ex_id, []):
-            out.append(f'<tr data-exercise="{_e(ex_id)}" data-count="{d["count"]}" data-diagnosis="{_e(d["diagnosis"])}">'
-                       f'<td>{_e(ex_id)}</td><td class="n">{d["count"]}</td><td>{_e(d["diagnosis"])}'
-                       f'<pre class="example">{_e(d["example"])}</pre></td></tr>')
-        if data["undiagnosed"].get(ex_id):
-            n = data["undiagnosed"][ex_id]
-            out.append(f'<tr data-exercise="{_e(ex_id)}" data-undiagnosed="{n}"><td>{_e(ex_id)}</td>'
-                       f'<td class="n">{n}</td><td class="note">failed, matching no known mistake</td></tr>')
-    out.append("</table>")
-
-    out.append("<h2>Errors and timeouts</h2><p class=\"note\"><em>code</em>: the student's code raised or ran out "
-               "of memory; <em>grader</em>: the submission could not be graded at all (unreadable notebook, crashed "
-               "process).</p>")
-    out.append('<table id="errors"><tr><th>exercise</th><th class="n">errors (code)</th><th class="n">errors '
-               '(grader)</th><th class="n">timeouts</th></tr>')
+    out.append("<h2>Errors and timeouts</h2><p class=\"note\">In graded submissions: the student's code raised, "
+               "ran out of memory or ran past its time limit.</p>")
+    out.append('<table id="errors"><tr><th>exercise</th><th class="n">errors</th><th class="n">timeouts</th></tr>')
     for t in data["trouble"]:
         out.append(f'<tr data-exercise="{_e(t["exercise"])}" data-errors-code="{t["errors_code"]}" '
-                   f'data-errors-grader="{t["errors_grader"]}" data-timeouts="{t["timeouts"]}"><td>{_e(t["exercise"])}'
-                   f'</td><td class="n">{t["errors_code"]}</td><td class="n">{t["errors_grader"]}</td>'
-                   f'<td class="n">{t["timeouts"]}</td></tr>')
+                   f'data-timeouts="{t["timeouts"]}"><td>{_e(t["exercise"])}</td><td class="n">{t["errors_code"]}'
+                   f'</td><td class="n">{t["timeouts"]}</td></tr>')
     out.append("</table>")
-    if data["ungraded"]:
-        out.append('<p>Submissions that could not be graded:</p><ul id="ungraded">')
-        out += [f'<li data-student="{_e(u["student"])}"><b>{_e(u["student"])}</b>: {_e(u["reason"])}</li>'
-                for u in data["ungraded"]]
-        out.append("</ul>")
 
     if data["time_to_pass"] is not None:
         out.append("<h2>Time to pass</h2><p class=\"note\">From the students' progress files: the time from a "
@@ -378,6 +585,7 @@ def render(data: dict, title: str) -> str:
     blob = json.dumps({k: v for k, v in data.items() if k != "time_to_pass"} | {"time_to_pass": [
         {k: v for k, v in r.items() if k != "seconds"} for r in data["time_to_pass"] or []]}).replace("</", "<\\/")
     out.append(f'<script type="application/json" id="report-data">{blob}</script>')
+    out.append(f"<script>{SORT_SCRIPT}</script>")
     out.append(f'<p class="note">Written by <code>course report</code> from {_e(data["lesson"])}\'s results.</p>')
     out.append("</body></html>")
     return "\n".join(out)

@@ -84,13 +84,29 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
         i = tests[0] if tests else min(_find(pristine, exercise), len(nb.cells))
         nb.cells.insert(i, fresh)
         where = f"a new cell {i + 1} (it had been deleted)"
-    notebook.write_text(nbformat.writes(nb) + "\n")
     from graders.engine.notebook import defines
 
     partners = [e.name for e in lesson.exercises if e.name != exercise and defines(fresh.source, e.name)]
+    cleared = clear_check_outputs(nb, [exercise, *partners])
+    notebook.write_text(nbformat.writes(nb) + "\n")
     also = f" (and {', '.join(f'`{p}`' for p in partners)}, which share{'s' if len(partners) == 1 else ''} its cell)" \
         if partners else ""
-    return f"Restored `{exercise}`{also} in {where} of {notebook.name}; {kept}."
+    stale = f" The old output of its check cell is cleared ({cleared} cell{'s' if cleared != 1 else ''})." \
+        if cleared else ""
+    return f"Restored `{exercise}`{also} in {where} of {notebook.name}; {kept}.{stale}"
+
+
+def clear_check_outputs(nb, exercises: list[str]) -> int:
+    """Empty the outputs of the exercises' check cells (nbgrader grade_id `test_<exercise>`), whose old "passed"
+    would otherwise stand under the restored stub; returns how many cells had outputs."""
+    ids = {f"test_{e}" for e in exercises}
+    n = 0
+    for c in nb.cells:
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade_id") in ids:
+            if c.get("outputs") or c.get("execution_count"):
+                n += 1
+            c.outputs, c.execution_count = [], None
+    return n
 
 
 # A student's JupyterLab, as `course lab` starts it (JUPYTER_CONFIG_DIR=<workspace>/.jupyter and
@@ -114,6 +130,13 @@ def jupyter_config(target: Path) -> list[Path]:
             {"ServerApp": {"jpserver_extensions": {name: False for name in NBGRADER_SERVER_EXTENSIONS}}},
         target / JUPYTER_DIR / "labconfig" / "page_config.json":
             {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}},
+        # no Jupyter news toast ("Would you like to receive official Jupyter news?") and no update check: the
+        # server fetches no feed, and the student's settings say Never (a file of its own, so that a
+        # workspace made before it gets it too)
+        target / JUPYTER_DIR / "jupyter_server_config.d" / "attention-course-quiet.json":
+            {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}},
+        target / JUPYTER_DIR / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension" /
+        "notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     }
     written = []
     for path, data in files.items():

@@ -63,6 +63,8 @@ class ExerciseResult:
     max_points: float
     checks: list[CheckResult] = field(default_factory=list)
     diagnosis: str | None = None
+    # the diagnosis's stable id (graders/engine/kinds.py): a catalogued mistake's id, `structural:<kind>`, `other`
+    diagnosis_id: str | None = None
 
     @property
     def reason(self) -> str:
@@ -77,7 +79,7 @@ class ExerciseResult:
     def to_dict(self) -> dict:
         return {"id": self.id, "status": self.status, "points": self.points,
                 "max_points": self.max_points, "checks": [c.to_dict() for c in self.checks],
-                "diagnosis": self.diagnosis}
+                "diagnosis": self.diagnosis, "diagnosis_id": self.diagnosis_id}
 
 
 @dataclass

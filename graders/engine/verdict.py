@@ -17,6 +17,7 @@ from .checks import CHECKS_OF, Check, Config
 from .judges import JudgeContext, wrong_devices
 from .notebook import defining_cell
 from .diagnosis import diagnose
+from .kinds import diagnosis_id
 from .results import Absent, CheckResult, ExerciseResult, LessonResult, exercise_status
 
 
@@ -86,7 +87,7 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
             continue
         if obs is not None and obs.get("timeout"):
             res = judge_exercise(module, ex, obs, reference[ex.name], {}, gpu, only_public=only_public)
-            res.status, res.points, res.diagnosis = "timeout", 0.0, None
+            res.status, res.points, res.diagnosis, res.diagnosis_id = "timeout", 0.0, None, None
             if not any(c.status == "timeout" for c in res.checks):
                 res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", ""), kind="absent"))
             result.exercises.append(res)
@@ -193,6 +194,7 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                                         "or use out-of-place operations" if mutated else ""), kind="mutation"))
     status = exercise_status(results)
     diagnosis = diagnose(module, name, checks, s_checks, r_checks, mistakes, results) if status in ("failed", "error") else None
-    return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis)
+    return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis,
+                          diagnosis_id(diagnosis, getattr(module, "MISTAKES", ()), name))
 
 

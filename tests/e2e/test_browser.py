@@ -79,7 +79,7 @@ def lab(tmp_path_factory):
     settings = root / JUPYTER_DIR / "lab" / "user-settings" / "@jupyterlab"
     (settings / "notebook-extension").mkdir(parents=True)
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "apputils-extension").mkdir(parents=True, exist_ok=True)  # init writes the student's no-news settings there
     (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port, token = _free_port(), os.urandom(12).hex()

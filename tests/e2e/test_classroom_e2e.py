@@ -29,7 +29,7 @@ def test_workflow_structure_and_points(tmp_path):
     assert "-c .github/classroom/constraints.txt" in install["run"] and PACKAGE in install["run"]
     assert "bubblewrap" in install["run"]
     for lesson in chosen:
-        grade = next(s for s in steps if s.get("name") == f"Grade {lesson.id} (public checks)")
+        grade = next(s for s in steps if s.get("name") == f"Practice feedback: {lesson.id} (public checks, not marks)")
         assert (f"course check {lesson.id} --public --notebook lessons/{lesson.notebook} --json "
                 f"> .course-results/{lesson.id}.json") in grade["run"]
     graders = [s for s in steps if s.get("uses") == GRADER]
@@ -80,7 +80,7 @@ def test_the_workflow_s_commands_run_as_written(tmp_path, source, passes):
                 tmp_path / "lessons" / lesson.notebook)
     steps = next(iter(wf["jobs"].values()))["steps"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    grade = next(s for s in steps if s.get("name", "").startswith("Grade lesson01"))
+    grade = next(s for s in steps if s.get("name", "").startswith("Practice feedback: lesson01"))
     subprocess.run(["bash", "-e", "-c", grade["run"]], cwd=tmp_path, env=env, check=True, timeout=600)
     data = json.loads((tmp_path / ".course-results" / "lesson01.json").read_text())
     assert [e["id"] for e in data["exercises"]] == [e.name for e in lesson.exercises]

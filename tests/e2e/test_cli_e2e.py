@@ -18,7 +18,7 @@ def test_check_solution_json_layout_and_exit_code():
     assert list(data) == ["lesson", "notebook", "score", "max_score", "exercises"]
     assert data["score"] == data["max_score"] == 10.0
     ex = data["exercises"][0]
-    assert list(ex) == ["id", "status", "points", "max_points", "checks", "diagnosis"]
+    assert list(ex) == ["id", "status", "points", "max_points", "checks", "diagnosis", "diagnosis_id"]
     assert [e["id"] for e in data["exercises"]] == ["softmax", "scaled_dot_product_attention"]
     check = ex["checks"][0]
     assert list(check) == ["name", "status", "device", "dtype", "message", "kind", "failure"]

@@ -32,7 +32,7 @@ def test_the_zip_has_gradescope_s_scripts_at_its_root_and_the_course_beside(auto
     assert "course/constraints.txt" in names and "course/pyproject.toml" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     setup = z.read("setup.sh").decode()
-    assert "bubblewrap" in setup and "-c /autograder/source/course/constraints.txt" in setup
+    assert "bubblewrap" in setup and "-c \"$ROOT/source/course/constraints.txt\"" in setup
     run = z.read("run_autograder").decode()
     assert "--lesson lesson01" in run and "AUTOGRADER_ROOT" in run
     tmp = autograder.parent / "syntax"

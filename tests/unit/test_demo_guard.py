@@ -3,7 +3,7 @@ still shown, through the guard's own `shown(...)`, and the student's cell carrie
 
 from __future__ import annotations
 
-from course_cli.build import guard_demo
+from course_cli.instructor.build import guard_demo
 
 
 def _run(source: str, capsys, f):

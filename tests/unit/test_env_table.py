@@ -17,6 +17,11 @@ def _is_environ(node) -> bool:
             and node.value.id == "os")
 
 
+def _is_env_mapping(node) -> bool:
+    """`env.get("X")`: the environment passed as a mapping (course_cli/settings.py reads it so, to be testable)."""
+    return isinstance(node, ast.Name) and node.id == "env"
+
+
 def reads(tree) -> set[str]:
     names = set()
     for node in ast.walk(tree):
@@ -25,7 +30,7 @@ def reads(tree) -> set[str]:
             key = node.slice
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             f = node.func
-            if f.attr in ("get", "pop", "setdefault") and _is_environ(f.value):
+            if f.attr in ("get", "pop", "setdefault") and _is_environ(f.value) or f.attr == "get" and _is_env_mapping(f.value):
                 key = node.args[0]
             elif f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os":
                 key = node.args[0]
@@ -66,3 +71,4 @@ def test_the_scan_finds_each_form_of_read():
     tree = ast.parse('import os\nos.environ["A"]\nos.environ.get("B")\nos.getenv("C")\n"D" in os.environ\n'
                      'os.environ.pop("E", None)\nos.environ.setdefault("F", "1")\nos.environ.get(name)\n')
     assert reads(tree) == {"A", "B", "C", "D", "E", "F"}
+    assert reads(ast.parse('env.get("G")\nother.get("H")\nenv.setdefault("I", "1")\n')) == {"G"}
