@@ -165,6 +165,27 @@ def lse_huge(ctx):
     return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
 
 
+def _lse_masked(s, r, ctx):
+    out = s.get("logsumexp")
+    if isinstance(out, torch.Tensor) and torch.isnan(out).any():
+        rows = (torch.isnan(out)).nonzero().flatten().tolist()
+        return (f"rows {rows} came out NaN: those rows start with a whole block of -inf (masked entries), so the "
+                f"running max is still -inf and exp(m - m_new) is exp(-inf - (-inf)) = NaN. While the max is "
+                f"-inf, subtract 0 instead (torch.logsumexp gives -inf for a row that is all -inf)")
+    return _lse_against_torch(s, r, ctx)
+
+
+@CHECKS.probe("online_logsumexp", "rows whose first blocks are all -inf (masked), and a row all -inf", _lse_masked,
+              CPU)
+def lse_masked(ctx):
+    x = ctx.randn(4, 24)  # (rows, N)
+    x[0, :8] = float("-inf")  # the first block (block=8) masked
+    x[1, :16] = float("-inf")  # the first two blocks masked
+    x[2, 3:20] = float("-inf")  # masked inside, across blocks
+    x[3] = float("-inf")  # a fully masked row: logsumexp is -inf
+    return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
+
+
 def _lse_streamed(s, r, ctx):
     largest, limit = s.get("largest"), r["limit"]
     if isinstance(largest, int) and largest > limit:
@@ -579,7 +600,11 @@ MISTAKES = (
     Mistake("online_logsumexp", "lse_sum_not_rescaled", "the running sum is not rescaled when the max grows: "
             "terms added under the old max are too big by exp(m_old − m_new), so multiply the sum by that factor "
             "before adding the new block.",
-            edits={"s = s * torch.exp(m - m_new) + torch.exp(": "s = s + torch.exp("}),
+            edits={"s = s * torch.exp(m - m_safe) + torch.exp(": "s = s + torch.exp("}),
+    Mistake("online_logsumexp", "lse_nan_after_masked_block", "a row whose first block is all -inf (masked) comes "
+            "out NaN: with the running max still -inf, exp(m - m_new) is exp(-inf - (-inf)). Subtract 0 while the "
+            "max is -inf: `m_safe = m_new.masked_fill(m_new == float(\"-inf\"), 0.0)`.",
+            edits={'m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)': "m_safe = m_new"}),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
             edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"}),

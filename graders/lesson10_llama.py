@@ -937,6 +937,29 @@ def filter_top_p(ctx):
             "top_p=0.5 (3, 5) logits": ctx.call(ctx.target, scaled, top_p=0.5)}
 
 
+def _top_p_one_judge(s, r, ctx):
+    for key in ("top_p=1.0 (20, 0, -1) logits", "top_p=1.0"):
+        got, logits = s[key], r[key + " input"]
+        if isinstance(got, torch.Tensor) and got.shape == logits.shape:
+            kept = got > float("-inf")
+            if not kept.all():  # p = 1: the smallest set reaching all the mass is every token
+                row = int((~kept).any(-1).flatten().nonzero()[0])
+                return (f"{key}: row {row} keeps tokens {kept.flatten(0, -2)[row].nonzero().flatten().tolist()} of "
+                        f"{logits.shape[-1]}: top_p=1.0 keeps every token (float32's cumulative sum reaches 1.0 "
+                        f"before the last, tiny probabilities are added, so `before >= 1.0` drops them)")
+    return _kept_judge("top_p=1.0 (20, 0, -1) logits", "top_p=1.0", "top_p=0.999")(s, r, ctx)
+
+
+@CHECKS.probe("filter_logits", "top_p=1.0 keeps every token, however small its probability", _top_p_one_judge, CPU)
+def filter_top_p_one(ctx):
+    peaked = torch.tensor([[20.0, 0.0, -1.0]], device=ctx.device)  # probabilities 1 - 3e-9, 2e-9, 8e-10
+    logits = ctx.randn(2, 40, scale=6.0)
+    return {"top_p=1.0 (20, 0, -1) logits": ctx.call(ctx.target, peaked, top_p=1.0),
+            "top_p=1.0 (20, 0, -1) logits input": peaked,
+            "top_p=1.0": ctx.call(ctx.target, logits, top_p=1.0), "top_p=1.0 input": logits,
+            "top_p=0.999": ctx.call(ctx.target, logits, top_p=0.999)}
+
+
 @CHECKS.probe("filter_logits", "min_p keeps the tokens with probability ≥ min_p · the largest",
               _kept_judge("min_p=0.5", "min_p=0.2"), CPU)
 def filter_min_p(ctx):
@@ -1055,6 +1078,10 @@ MISTAKES = (
             "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
             "tokens before it already reach p, `cumsum - probs >= p`.",
             edits={"before = sorted_probs.cumsum(dim=-1) - sorted_probs": "before = sorted_probs.cumsum(dim=-1)"}),
+    Mistake("filter_logits", "top_p_one_drops_tokens", "top_p=1.0 drops the least likely tokens: in float32 the "
+            "cumulative sum reaches 1.0 before the tiny probabilities are added, so `before >= top_p` holds for "
+            "them. p = 1 keeps every token: filter only when top_p < 1.",
+            edits={"if top_p is not None and top_p < 1.0:": "if top_p is not None:"}),
     Mistake("filter_logits", "top_p_unsorted", "the cumulative sum runs over the probabilities in vocabulary order: "
             "sort them in decreasing order first, then map the decision back with the sort's indices.",
             edits={"sorted_probs, order = probs.sort(dim=-1, descending=True)":
