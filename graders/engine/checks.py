@@ -217,6 +217,22 @@ def _battery_judge(judge: Judge, v: Variant) -> Judge:
     return battery
 
 
+# ----------------------------------------------------------------------------------------------
+# The switches that turn the grader's recorders off, read in the student's source (by the parent, which the
+# student's code cannot reach). An exercise with forbidden APIs whose code names one of them fails "uses no
+# forbidden API": it hides what it runs. (The child also wires the switches while student code runs: probe.py.)
+
+SWITCH_OFFS = ("DisableTorchFunction", "_disable_torch_function", "_disable_current_modes", "_pop_mode",
+               "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_set_torch_function_mode",
+               "_set_dispatch_mode", "ops.aten", "_python_dispatch")
+
+
+def switch_offs(source: str) -> list[str]:
+    """The recorder switches `source` names (comments aside), in SWITCH_OFFS order."""
+    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+    return [name for name in SWITCH_OFFS if name in code]
+
+
 def CHECKS_OF(module) -> Checks:
     return module.CHECKS
 
