@@ -74,7 +74,43 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
                     if m.exercise == ex.name and m.id in reference_mistakes}
         res = judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why, only_public)
         result.exercises.append(_switched_off(res, module, cells) or res)
+    _blocked_by_stubs(lesson, result, cells)
     return result
+
+
+def _blocked_by_stubs(lesson, result: LessonResult, cells: list[dict]) -> None:
+    """An exercise whose own code is written but that stops on the NotImplementedError of one it calls
+    (registry `depends`) is not "not implemented": it fails with "fix X first"."""
+    status = {e.id: e.status for e in result.exercises}
+    for i, res in enumerate(result.exercises):
+        if res.status != "not_implemented":
+            continue
+        try:
+            deps = [d for d in lesson.exercise(res.id).depends if status.get(d, "passed") != "passed"]
+        except (LookupError, AttributeError):
+            continue
+        own = defining_cell(cells, res.id)
+        if not deps or own is None or "NotImplementedError" in _body_of(own["source"], res.id):
+            continue
+        names = " and ".join(f"`{d}`" for d in deps)
+        msg = (f"your `{res.id}` calls {names}, which {'is' if len(deps) == 1 else 'are'} not written yet "
+               f"(it raises NotImplementedError): fix {names} first")
+        result.exercises[i] = ExerciseResult(res.id, "failed", 0.0, res.max_points,
+                                             [CheckResult("what it calls is written", "failed", message=msg)])
+
+
+def _body_of(source: str, name: str) -> str:
+    """The text of `name`'s definition in a cell: from its def/class line to the next top-level statement."""
+    lines = source.splitlines()
+    start = next((i for i, l in enumerate(lines) if defines(l, name)), None)
+    if start is None:
+        return source
+    body = [lines[start]]
+    for line in lines[start + 1:]:
+        if line and not line[0].isspace() and not line.startswith(("#", ")")):
+            break
+        body.append(line)
+    return "\n".join(body)
 
 
 def _switched_off(res: ExerciseResult, module, cells: list[dict]) -> ExerciseResult | None:
