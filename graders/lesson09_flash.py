@@ -20,6 +20,8 @@ from torch.utils._pytree import tree_leaves
 
 from .engine.compare import close, describe
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Config, Mistake, agrees_with, median_ms, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson09")
 
@@ -191,6 +193,27 @@ def lse_masked(ctx):
     return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
 
 
+# The declared domain: blocks of 1, dividing the length or not, and wider than it; a row of one entry and a
+# long one (4096); masked (-inf) leading blocks; float32 and float64; any layout.
+LSE_DOMAIN = Domain(
+    args=(Arg("block", (8, 1, 7, 64, 5000)), Arg("N", (40, 1, 1024)), Arg("rows", (3, 1)),
+          Arg("first block", ("random", "all -inf"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=6)
+
+
+def _lse_domain_judge(s, r, ctx):
+    return close(s.get("logsumexp"), r["torch.logsumexp"], "logsumexp", tol=ctx.tol.scaled(2))
+
+
+@CHECKS.domain("online_logsumexp", LSE_DOMAIN, _lse_domain_judge)
+def lse_domain(ctx, ex):
+    x = ctx.randn(ex["rows"], ex["N"], scale=3.0).to(getattr(torch, ex["dtype of x"]))
+    if ex["first block"] == "all -inf":
+        x[:, :min(ex["block"], ex["N"])] = float("-inf")
+    x = relaid(x, ex["layout of x"])
+    return {"logsumexp": ctx.call(ctx.target, x, ex["block"]), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
+
+
 def _lse_streamed(s, r, ctx):
     largest, limit = s.get("largest"), r["limit"]
     if isinstance(largest, int) and largest > limit:
@@ -333,6 +356,24 @@ def flash_tile_count(ctx):
     return {"output": out, "lse": lse, "scored pairs": score_area(rec, D), "B*H": B * H, "T": T, "block": block,
             "tiles": n * n, "tiles computed": n * (n + 1) // 2, "largest": rec.largest,
             "largest shape": rec.largest_shape, "limit": T * T, "Tq": T, "Tk": T}
+
+
+# The declared domain of flash_attention: causal or not, both block sizes (1, dividing T or not, wider than T),
+# Tq and Tk from 1 to 70 (Tq ≠ Tk both ways), head sizes, each of q, k, v laid out on its own.
+FLASH_DOMAIN = Domain(
+    args=(Arg("causal", (False, True)), Arg("block_q", (16, 1, 7, 256)), Arg("block_k", (16, 5, 256)),
+          Arg("Tq", (24, 1, 70)), Arg("Tk", (24, 1, 70)), Arg("D", (8, 32)), Arg("B", (1, 2))),
+    layouts=(("q", ("contiguous", "transposed", "strided")), ("k", ("contiguous", "transposed", "strided")),
+             ("v", ("contiguous", "transposed", "strided"))), examples=6)
+
+
+@CHECKS.domain("flash_attention", FLASH_DOMAIN, _flash_same("output", "lse"))
+def flash_domain(ctx, ex):
+    q = relaid(ctx.randn(ex["B"], 2, ex["Tq"], ex["D"]), ex["layout of q"])
+    k = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of k"])
+    v = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of v"])
+    out, lse = _flash(ctx, q, k, v, causal=ex["causal"], block_q=ex["block_q"], block_k=ex["block_k"])
+    return {"output": out, "lse": lse}
 
 
 @CHECKS.probe("flash_attention", "tails: T not a multiple of the block", _flash_same(), CPU, hidden=True)

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 
 from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson10")
 
@@ -314,6 +316,36 @@ def attn_cache(ctx):
     cache = _Cache()
     pieces = [ctx.call(attn, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :4], x[:, 4:6], *x[:, 6:].split(1, 1))]
     return {"full forward": full, "through the cache": torch.cat(pieces, dim=1)}
+
+
+# The declared domain of LlamaAttention: every __init__ argument (rope_base and window included) and every
+# forward argument (a cache, a layer past 0, an explicit start), sizes from one position up, x laid out any way;
+# the calls a LlamaBlock and a Llama make (composition) are among them.
+ATTN_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads", ("36, 6", "24, 2", "8, 2")), Arg("num_kv_heads", (2, 1, "num_heads")),
+          Arg("rope_base", (10000.0, 500000.0, 10.0)), Arg("window", (None, 1, 3)),
+          Arg("B", (2, 1)), Arg("T", (5, 1, 40)), Arg("cache", ("none", "cache, 3 cached", "cache, 0 cached")),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7"))),
+    layouts=(("x", ("contiguous", "transposed", "strided")),), examples=8)
+
+
+@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, same("output"))
+def attn_domain(ctx, ex):
+    ctx.manual_seed()
+    d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
+    kv = heads if ex["num_kv_heads"] == "num_heads" else ex["num_kv_heads"]
+    attn = _fill(ctx.call(ctx.target, d, heads, kv, rope_base=ex["rope_base"], window=ex["window"]), ctx.seed).eval()
+    x = relaid(ctx.randn(ex["B"], ex["T"], d), ex["layout of x"])
+    kwargs = {"layer_idx": ex["layer_idx"]}
+    if ex["start"] != "from the cache":
+        kwargs["start"] = 7
+    if ex["cache"] == "none":
+        return {"output": ctx.call(attn, x, **kwargs)}
+    cache = _Rolling(ex["window"]) if ex["window"] else _Cache()
+    if ex["cache"] == "cache, 3 cached":
+        for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
+            ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
+    return {"output": ctx.call(attn, x, cache=cache, **kwargs)}
 
 
 def _absolute_judge(s, r, ctx):
@@ -975,6 +1007,22 @@ def filter_combined(ctx):
             "top_p=0.7, min_p=0.3": ctx.call(ctx.target, logits, top_p=0.7, min_p=0.3)}
 
 
+# The declared domain: every argument with its range and edges (top_p=1.0, min_p=0 and 1, top_k past V),
+# the vocabulary from 1 token to a wide one, logits in float32 or float64, laid out any way.
+FILTER_DOMAIN = Domain(
+    args=(Arg("top_k", (None, 1, 3, 500)), Arg("top_p", (None, 1.0, 0.5, 0.999, 1e-6)),
+          Arg("min_p", (None, 0.0, 0.1, 1.0)), Arg("V", (16, 1, 2000)), Arg("rows", (2, 1))),
+    dtypes=(("logits", ("float32", "float64")),), layouts=(("logits", ("contiguous", "transposed", "strided")),),
+    examples=8)
+
+
+@CHECKS.domain("filter_logits", FILTER_DOMAIN, _kept_judge("filtered"))
+def filter_domain(ctx, ex):
+    logits = ctx.randn(ex["rows"], ex["V"], scale=3.0).to(getattr(torch, ex["dtype of logits"]))
+    logits = relaid(logits, ex["layout of logits"])
+    return {"filtered": ctx.call(ctx.target, logits, top_k=ex["top_k"], top_p=ex["top_p"], min_p=ex["min_p"])}
+
+
 def _filter_bad_judge(s, r, ctx):
     for key, name in (("top_k=0", "top_k"), ("top_p=0", "top_p"), ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p")):
         msg = expect_value_error(s[key], f"filter_logits(..., {key})", name)
@@ -1074,6 +1122,10 @@ MISTAKES = (
             "updated the cache, so layers past the first rotate at the wrong positions: read start = len(cache) once "
             "and pass it to every block.",
             edits={"x = block(x, cache, i, start)": "x = block(x, cache, i)"}),
+    Mistake("LlamaAttention", "attn_rope_base_ignored", "rope_base is not passed to the rotation, so every model "
+            "rotates with base 10000: Llama 3 uses rope_base=500000, and a checkpoint trained with it attends to the "
+            "wrong positions. Pass self.rope_base to apply_rope_half.",
+            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope_half(t, positions)"}),
     Mistake("filter_logits", "top_p_drops_crossing", "top-p drops the token that crosses p, so the kept set sums "
             "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
             "tokens before it already reach p, `cumsum - probs >= p`.",
