@@ -621,6 +621,35 @@ def block_cache(ctx):
     return {"full forward": ctx.call(block, x), "through the cache": torch.cat(pieces, 1)}
 
 
+# The declared domain of LlamaBlock: the config fields a block reads (the others, vocab_size, block_size,
+# n_layer and tie_embeddings, are the model's), and the calls a Llama makes: a cache at layer i, a window, start.
+BLOCK_DOMAIN = Domain(
+    args=(Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
+          Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
+          Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
+          Arg("config.window", (None, 2)), Arg("T", (5, 1, 30)), Arg("cache", ("none", "cache, 3 cached")),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7"))),
+    layouts=(("x", ("contiguous", "transposed")),), examples=6)
+
+
+@CHECKS.domain("LlamaBlock", BLOCK_DOMAIN, same("output"))
+def block_domain(ctx, ex):
+    heads, kv = (int(n) for n in ex["config.n_head, config.n_kv_head"].split(", "))
+    d, hidden = (int(n) for n in ex["config.n_embd, config.hidden_dim"].split(", "))
+    block = _block(ctx, n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=hidden, rope_base=ex["config.rope_base"],
+                   norm_eps=ex["config.norm_eps"], window=ex["config.window"])
+    x = relaid(ctx.randn(2, ex["T"], d), ex["layout of x"])
+    kwargs = {"layer_idx": ex["layer_idx"]}
+    if ex["start"] != "from the cache":
+        kwargs["start"] = 7
+    if ex["cache"] == "none":
+        return {"output": ctx.call(block, x, **kwargs)}
+    cache = _Rolling(ex["config.window"]) if ex["config.window"] else _Cache()
+    for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
+        ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
+    return {"output": ctx.call(block, x, cache=cache, **kwargs)}
+
+
 # ----------------------------------------------------------------------------------------------
 # Llama
 

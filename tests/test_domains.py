@@ -45,8 +45,8 @@ def _parameters(obj) -> set[str]:
 @pytest.mark.parametrize("lesson, exercise, domain", DECLARED, ids=IDS)
 def test_the_domain_names_every_argument(lesson, exercise, domain):
     ns, _ = reference(lesson)
-    named = {part for name, _ in domain.choices() for part in name.removeprefix("dtype of ").removeprefix(
-        "layout of ").split(", ")}
+    named = {part.split(".")[0] for name, _ in domain.choices() for part in name.removeprefix("dtype of ")
+             .removeprefix("layout of ").split(", ")}  # "config.rope_base" names the argument config
     # a tensor argument is named by its dtype or layout; x/logits/q/k/v are the drawn tensors themselves
     missing = _parameters(ns[exercise]) - named
     assert not missing, f"{exercise}: the domain never draws {sorted(missing)}"
