@@ -426,6 +426,14 @@ def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | Non
     return same_observations(s_obs, m_obs, JudgeContext(config).tol)
 
 
+def _same_failure(s_obs: dict | None, m_obs: dict) -> bool:
+    """The same failure said the same way, of any kind (a WrongResult too): consistent with the mistake,
+    though not counted as evidence for it."""
+    s_err, m_err = (s_obs or {}).get("__error__"), m_obs.get("__error__")
+    return bool(s_err and m_err and s_err.get("kind") == m_err.get("kind") and s_err.get("type") == m_err.get("type")
+                and _error_head(s_err) == _error_head(m_err))
+
+
 def _error_head(err: dict) -> str:
     """An error observation's first line, "Type: message", without where it was raised (the student's
     cell numbers and the mistake's differ)."""
@@ -464,9 +472,10 @@ def mistake_fits(check_list, s_checks, r_checks, m_checks, status: dict) -> int:
             if (st != "passed") != _mistake_fails(check, config, m_obs, r_obs):
                 return 0
             if st != "passed":
-                if not _matches(check, config, s_checks.get(k), m_obs, r_obs):
+                if _matches(check, config, s_checks.get(k), m_obs, r_obs):
+                    count += 1
+                elif not _same_failure(s_checks.get(k), m_obs):
                     return 0
-                count += 1
     return count
 
 
