@@ -20,6 +20,8 @@ from torch.utils._pytree import tree_leaves
 
 from .engine.compare import close, describe
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Config, Mistake, agrees_with, median_ms, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson09")
 
@@ -29,6 +31,11 @@ FORBIDDEN = {
     "flash_attention_triton": ("torch.nn.functional.scaled_dot_product_attention",),
     "FlashAttentionFunction": ("torch.nn.functional.scaled_dot_product_attention",),
 }
+
+# The tiled exercises and the block sizes their checks call them with (the diagnosis names a tile boundary
+# only at a multiple of one; a key that names its blocks, "blocks 16×32", says which). The Triton kernel's
+# tiles are the student's choice, and online_logsumexp's blocks run along the axis it reduces: neither is here.
+TILED = {"flash_attention": (8, 16, 24, 32, 64), "FlashAttentionFunction": (64,)}
 
 # float16 through the Triton interpreter on CPU; bfloat16 is left out there because the interpreter's
 # bfloat16 tl.dot gives wrong results. Compiled kernels on GPU cover float16 and bfloat16.
@@ -163,6 +170,48 @@ def _lse_finite(s, r, ctx):
 def lse_huge(ctx):
     x = ctx.randn(4, 30, scale=1e4)
     return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
+
+
+def _lse_masked(s, r, ctx):
+    out = s.get("logsumexp")
+    if isinstance(out, torch.Tensor) and torch.isnan(out).any():
+        rows = (torch.isnan(out)).nonzero().flatten().tolist()
+        return (f"rows {rows} came out NaN: those rows start with a whole block of -inf (masked entries), so the "
+                f"running max is still -inf and exp(m - m_new) is exp(-inf - (-inf)) = NaN. While the max is "
+                f"-inf, subtract 0 instead (torch.logsumexp gives -inf for a row that is all -inf)")
+    return _lse_against_torch(s, r, ctx)
+
+
+@CHECKS.probe("online_logsumexp", "rows whose first blocks are all -inf (masked), and a row all -inf", _lse_masked,
+              CPU)
+def lse_masked(ctx):
+    x = ctx.randn(4, 24)  # (rows, N)
+    x[0, :8] = float("-inf")  # the first block (block=8) masked
+    x[1, :16] = float("-inf")  # the first two blocks masked
+    x[2, 3:20] = float("-inf")  # masked inside, across blocks
+    x[3] = float("-inf")  # a fully masked row: logsumexp is -inf
+    return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
+
+
+# The declared domain: blocks of 1, dividing the length or not, and wider than it; a row of one entry and a
+# long one (4096); masked (-inf) leading blocks; float32 and float64; any layout.
+LSE_DOMAIN = Domain(
+    args=(Arg("block", (8, 1, 7, 64, 5000)), Arg("N", (40, 1, 1024)), Arg("rows", (3, 1)),
+          Arg("first block", ("random", "all -inf"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=6)
+
+
+def _lse_domain_judge(s, r, ctx):
+    return close(s.get("logsumexp"), r["torch.logsumexp"], "logsumexp", tol=ctx.tol.scaled(2))
+
+
+@CHECKS.domain("online_logsumexp", LSE_DOMAIN, _lse_domain_judge)
+def lse_domain(ctx, ex):
+    x = ctx.randn(ex["rows"], ex["N"], scale=3.0).to(getattr(torch, ex["dtype of x"]))
+    if ex["first block"] == "all -inf":
+        x[:, :min(ex["block"], ex["N"])] = float("-inf")
+    x = relaid(x, ex["layout of x"])
+    return {"logsumexp": ctx.call(ctx.target, x, ex["block"]), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
 
 
 def _lse_streamed(s, r, ctx):
@@ -307,6 +356,24 @@ def flash_tile_count(ctx):
     return {"output": out, "lse": lse, "scored pairs": score_area(rec, D), "B*H": B * H, "T": T, "block": block,
             "tiles": n * n, "tiles computed": n * (n + 1) // 2, "largest": rec.largest,
             "largest shape": rec.largest_shape, "limit": T * T, "Tq": T, "Tk": T}
+
+
+# The declared domain of flash_attention: causal or not, both block sizes (1, dividing T or not, wider than T),
+# Tq and Tk from 1 to 70 (Tq ≠ Tk both ways), head sizes, each of q, k, v laid out on its own.
+FLASH_DOMAIN = Domain(
+    args=(Arg("causal", (False, True)), Arg("block_q", (16, 1, 7, 256)), Arg("block_k", (16, 5, 256)),
+          Arg("Tq", (24, 1, 70)), Arg("Tk", (24, 1, 70)), Arg("D", (8, 32)), Arg("B", (1, 2))),
+    layouts=(("q", ("contiguous", "transposed", "strided")), ("k", ("contiguous", "transposed", "strided")),
+             ("v", ("contiguous", "transposed", "strided"))), examples=6)
+
+
+@CHECKS.domain("flash_attention", FLASH_DOMAIN, _flash_same("output", "lse"))
+def flash_domain(ctx, ex):
+    q = relaid(ctx.randn(ex["B"], 2, ex["Tq"], ex["D"]), ex["layout of q"])
+    k = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of k"])
+    v = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of v"])
+    out, lse = _flash(ctx, q, k, v, causal=ex["causal"], block_q=ex["block_q"], block_k=ex["block_k"])
+    return {"output": out, "lse": lse}
 
 
 @CHECKS.probe("flash_attention", "tails: T not a multiple of the block", _flash_same(), CPU, hidden=True)
@@ -579,7 +646,11 @@ MISTAKES = (
     Mistake("online_logsumexp", "lse_sum_not_rescaled", "the running sum is not rescaled when the max grows: "
             "terms added under the old max are too big by exp(m_old − m_new), so multiply the sum by that factor "
             "before adding the new block.",
-            edits={"s = s * torch.exp(m - m_new) + torch.exp(": "s = s + torch.exp("}),
+            edits={"s = s * torch.exp(m - m_safe) + torch.exp(": "s = s + torch.exp("}),
+    Mistake("online_logsumexp", "lse_nan_after_masked_block", "a row whose first block is all -inf (masked) comes "
+            "out NaN: with the running max still -inf, exp(m - m_new) is exp(-inf - (-inf)). Subtract 0 while the "
+            "max is -inf: `m_safe = m_new.masked_fill(m_new == float(\"-inf\"), 0.0)`.",
+            edits={'m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)': "m_safe = m_new"}),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
             edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"}),

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 
 from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson10")
 
@@ -316,6 +318,36 @@ def attn_cache(ctx):
     return {"full forward": full, "through the cache": torch.cat(pieces, dim=1)}
 
 
+# The declared domain of LlamaAttention: every __init__ argument (rope_base and window included) and every
+# forward argument (a cache, a layer past 0, an explicit start), sizes from one position up, x laid out any way;
+# the calls a LlamaBlock and a Llama make (composition) are among them.
+ATTN_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads", ("36, 6", "24, 2", "8, 2")), Arg("num_kv_heads", (2, 1, "num_heads")),
+          Arg("rope_base", (10000.0, 500000.0, 10.0)), Arg("window", (None, 1, 3)),
+          Arg("B", (2, 1)), Arg("T", (5, 1, 24)), Arg("cache", ("none", "cache, 3 cached", "cache, 0 cached")),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7"))),
+    layouts=(("x", ("contiguous", "transposed", "strided")),), examples=3)
+
+
+@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, same("output"))
+def attn_domain(ctx, ex):
+    ctx.manual_seed()
+    d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
+    kv = heads if ex["num_kv_heads"] == "num_heads" else ex["num_kv_heads"]
+    attn = _fill(ctx.call(ctx.target, d, heads, kv, rope_base=ex["rope_base"], window=ex["window"]), ctx.seed).eval()
+    x = relaid(ctx.randn(ex["B"], ex["T"], d), ex["layout of x"])
+    kwargs = {"layer_idx": ex["layer_idx"]}
+    if ex["start"] != "from the cache":
+        kwargs["start"] = 7
+    if ex["cache"] == "none":
+        return {"output": ctx.call(attn, x, **kwargs)}
+    cache = _Rolling(ex["window"]) if ex["window"] else _Cache()
+    if ex["cache"] == "cache, 3 cached":
+        for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
+            ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
+    return {"output": ctx.call(attn, x, cache=cache, **kwargs)}
+
+
 def _absolute_judge(s, r, ctx):
     for key, why in (("values given to the cache", "RoPE rotates q and k only: v goes into the cache as v_proj "
                       "made it"),
@@ -587,6 +619,35 @@ def block_cache(ctx):
     cache = _Cache()
     pieces = [ctx.call(block, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :5], *x[:, 5:].split(1, 1))]
     return {"full forward": ctx.call(block, x), "through the cache": torch.cat(pieces, 1)}
+
+
+# The declared domain of LlamaBlock: the config fields a block reads (the others, vocab_size, block_size,
+# n_layer and tie_embeddings, are the model's), and the calls a Llama makes: a cache at layer i, a window, start.
+BLOCK_DOMAIN = Domain(
+    args=(Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
+          Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
+          Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
+          Arg("config.window", (None, 2)), Arg("T", (5, 1, 24)), Arg("cache", ("none", "cache, 3 cached")),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7"))),
+    layouts=(("x", ("contiguous", "transposed")),), examples=2)
+
+
+@CHECKS.domain("LlamaBlock", BLOCK_DOMAIN, same("output"))
+def block_domain(ctx, ex):
+    heads, kv = (int(n) for n in ex["config.n_head, config.n_kv_head"].split(", "))
+    d, hidden = (int(n) for n in ex["config.n_embd, config.hidden_dim"].split(", "))
+    block = _block(ctx, n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=hidden, rope_base=ex["config.rope_base"],
+                   norm_eps=ex["config.norm_eps"], window=ex["config.window"])
+    x = relaid(ctx.randn(2, ex["T"], d), ex["layout of x"])
+    kwargs = {"layer_idx": ex["layer_idx"]}
+    if ex["start"] != "from the cache":
+        kwargs["start"] = 7
+    if ex["cache"] == "none":
+        return {"output": ctx.call(block, x, **kwargs)}
+    cache = _Rolling(ex["config.window"]) if ex["config.window"] else _Cache()
+    for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
+        ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
+    return {"output": ctx.call(block, x, cache=cache, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -937,6 +998,29 @@ def filter_top_p(ctx):
             "top_p=0.5 (3, 5) logits": ctx.call(ctx.target, scaled, top_p=0.5)}
 
 
+def _top_p_one_judge(s, r, ctx):
+    for key in ("top_p=1.0 (20, 0, -1) logits", "top_p=1.0"):
+        got, logits = s[key], r[key + " input"]
+        if isinstance(got, torch.Tensor) and got.shape == logits.shape:
+            kept = got > float("-inf")
+            if not kept.all():  # p = 1: the smallest set reaching all the mass is every token
+                row = int((~kept).any(-1).flatten().nonzero()[0])
+                return (f"{key}: row {row} keeps tokens {kept.flatten(0, -2)[row].nonzero().flatten().tolist()} of "
+                        f"{logits.shape[-1]}: top_p=1.0 keeps every token (float32's cumulative sum reaches 1.0 "
+                        f"before the last, tiny probabilities are added, so `before >= 1.0` drops them)")
+    return _kept_judge("top_p=1.0 (20, 0, -1) logits", "top_p=1.0", "top_p=0.999")(s, r, ctx)
+
+
+@CHECKS.probe("filter_logits", "top_p=1.0 keeps every token, however small its probability", _top_p_one_judge, CPU)
+def filter_top_p_one(ctx):
+    peaked = torch.tensor([[20.0, 0.0, -1.0]], device=ctx.device)  # probabilities 1 - 3e-9, 2e-9, 8e-10
+    logits = ctx.randn(2, 40, scale=6.0)
+    return {"top_p=1.0 (20, 0, -1) logits": ctx.call(ctx.target, peaked, top_p=1.0),
+            "top_p=1.0 (20, 0, -1) logits input": peaked,
+            "top_p=1.0": ctx.call(ctx.target, logits, top_p=1.0), "top_p=1.0 input": logits,
+            "top_p=0.999": ctx.call(ctx.target, logits, top_p=0.999)}
+
+
 @CHECKS.probe("filter_logits", "min_p keeps the tokens with probability ≥ min_p · the largest",
               _kept_judge("min_p=0.5", "min_p=0.2"), CPU)
 def filter_min_p(ctx):
@@ -950,6 +1034,22 @@ def filter_combined(ctx):
     logits = ctx.randn(2, 3, 50, scale=2.0)
     return {"top_k=20, top_p=0.8, min_p=0.05": ctx.call(ctx.target, logits, top_k=20, top_p=0.8, min_p=0.05),
             "top_p=0.7, min_p=0.3": ctx.call(ctx.target, logits, top_p=0.7, min_p=0.3)}
+
+
+# The declared domain: every argument with its range and edges (top_p=1.0, min_p=0 and 1, top_k past V),
+# the vocabulary from 1 token to a wide one, logits in float32 or float64, laid out any way.
+FILTER_DOMAIN = Domain(
+    args=(Arg("top_k", (None, 1, 3, 500)), Arg("top_p", (None, 1.0, 0.5, 0.999, 1e-6)),
+          Arg("min_p", (None, 0.0, 0.1, 1.0)), Arg("V", (16, 1, 2000)), Arg("rows", (2, 1))),
+    dtypes=(("logits", ("float32", "float64")),), layouts=(("logits", ("contiguous", "transposed", "strided")),),
+    examples=8)
+
+
+@CHECKS.domain("filter_logits", FILTER_DOMAIN, _kept_judge("filtered"))
+def filter_domain(ctx, ex):
+    logits = ctx.randn(ex["rows"], ex["V"], scale=3.0).to(getattr(torch, ex["dtype of logits"]))
+    logits = relaid(logits, ex["layout of logits"])
+    return {"filtered": ctx.call(ctx.target, logits, top_k=ex["top_k"], top_p=ex["top_p"], min_p=ex["min_p"])}
 
 
 def _filter_bad_judge(s, r, ctx):
@@ -1051,10 +1151,18 @@ MISTAKES = (
             "updated the cache, so layers past the first rotate at the wrong positions: read start = len(cache) once "
             "and pass it to every block.",
             edits={"x = block(x, cache, i, start)": "x = block(x, cache, i)"}),
+    Mistake("LlamaAttention", "attn_rope_base_ignored", "rope_base is not passed to the rotation, so every model "
+            "rotates with base 10000: Llama 3 uses rope_base=500000, and a checkpoint trained with it attends to the "
+            "wrong positions. Pass self.rope_base to apply_rope_half.",
+            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope_half(t, positions)"}),
     Mistake("filter_logits", "top_p_drops_crossing", "top-p drops the token that crosses p, so the kept set sums "
             "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
             "tokens before it already reach p, `cumsum - probs >= p`.",
             edits={"before = sorted_probs.cumsum(dim=-1) - sorted_probs": "before = sorted_probs.cumsum(dim=-1)"}),
+    Mistake("filter_logits", "top_p_one_drops_tokens", "top_p=1.0 drops the least likely tokens: in float32 the "
+            "cumulative sum reaches 1.0 before the tiny probabilities are added, so `before >= top_p` holds for "
+            "them. p = 1 keeps every token: filter only when top_p < 1.",
+            edits={"if top_p is not None and top_p < 1.0:": "if top_p is not None:"}),
     Mistake("filter_logits", "top_p_unsorted", "the cumulative sum runs over the probabilities in vocabulary order: "
             "sort them in decreasing order first, then map the decision back with the sort's indices.",
             edits={"sorted_probs, order = probs.sort(dim=-1, descending=True)":

@@ -91,6 +91,7 @@ class Checks(list):
         super().__init__()
         self.lesson = lesson
         self.battery_skipped: dict[tuple[str, str], str] = {}  # (exercise, entry) -> why add_battery left it out
+        self.domains: dict[str, list[Domain]] = {}  # exercise -> its declared domains (CHECKS.domain)
 
     def probe(self, exercise: str, name: str, judge: Judge, configs: tuple[Config, ...] = CPU,
               hidden: bool = False) -> Callable[[Probe], Probe]:
@@ -107,6 +108,21 @@ class Checks(list):
             if hidden:
                 self.append(Check(exercise, name + HIDDEN_TWIN, fn, judge, configs, hidden=True, property=name))
             return fn
+        return add
+
+    def domain(self, exercise: str, domain: Domain, judge: Judge, name: str | None = None,
+               configs: tuple[Config, ...] = CPU, hidden: bool = False) -> Callable[[Callable], Callable]:
+        """`@CHECKS.domain(exercise, Domain(...), judge)` on `run(ctx, example) -> observations`: a check over
+        the exercise's declared domain. The examples are drawn in the child from the check's seed (the same
+        in the student's and the reference's child), `judge` compares each example's observations, and the
+        message names the simplest failing example. The domain is kept in `self.domains`."""
+        def add(run: Callable) -> Callable:
+            from .probe import domain_probe  # the child's side, imported when the lesson module is
+
+            self.domains.setdefault(exercise, []).append(domain)
+            self.probe(exercise, name or "over its declared domain (drawn examples, the simplest failure shown)",
+                       _domain_judge(domain, judge), configs, hidden)(domain_probe(domain, run))
+            return run
         return add
 
     def of(self, exercise: str) -> list[Check]:
@@ -143,6 +159,78 @@ class Checks(list):
                 self.append(Check(exercise, v.name, b.probe, _battery_judge(b.judge, v),
                                   (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v,
                                   property=b.property))
+
+
+# ----------------------------------------------------------------------------------------------
+# Declared domains: the valid inputs the spec allows, as data beside the exercise
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument, config field or input size of an exercise, with the values the spec allows that the
+    draws use: the first is the default (or the simplest), the others non-default values and the range's
+    edges. Hypothesis shrinks towards the first."""
+    name: str
+    values: tuple
+
+    def __post_init__(self):
+        if len(self.values) < 2:
+            raise ValueError(f"Arg {self.name}: give the default and at least one other value")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The valid inputs of one exercise: its arguments and config fields (`args`), and per tensor argument
+    its dtypes and layouts ("contiguous", "transposed", "strided"), each varied on that argument alone as
+    well as together. `examples` random combinations are drawn besides the one-at-a-time ones."""
+    args: tuple[Arg, ...]
+    dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ((argument, (dtype, ...)), ...): the first is the usual
+    layouts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    examples: int = 6
+
+    def choices(self) -> list[tuple[str, tuple]]:
+        """Every choice a drawn example makes, as (name, values): args, then `dtype of X`, `layout of X`."""
+        return ([(a.name, tuple(a.values)) for a in self.args] + [(f"dtype of {n}", tuple(v)) for n, v in self.dtypes]
+                + [(f"layout of {n}", tuple(v)) for n, v in self.layouts])
+
+
+def example_text(example: dict, defaults: dict) -> str:
+    """"B=1, T=1, rope_base=500000.0": the choices of an example that are not the default."""
+    parts = [f"{k}={v}" for k, v in example.items() if v != defaults.get(k)]
+    return ", ".join(parts) if parts else "the default arguments"
+
+
+def _domain_judge(domain: Domain, judge: Judge) -> Judge:
+    """A drawn-examples check's judge: every example judged by `judge` on its own observations; the
+    simplest failing one (fewest non-default choices, then the smallest) is the message."""
+    names = [n for n, _ in domain.choices()]
+    defaults = {n: v[0] for n, v in domain.choices()}
+
+    def judge_all(s: dict, r: dict, ctx: "JudgeContext") -> str | None:
+        n = int(r.get("examples", 0))
+        failing = []
+        for i in range(n):
+            pre = f"#{i} "
+            sub_r = {k[len(pre):]: v for k, v in r.items() if k.startswith(pre)}
+            sub_s = {k[len(pre):]: v for k, v in s.items() if k.startswith(pre)}
+            if "raised" in sub_r or "choice" not in sub_r:
+                continue  # the reference cannot take it: outside the domain (tests/test_domains.py)
+            if "raised" in sub_s:
+                msg = f"raised {sub_s['raised']}"
+            else:
+                try:
+                    msg = judge(sub_s, sub_r, ctx)
+                except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+                    msg = f"gave observations that could not be compared ({type(exc).__name__})"
+            if msg:
+                choice = [int(c) for c in sub_r["choice"]]
+                failing.append(((sum(c > 0 for c in choice), sum(choice), i), dict(zip(names, sub_r["example"])), msg))
+        if not failing:
+            return None
+        _, example, msg = min(failing, key=lambda f: f[0])
+        more = f" ({len(failing)} of {n} drawn examples fail)" if len(failing) > 1 else ""
+        return f"fails for {example_text(example, defaults)}{more}: {msg}"
+    return judge_all
 
 
 @dataclass(frozen=True)
@@ -246,6 +334,22 @@ def _battery_judge(judge: Judge, v: Variant) -> Judge:
         msg = judge(s, r, ctx)
         return f"{v.message}: {msg}" if msg else None
     return battery
+
+
+# ----------------------------------------------------------------------------------------------
+# The switches that turn the grader's recorders off, read in the student's source (by the parent, which the
+# student's code cannot reach). An exercise with forbidden APIs whose code names one of them fails "uses no
+# forbidden API": it hides what it runs. (The child also wires the switches while student code runs: probe.py.)
+
+SWITCH_OFFS = ("DisableTorchFunction", "_disable_torch_function", "_disable_current_modes", "_pop_mode",
+               "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_set_torch_function_mode",
+               "_set_dispatch_mode", "ops.aten", "_python_dispatch")
+
+
+def switch_offs(source: str) -> list[str]:
+    """The recorder switches `source` names (comments aside), in SWITCH_OFFS order."""
+    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+    return [name for name in SWITCH_OFFS if name in code]
 
 
 def CHECKS_OF(module) -> Checks:

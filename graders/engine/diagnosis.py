@@ -9,8 +9,8 @@ code). Each rule looks for one shape of wrongness and says it in a sentence:
   zeros      all zeros; NaN or Inf, and where they start (whole rows: a row with nothing to attend to)
   dtype      the right values in the wrong dtype
   order      outputs returned in the wrong order: (weights, output) for (output, weights)
-  extent     right only when Tq = Tk; right up to an index along one axis and wrong from there (a tile, a
-             partial last tile, positions after a cache)
+  extent     right only when Tq = Tk; right up to an index along one axis and wrong from there (named a
+             tile only in a tiled exercise, TILED, at a multiple of a block the call used)
 
 `settle` is the engine's fallback (graders/engine.py `diagnose`): it keeps a catalogued mistake only when its
 observations really match (an exception matches only an exception with the same message), and
@@ -127,8 +127,19 @@ def _slab(bad: torch.Tensor) -> tuple[int, int, str] | None:
     return None
 
 
-def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r: dict | None = None) -> str | None:
-    """One sentence on how tensor `a` (the student's) relates to `e` (the reference's), or None."""
+def call_blocks(key: str, declared: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The block sizes the call behind observation `key` used: named in the key ("block=8", "block_q=32",
+    "blocks 32×24"), else the exercise's declared ones (TILED in its lesson module)."""
+    named = [int(n) for n in re.findall(r"block(?:_[qk])?=(\d+)", key)]
+    for pair in re.findall(r"blocks (\d+)×(\d+)", key):
+        named += [int(n) for n in pair]
+    return tuple(named) or tuple(declared)
+
+
+def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r: dict | None = None,
+            blocks: tuple[int, ...] = ()) -> str | None:
+    """One sentence on how tensor `a` (the student's) relates to `e` (the reference's), or None. `blocks`:
+    the tile sizes of a tiled exercise's call (a boundary is named a tile's only at a multiple of one)."""
     if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
         return None
     tol = tol or compare.tolerance(e.dtype)
@@ -210,11 +221,13 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
     if slab is not None:
         axis, i, where = slab
         ax = axis - a.dim()
+        tile = next((b for b in blocks if b > 1 and i % b == 0), None)  # a tile boundary, exactly
         if where == "from":
             return (f"`{what}` is right up to index {i - 1} along axis {ax} (size {a.shape[axis]}) and wrong from "
-                    f"index {i} on: only the first block (tile) is right, or a last partial one is dropped?")
+                    f"index {i} on" + (f": only the first {i // tile} tile(s) of {tile} are right (the running "
+                                       f"max, sum or output carried to the next tile?)" if tile else ""))
         return (f"`{what}` is wrong for indices 0…{i - 1} along axis {ax} (size {a.shape[axis]}) and right after "
-                f"them: the first block is handled differently")
+                f"them" + (f": the first {i // tile} tile(s) of {tile} are handled differently" if tile else ""))
     return None
 
 
@@ -251,7 +264,7 @@ def _tensors(obs: dict) -> dict:
     return {k: v for k, v in obs.items() if isinstance(v, torch.Tensor)}
 
 
-def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str | None:
+def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None, tiled: tuple[int, ...] | None = None) -> str | None:
     """The first structural reason among one check's observations (outputs swapped before each one alone)."""
     if not isinstance(s, dict) or not isinstance(r, dict) or "__error__" in s or "__error__" in r:
         return None
@@ -275,7 +288,7 @@ def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None) -> str |
                 return (f"`{k}` holds what `{k2}` should be: the outputs are returned in the wrong order "
                         f"(check the order in the `return` line)")
     for k in wrong:
-        msg = explain(s.get(k), rt[k], k, tol, r)
+        msg = explain(s.get(k), rt[k], k, tol, r, call_blocks(k, tiled) if tiled is not None else ())
         if msg:
             return msg
     return None
@@ -289,7 +302,7 @@ def _square(obs: dict) -> bool | None:
     return all(sh[-1] == sh[-2] for sh in shapes)
 
 
-def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | None:
+def explain_exercise(checks, s_checks: dict, r_checks: dict, results, tiled: tuple[int, ...] | None = None) -> str | None:
     """The structural diagnosis of one exercise: across its checks first (only right when Tq = Tk), then
     the first failing check that says something."""
     status = {(c.name, c.device, c.dtype): c.status for c in results}
@@ -310,7 +323,7 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results) -> str | N
             continue
 
         msg = explain_obs(s_checks.get(check.key(config)) or {}, r_checks.get(check.key(config)) or {},
-                          JudgeContext(config).tol)
+                          JudgeContext(config).tol, tiled)
         if msg:
             return msg
     return None
@@ -337,7 +350,7 @@ def settle(best, module, name, checks, s_checks, r_checks, mistakes, results) ->
     try:
         if best is not None:  # engine.diagnose matched it by the strict rule above
             return best.message
-        return explain_exercise(checks, s_checks, r_checks, results)
+        return explain_exercise(checks, s_checks, r_checks, results, getattr(module, "TILED", {}).get(name))
     except Exception:
         return best.message if best is not None else None
 
@@ -413,6 +426,14 @@ def _matches(check: Check, config: Config, s_obs: dict | None, m_obs: dict | Non
     return same_observations(s_obs, m_obs, JudgeContext(config).tol)
 
 
+def _same_failure(s_obs: dict | None, m_obs: dict) -> bool:
+    """The same failure said the same way, of any kind (a WrongResult too): consistent with the mistake,
+    though not counted as evidence for it."""
+    s_err, m_err = (s_obs or {}).get("__error__"), m_obs.get("__error__")
+    return bool(s_err and m_err and s_err.get("kind") == m_err.get("kind") and s_err.get("type") == m_err.get("type")
+                and _error_head(s_err) == _error_head(m_err))
+
+
 def _error_head(err: dict) -> str:
     """An error observation's first line, "Type: message", without where it was raised (the student's
     cell numbers and the mistake's differ)."""
@@ -424,23 +445,56 @@ def _error_head(err: dict) -> str:
 
 
 
+def _mistake_fails(check: Check, config: Config, m_obs: dict, r_obs: dict) -> bool:
+    """Does the mistake fail this check (its judge says so, or it raised)?"""
+    if "__error__" in m_obs:
+        return True
+    try:
+        return check.judge(m_obs, r_obs, JudgeContext(config)) is not None
+    except Exception:
+        return True
+
+
+def mistake_fits(check_list, s_checks, r_checks, m_checks, status: dict) -> int:
+    """How many failed checks a catalogued mistake explains, or 0 when it does not fit exactly: the student
+    fails exactly the checks the mistake fails (among those both ran), with the mistake's observations on
+    each. A mistake that fails a check the student passes, or passes one the student fails, is another
+    mistake: naming it would send the student to the wrong line."""
+    count = 0
+    for check in check_list:
+        for config in check.configs:
+            st = status.get((check.name, config.device, config.dtype))
+            k = check.key(config)
+            m_obs = m_checks.get(k)
+            if st not in ("passed", "failed", "error") or not isinstance(m_obs, dict) or "__inapplicable__" in m_obs:
+                continue
+            r_obs = r_checks.get(k, {})
+            if (st != "passed") != _mistake_fails(check, config, m_obs, r_obs):
+                return 0
+            if st != "passed":
+                if _matches(check, config, s_checks.get(k), m_obs, r_obs):
+                    count += 1
+                elif not _same_failure(s_checks.get(k), m_obs):
+                    return 0
+    return count
+
+
 def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
-    failed = {(r.name, r.device, r.dtype) for r in results if r.status in ("failed", "error")}
+    status = {(r.name, r.device, r.dtype): r.status for r in results}
     best, best_count = None, 0
     for mistake in getattr(module, "MISTAKES", ()):
         if mistake.exercise != name or mistake.id not in mistakes:
             continue
-        m_checks = mistakes[mistake.id]["checks"]
-        count = 0
-        for check in checks:
-            for config in check.configs:
-                if (check.name, config.device, config.dtype) not in failed:
-                    continue
-                k = check.key(config)
-                if _matches(check, config, s_checks.get(k), m_checks.get(k), r_checks.get(k, {})):
-                    count += 1
+        count = mistake_fits(checks, s_checks, r_checks, mistakes[mistake.id]["checks"], status)
         if count > best_count:
             best, best_count = mistake, count
+    if best is None and any(r.name == "leaves its inputs unchanged" and r.status == "failed" for r in results):
+        # the inputs were modified in place: every later number is suspect, and that check says why
+        try:
+            attach_figure(checks, s_checks, r_checks, results)
+        except Exception:
+            pass
+        return None
     return settle(best, module, name, checks, s_checks, r_checks, mistakes, results)
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import importlib
 import linecache
+import os
+import sys
 import traceback
 import zlib
 from typing import Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .checks import CHECKS_OF, Check, Config, Variant
 
@@ -51,6 +54,74 @@ class CallRecorder(TorchFunctionMode):
         if name is not None:
             self.seen.add(name)
         return func(*args, **(kwargs or {}))
+
+
+class AtenRecorder(TorchDispatchMode):
+    """The forbidden calls seen from below, at the dispatcher: the aten ops the watched functions end in
+    (torch.softmax is aten._softmax, SDPA on the CPU aten._scaled_dot_product_flash_attention_for_cpu, ...).
+    `torch._C.DisableTorchFunction()` switches CallRecorder off, and `torch.ops.aten._softmax(...)` never
+    passes through it; both still dispatch their aten op here."""
+
+    def __init__(self, watched: dict[int, str], seen: set[str]):
+        super().__init__()
+        self.bases = {name: aten_bases(name) for name in watched.values()}
+        self.seen = seen
+        self.cache: dict[str, str | None] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op = func.overloadpacket.__name__
+        if op not in self.cache:
+            self.cache[op] = next((f"{name} (aten.{op})" for name, (exact, prefixes) in self.bases.items()
+                                   if op in exact or op.startswith(prefixes)), None)
+        if self.cache[op]:
+            self.seen.add(self.cache[op])
+        return func(*args, **(kwargs or {}))
+
+
+def aten_bases(dotted: str) -> tuple[set[str], tuple[str, ...]]:
+    """The aten ops a forbidden torch function ends in, by name: (exact names, name prefixes)."""
+    base = dotted.rsplit(".", 1)[-1].lstrip("_")
+    exact = {base, "_" + base, "native_" + base, "_native_" + base}
+    prefixes = ("_" + base + "_", "_native_" + base + "_")
+    if base == "scaled_dot_product_attention":
+        prefixes += ("_scaled_dot_product_",)  # the backends: flash, efficient, math, cudnn
+    return exact, prefixes
+
+
+# The functions that switch the recorders off, replaced while student code runs by ones that say so (and
+# still work): they are then reported as forbidden. The parent also reads the student's cells for these names
+# (checks.SWITCH_OFFS), which also catches a reference taken before the call.
+# torch uses some of them itself (printing a tensor runs _disable_current_modes): only a call from outside
+# torch's own files counts.
+_SWITCHES = (("torch._C", "DisableTorchFunction"), ("torch.utils._python_dispatch", "_disable_current_modes"),
+             ("torch.utils._python_dispatch", "_pop_mode_temporarily"))
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+class _Tripwires:
+    def __init__(self, seen: set[str]):
+        self.seen, self.saved = seen, []
+
+    def __enter__(self):
+        for mod_name, attr in _SWITCHES:
+            mod = importlib.import_module(mod_name)
+            original = getattr(mod, attr, None)
+            if original is None:
+                continue
+
+            def tripped(*args, _original=original, _name=f"{mod_name}.{attr}", **kwargs):
+                if not sys._getframe(1).f_code.co_filename.startswith(_TORCH_DIR):
+                    self.seen.add(f"{_name} (switches off the grader's recording)")
+                return _original(*args, **kwargs)
+            self.saved.append((mod, attr, original))
+            setattr(mod, attr, tripped)
+        return self
+
+    def __exit__(self, *exc):
+        for mod, attr, original in reversed(self.saved):
+            setattr(mod, attr, original)
+        self.saved = []
+        return False
 
 
 def resolve(dotted: str) -> Any:
@@ -176,8 +247,13 @@ class ProbeContext:
                   if isinstance(a, torch.Tensor) and not a.is_meta]  # a meta tensor holds no values to compare
         self.took_floating = self.took_floating or any(a.is_floating_point() for _, a, _ in before)
         try:
-            with CallRecorder(self.watched, self.forbidden_seen):
-                out = fn(*args, **kwargs)
+            if self.watched:  # seen from above (torch functions) and from below (aten ops), switches wired
+                with _Tripwires(self.forbidden_seen), AtenRecorder(self.watched, self.forbidden_seen), \
+                        CallRecorder(self.watched, self.forbidden_seen):
+                    out = fn(*args, **kwargs)
+            else:
+                with CallRecorder(self.watched, self.forbidden_seen):
+                    out = fn(*args, **kwargs)
         except NotImplementedError as exc:
             self.not_implemented = self.not_implemented or exc
             raise
@@ -371,10 +447,77 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
             out["checks"][check.key(config)] = obs
             forbidden |= ctx.forbidden_seen
             mutated += [f"{check.name}: {m}" for m in ctx.mutated]
-    out["forbidden"] = sorted(forbidden)
+    # seen from above and from below: once, by the name the student wrote
+    out["forbidden"] = sorted(f for f in forbidden if not (" (aten." in f and f.split(" (aten.")[0] in forbidden))
     out["mutated"] = mutated[:5]
     return out
 
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawn examples over a declared domain (checks.Domain): drawn here, in each child, from the check's seed
+
+
+def draw_examples(domain, seed: int) -> list[tuple[int, ...]]:
+    """The examples of a check over `domain`, as indices into each choice's values: the defaults, then every
+    choice's other values one at a time (each argument, dtype and layout varied alone), then `examples`
+    combinations drawn by Hypothesis from `seed` (deterministic: the student's and the reference's children
+    draw the same ones). Index 0 is what Hypothesis shrinks towards."""
+    from hypothesis import HealthCheck, Phase, given, settings, seed as hseed, strategies as st
+
+    choices = domain.choices()
+    picks = [tuple([0] * len(choices))]
+    for j, (_, values) in enumerate(choices):
+        for v in range(1, len(values)):
+            p = [0] * len(choices)
+            p[j] = v
+            picks.append(tuple(p))
+    drawn: list[tuple[int, ...]] = []
+
+    @hseed(seed)
+    @settings(max_examples=max(domain.examples, 1), database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck), derandomize=False, print_blob=False)
+    @given(st.tuples(*[st.integers(0, len(values) - 1) for _, values in choices]))
+    def collect(p):
+        drawn.append(p)
+
+    if domain.examples:
+        collect()
+    seen, out = set(), []
+    for p in picks + drawn[:domain.examples]:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def domain_probe(domain, run: Callable) -> Callable:
+    """The probe of a check over `domain`: `run(ctx, example)` on every drawn example; each example's
+    observations under "#i ", with the example itself ("#i example": the values, "#i choice": the indices)
+    and "#i raised" for an exception (a NotImplementedError still makes the check not_implemented)."""
+    def probe(ctx: "ProbeContext") -> dict:
+        choices = domain.choices()
+        picks = draw_examples(domain, ctx.seed)
+        obs: dict[str, Any] = {"examples": len(picks)}
+        for i, p in enumerate(picks):
+            example = {name: values[k] for (name, values), k in zip(choices, p)}
+            obs[f"#{i} example"] = [values[k] if isinstance(values[k], (int, float, str, bool)) or values[k] is None
+                                    else str(values[k]) for (_, values), k in zip(choices, p)]
+            obs[f"#{i} choice"] = list(p)
+            try:
+                for key, value in run(ctx, example).items():
+                    obs[f"#{i} {key}"] = value
+            except NotImplementedError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - this example's failure, said in its message
+                obs[f"#{i} raised"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return obs
+    return probe
+
+
+def relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """`t` with the same values in `layout`: "contiguous", "transposed" or "strided" (see _relaid)."""
+    return t.contiguous() if layout == "contiguous" or t.dim() < 2 else _relaid(t, layout)
 
 
 def register_source(filename: str, source: str) -> None:

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 
 from . import compare
-from .checks import CHECKS_OF, Check, Config
+from .checks import CHECKS_OF, Check, Config, switch_offs
 from .judges import JudgeContext, wrong_devices
-from .notebook import defining_cell
+from .notebook import defines, defining_cell
 from .diagnosis import diagnose
 from .kinds import diagnosis_id
 from .results import Absent, CheckResult, ExerciseResult, LessonResult, exercise_status
@@ -94,9 +94,65 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
             continue
         mistakes = {m.id: reference_mistakes[m.id] for m in getattr(module, "MISTAKES", ())
                     if m.exercise == ex.name and m.id in reference_mistakes}
-        result.exercises.append(judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why,
-                                               only_public))
+        res = judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why, only_public)
+        result.exercises.append(_switched_off(res, module, cells) or res)
+    _blocked_by_stubs(lesson, result, cells)
     return result
+
+
+def _blocked_by_stubs(lesson, result: LessonResult, cells: list[dict]) -> None:
+    """An exercise whose own code is written but that stops on the NotImplementedError of one it calls
+    (registry `depends`) is not "not implemented": it fails with "fix X first"."""
+    status = {e.id: e.status for e in result.exercises}
+    for i, res in enumerate(result.exercises):
+        if res.status != "not_implemented":
+            continue
+        try:
+            deps = [d for d in lesson.exercise(res.id).depends if status.get(d, "passed") != "passed"]
+        except (LookupError, AttributeError):
+            continue
+        own = defining_cell(cells, res.id)
+        if not deps or own is None or "NotImplementedError" in _body_of(own["source"], res.id):
+            continue
+        names = " and ".join(f"`{d}`" for d in deps)
+        msg = (f"your `{res.id}` calls {names}, which {'is' if len(deps) == 1 else 'are'} not written yet "
+               f"(it raises NotImplementedError): fix {names} first")
+        result.exercises[i] = ExerciseResult(res.id, "failed", 0.0, res.max_points,
+                                             [CheckResult("what it calls is written", "failed", message=msg)])
+
+
+def _body_of(source: str, name: str) -> str:
+    """The text of `name`'s definition in a cell: from its def/class line to the next top-level statement."""
+    lines = source.splitlines()
+    start = next((i for i, l in enumerate(lines) if defines(l, name)), None)
+    if start is None:
+        return source
+    body = [lines[start]]
+    for line in lines[start + 1:]:
+        if line and not line[0].isspace() and not line.startswith(("#", ")")):
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def _switched_off(res: ExerciseResult, module, cells: list[dict]) -> ExerciseResult | None:
+    """`res` failed when the code of an exercise with forbidden APIs names a switch of the grader's
+    recorders (checks.SWITCH_OFFS) in its own cell or in a cell that defines no exercise (a helper)."""
+    if not getattr(module, "FORBIDDEN", {}).get(res.id) or res.status == "not_implemented":
+        return None
+    exercises = [c.exercise for c in CHECKS_OF(module)]
+    own = defining_cell(cells, res.id)
+    names = sorted({n for c in cells if c is own or not any(defines(c["source"], e) for e in exercises)
+                    for n in switch_offs(c["source"])})
+    if not names:
+        return None
+    msg = (f"names {', '.join(names)}, which switches off the grader's recording of the torch calls your code "
+           f"makes: write the computation in plain torch, without hiding it")
+    checks = [c for c in res.checks if c.name != "uses no forbidden API"]
+    checks.append(CheckResult("uses no forbidden API", "failed", message=msg))
+    status = exercise_status(checks)
+    return ExerciseResult(res.id, status, 0.0, res.max_points, checks,
+                          res.diagnosis if res.status in ("failed", "error") else None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -184,10 +240,13 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
     forbidden = getattr(module, "FORBIDDEN", {}).get(name)
     if forbidden:
         used = student.get("forbidden", [])
-        results.append(CheckResult(
-            "uses no forbidden API", "failed" if used else "passed",
-            message=(f"calls {', '.join(used)}, which this exercise asks you to write yourself" if used else ""),
-            kind="forbidden"))
+        switches = [u for u in used if "switches off" in u]
+        calls = [u for u in used if u not in switches]
+        message = (f"calls {', '.join(calls)}, which this exercise asks you to write yourself" if calls else
+                   f"calls {', '.join(u.split(' (')[0] for u in switches)}, which switches off the grader's "
+                   f"recording of the torch calls your code makes: write it in plain torch" if switches else "")
+        results.append(CheckResult("uses no forbidden API", "failed" if used else "passed", message=message,
+                                   kind="forbidden"))
     mutated = student.get("mutated", [])
     results.append(CheckResult("leaves its inputs unchanged", "failed" if mutated else "passed",
                                message=("modifies its input in place (" + "; ".join(mutated) + "): work on a copy "

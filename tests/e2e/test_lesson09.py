@@ -19,7 +19,8 @@ def online_logsumexp(x, block):
     s = x.new_zeros(x.shape[:-1])
     for xb in x.split(block, dim=-1):
         m_new = torch.maximum(m, xb.max(dim=-1).values)
-        s = s * (m - m_new).exp() + (xb - m_new[..., None]).exp().sum(-1)
+        shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # all -inf so far: no NaN
+        s = s * (m - shift).exp() + (xb - shift[..., None]).exp().sum(-1)
         m = m_new
     return m + s.log()
 '''

@@ -1,0 +1,102 @@
+"""The exercises' declared domains (issue 28, item 1): coverage, determinism, the simplest failing input.
+
+Coverage is enforced on every exercise that declares a domain: every argument of the reference's signature
+(a class's __init__ and forward) is named by the domain, every argument and config field is given each of
+its non-default values in a drawn example with everything else at its default, and every dtype and layout
+is varied on one tensor argument alone. The draws are the same in two processes (the student's and the
+reference's children) because they depend on the seed only. An escape of the old checks (rope_base
+ignored) fails with the simplest input that shows it, in at most 20 lines at 80 columns."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+from graders.engine.checks import CHECKS_OF
+from graders.engine.probe import draw_examples
+from graders.registry import LESSONS, find_lesson
+from harness import check_one, explain, reference, with_code
+
+DECLARED = [(lesson, exercise, domain) for lesson in LESSONS
+            for exercise, domains in CHECKS_OF(importlib.import_module(lesson.module)).domains.items()
+            for domain in domains]
+IDS = [f"{l.id}-{e}" for l, e, _ in DECLARED]
+
+
+def test_the_lessons_07_to_10_escape_classes_have_domains():
+    declared = {(l.id, e) for l, e, _ in DECLARED}
+    for want in [("lesson09", "online_logsumexp"), ("lesson09", "flash_attention"),
+                 ("lesson10", "LlamaAttention"), ("lesson10", "filter_logits")]:
+        assert want in declared
+
+
+def _parameters(obj) -> set[str]:
+    if inspect.isclass(obj):
+        names = set(inspect.signature(obj.__init__).parameters) | set(inspect.signature(obj.forward).parameters)
+    else:
+        names = set(inspect.signature(obj).parameters)
+    return names - {"self"}
+
+
+@pytest.mark.parametrize("lesson, exercise, domain", DECLARED, ids=IDS)
+def test_the_domain_names_every_argument(lesson, exercise, domain):
+    ns, _ = reference(lesson)
+    named = {part.split(".")[0] for name, _ in domain.choices() for part in name.removeprefix("dtype of ")
+             .removeprefix("layout of ").split(", ")}  # "config.rope_base" names the argument config
+    # a tensor argument is named by its dtype or layout; x/logits/q/k/v are the drawn tensors themselves
+    missing = _parameters(ns[exercise]) - named
+    assert not missing, f"{exercise}: the domain never draws {sorted(missing)}"
+
+
+@pytest.mark.parametrize("lesson, exercise, domain", DECLARED, ids=IDS)
+def test_every_value_is_drawn_with_the_rest_at_default(lesson, exercise, domain):
+    picks = draw_examples(domain, seed=1234)
+    choices = domain.choices()
+    for j, (name, values) in enumerate(choices):
+        for v in range(1, len(values)):
+            alone = tuple(v if i == j else 0 for i in range(len(choices)))
+            assert alone in picks, f"{exercise}: {name}={values[v]!r} is never drawn alone"
+    assert any(sum(c > 0 for c in p) >= 2 for p in picks), "no drawn combination"
+    assert any(n.startswith("dtype of") or n.startswith("layout of") for n, _ in choices), \
+        f"{exercise}: no dtype or layout varied"
+
+
+@pytest.mark.lesson10
+def test_rope_base_ignored_fails_with_the_simplest_input_and_is_named(tmp_path):
+    from graders.engine import mistake_source
+
+    L10 = find_lesson("lesson10")
+    module = importlib.import_module(L10.module)
+    mistake = next(m for m in module.MISTAKES if m.id == "attn_rope_base_ignored")
+    ex = check_one(L10, with_code(L10, "LlamaAttention", mistake_source(mistake), tmp_path), "LlamaAttention")
+    assert ex.status == "failed", explain(ex)
+    failed = [c for c in ex.checks if c.status == "failed"]
+    assert [c.name for c in failed] == ["over its declared domain (drawn examples, the simplest failure shown)"]
+    assert failed[0].message.startswith("fails for rope_base=500000.0"), failed[0].message
+    assert ex.diagnosis == mistake.message
+
+
+@pytest.mark.lesson10
+def test_the_shrunk_failure_prints_in_at_most_20_lines_at_80_columns(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from course_cli import render
+    from graders.engine import mistake_source
+    from graders.engine.results import LessonResult
+
+    L10 = find_lesson("lesson10")
+    module = importlib.import_module(L10.module)
+    mistake = next(m for m in module.MISTAKES if m.id == "attn_rope_base_ignored")
+    ex = check_one(L10, with_code(L10, "LlamaAttention", mistake_source(mistake), tmp_path), "LlamaAttention")
+    buf = io.StringIO()
+    render.render_result(Console(file=buf, width=80, no_color=True, highlight=False, soft_wrap=False),
+                         LessonResult("lesson10", "x.ipynb", [ex]), L10.title)
+    out = buf.getvalue()
+    assert "rope_base=500000.0" in out
+    assert out.count("\n") <= 20 and max(len(l.rstrip()) for l in out.splitlines()) <= 80, out
