@@ -121,29 +121,90 @@ def fallback_notice() -> str | None:
     return f"note: {why}; your notebook runs unsandboxed, as your own user (fine for your own code)"
 
 
-def _python_paths() -> list[str]:
-    """What the child needs to run Python and import torch: the interpreter's prefixes and every folder on
-    this process's import path, except the course's own tree (it holds solutions/ and tests/)."""
-    root = str(ROOT)
-    # a clone of the repository holds solutions/ and tests/ beside graders/: keep that tree out of view; an
-    # installed package (site-packages) holds neither
-    tree = (ROOT / "solutions").exists() or (ROOT / "tests").exists()
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    for p in sys.path:
-        if p and os.path.isdir(p):
-            rp = os.path.realpath(p)
-            if rp == "/" or tree and (rp == root or rp.startswith(root + os.sep)
-                                      or root.startswith(rp.rstrip(os.sep) + os.sep)):
-                continue  # inside the course tree, or an ancestor of it
-            paths.add(rp)
+_SYSTEM_TOPS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+                 "/etc/fonts", "/etc/ssl/certs")
+# folders a mask may never cover: the loader and the system's libraries live there
+_ESSENTIAL = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/share", "/etc")
+
+# Folders hidden from every child even where they lie inside a folder the sandbox shows (a class folder or a
+# course checkout under /usr, say); class grading adds the folders it grades (course_cli.classes.batch).
+HIDDEN_PATHS: set[str] = set()
+
+
+def _inside(p: str, top: str) -> bool:
+    """`p` is `top` or below it (both real paths)."""
+    return p == top or p.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _python_files() -> dict:
+    """What the child needs to run this Python and import the installed packages, as an explicit list:
+    the interpreter, its shared library, the standard library and the site-packages folders (only those),
+    never sys.prefix, sys.path or anything found from where the grader was started.
+
+    {"exe": real interpreter, "links": [(target, link)], "files": [files], "dirs": [folders],
+     "mask": [folders inside those to hide]}"""
+    import site
+    import sysconfig
+
+    exe = os.path.realpath(sys.executable)
+    links, files, dirs, mask = [], [], [], []
+    if os.path.abspath(sys.executable) != exe:
+        links.append((exe, os.path.abspath(sys.executable)))
+    cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))), "pyvenv.cfg")
+    if os.path.isfile(cfg):
+        files.append(cfg)  # a venv: the interpreter reads it to find its site-packages
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    for name in {sysconfig.get_config_var("INSTSONAME"), sysconfig.get_config_var("LDLIBRARY")}:
+        if name and os.path.exists(os.path.join(libdir, name)) and not any(
+                _inside(os.path.realpath(libdir), t) for t in _SYSTEM_TOPS):
+            for f in sorted(Path(libdir).glob(name.split(".so")[0] + ".so*")):
+                files.append(str(f))
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib"))
+    platstdlib = os.path.realpath(sysconfig.get_path("platstdlib"))
+    dirs += [stdlib, os.path.join(platstdlib, "lib-dynload")]
+    zipped = os.path.join(os.path.dirname(stdlib), f"python{sys.version_info[0]}{sys.version_info[1]}.zip")
+    if os.path.isfile(zipped):
+        files.append(zipped)
+    sites = set()
+    for sp in [*site.getsitepackages(), sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]:
+        if sp and os.path.isdir(sp) and os.path.basename(sp.rstrip(os.sep)) in ("site-packages", "dist-packages"):
+            sites.add(os.path.realpath(sp))
+    dirs += sorted(sites)
+    # the base interpreter's own site-packages, inside its standard library, is not this environment's
+    for sub in ("site-packages", "dist-packages"):
+        base_sp = os.path.join(stdlib, sub)
+        if os.path.isdir(base_sp) and os.path.realpath(base_sp) not in sites:
+            mask.append(base_sp)
+    files = [f for f in dict.fromkeys(files) if f != exe]
+    return {"exe": exe, "links": links, "files": files, "dirs": [d for d in dirs if os.path.isdir(d)], "mask": mask}
+
+
+def _hidden(shown: "list[str]") -> list[str]:
+    """The folders to cover with an empty read-only tmpfs: the course checkout, the grader's working folder,
+    the reference cache and the graded folders, wherever one lies inside a folder the sandbox shows."""
+    root = os.path.realpath(ROOT)
+    cands = set(HIDDEN_PATHS)
+    if (ROOT / "solutions").exists() or (ROOT / "tests").exists():
+        cands.add(root)  # a checkout: solutions/ and tests/ beside graders/ (an installed package holds neither)
+    try:
+        cands.add(os.getcwd())
+    except OSError:
+        pass
+    cands.add(os.environ.get("COURSE_CACHE_DIR") or str(Path.home() / ".cache" / "attention-course"))
     out = []
-    for p in sorted(paths, key=len):
-        if not any(p == q or p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
-            out.append(p)
-    return out
+    for c in sorted({os.path.realpath(c) for c in cands if c}):
+        if c == "/" or any(_inside(e, c) for e in _ESSENTIAL):
+            continue  # covering it would hide the system
+        if any(_inside(c, t) and c != t for t in shown):
+            out.append(c)
+    return [c for c in out if not any(c != o and _inside(c, o) for o in out)]
 
 
 def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[str]:
+    """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
+    paths, this Python, its standard library and site-packages, the course code the child imports, the
+    `visible` paths and its own output folder. Nothing is bound because of where the grader was started."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
@@ -152,24 +213,43 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
     # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
              "--tmpfs", "/tmp"]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+    shown = []
+    for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
-              "/etc/fonts", "/etc/ssl/certs"):
+            shown.append(top)
+    for f in _SYSTEM_FILES:
         if os.path.exists(f):
             argv += ["--ro-bind", f, f]
-    for p in _python_paths():
-        argv += ["--ro-bind", p, p]
-    for sub in ("graders", "course_cli"):
-        argv += ["--ro-bind", str(ROOT / sub), str(ROOT / sub)]
+    py = _python_files()
+    course_dirs = [str((ROOT / sub).resolve()) for sub in ("graders", "course_cli")]
+    system = list(shown)
+    shown += py["dirs"]
+    masks = py["mask"] + _hidden(shown)
+
+    def covered(p: str) -> bool:  # already in view through a system folder, and not under a mask
+        return any(_inside(p, t) for t in system) and not any(_inside(p, m) for m in masks)
+
+    # parents before children: a mask inside a site-packages folder covers part of it, a site-packages
+    # folder inside a masked folder (a venv inside a hidden checkout) shows through
+    layers = [(d, "bind") for d in [py["exe"], *py["files"], *py["dirs"]] if not covered(d)]
+    layers += [(m, "mask") for m in masks]
+    for path, kind in sorted(layers, key=lambda x: (x[0].count(os.sep), x[1] == "mask")):
+        argv += ["--ro-bind", path, path] if kind == "bind" else ["--size", str(2**20), "--tmpfs", path]
+    for target, link in py["links"]:
+        if not covered(link):
+            argv += ["--symlink", target, link]
+    for d in course_dirs:
+        argv += ["--ro-bind", d, d]
     for p in visible:
         p = Path(p).resolve()
         if p.exists():
             argv += ["--ro-bind", str(p), str(p)]
     argv += ["--bind", str(out), str(out)]
+    for m in masks:
+        argv += ["--remount-ro", m]
     if device == "cuda":  # the device nodes CUDA opens, and the driver's view of the hardware (read-only)
         for dev in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(dev), str(dev)]
@@ -180,13 +260,20 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
     return argv
 
 
-_ENV_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NVIDIA_", "TORCH_", "TRITON_", "LD_LIBRARY_PATH",
-             "PYTORCH_")
+# The child's environment, by exact name (never by prefix: a planted NVIDIA_API_KEY or TORCH_HUB_TOKEN stays
+# out): thread counts, the GPUs it may use and how CUDA allocates, nothing else of the grader's.
+ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "OMP_PLACES",
+             "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH",
+             "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "TORCH_CUDA_ARCH_LIST",
+             "TORCH_SHOW_CPP_STACKTRACES", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "MALLOC_ARENA_MAX")
 
 
 def child_env(device: str, bench: bool, sandboxed: bool) -> dict:
-    """The child's whole environment: a few technical variables of ours, never the grader's secrets."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_KEEP)}
+    """The child's whole environment: the variables named in ENV_NAMES and a few of ours, never the grader's
+    secrets."""
+    env = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     venv_bin = os.path.dirname(sys.executable)
     env.update({"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                 "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
