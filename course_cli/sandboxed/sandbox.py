@@ -407,19 +407,34 @@ class Child:
     notebook_limit: float | None = None  # the per-notebook limit, when it is what bounds this child
     sandboxed: bool = False  # inside bubblewrap
     stopped_phase: str | None = None  # the phase (cell, exercise) killed from outside at its limit
+    schedule: list = field(default_factory=list)  # [(phase, limit)] in order, made here before the child started
 
     def _phase_limit(self, phase: str) -> float:
+        k = self._phase_index(phase)
+        if k is not None:
+            return float(self.schedule[k][1])
         if phase.startswith("running cell"):
             return float(self.job["cell_timeout"])
         if phase.startswith(("checking", "probing mistake", "benchmarking")):
             return float(self.job["exercise_timeout"])
         return STARTUP_ALLOWANCE
 
+    def _phase_index(self, phase: str) -> int | None:
+        """Where `phase` stands in the parent's schedule; None for a name the schedule does not hold."""
+        for k, (name, _) in enumerate(self.schedule):
+            if phase == name or name == "probing mistake" and phase.startswith("probing mistake "):
+                return k
+        return None
+
     def wait(self) -> "Child":
-        """Wait for the child until its deadline, watching each phase (a cell, an exercise) against its own
-        limit: a child that ignores the alarm is killed from here GRACE seconds past it. Either way, kill
+        """Wait for the child, on this process's own clock and schedule: the phases (startup, each cell, each
+        exercise, done) and their limits were set here before the child started. The child's `progress`
+        file can only shorten its run: a phase counts only when it is later in the schedule than the one the
+        child was in (a name not in the schedule, or an earlier one, changes nothing), each phase is killed
+        GRACE seconds past its own limit (a child that ignores the alarm), and reaching phase k at time t
+        brings the whole child's deadline down to t + the limits of the phases left. Either way, kill
         whatever it left running (the sandbox, its process group, everything in its cgroup)."""
-        phase, since = None, time.monotonic()
+        pos, name, since = 0, self.schedule[0][0] if self.schedule else None, time.monotonic()
         while True:
             now = time.monotonic()
             if now >= self.deadline:
@@ -430,11 +445,17 @@ class Child:
                 break
             except subprocess.TimeoutExpired:
                 pass
-            current = self.progress
-            if current != phase:
-                phase, since = current, time.monotonic()
-            elif phase and phase != "done" and time.monotonic() - since > self._phase_limit(phase) + GRACE:
-                self.timed_out, self.stopped_phase = True, phase
+            if not self.schedule:
+                continue
+            current, now = self.progress, time.monotonic()
+            k = self._phase_index(current)
+            # a later phase; or, for the reference child (trusted code), the next of its mistakes
+            if k is not None and (k > pos or k == pos and current != name and self.job.get("mistakes")):
+                pos, name, since = k, current, now
+                if not self.job.get("mistakes"):  # (the reference child's mistakes have a budget of their own)
+                    self.deadline = min(self.deadline, now + sum(lim for _, lim in self.schedule[k:]) + GRACE)
+            elif now - since > self.schedule[pos][1] + GRACE:
+                self.timed_out, self.stopped_phase = True, name
                 break
         self.kill_all()
         if self.returncode is None:
@@ -479,6 +500,9 @@ class Child:
         if self.stopped_phase:
             limit = self._phase_limit(self.stopped_phase)
             what = "cell" if self.stopped_phase.startswith("running cell") else "exercise"
+            if self.stopped_phase == "done" or self.stopped_phase.startswith("starting"):
+                return (f"timed out while {self.stopped_phase}: it did not move on within {limit:g} s "
+                        f"(+{GRACE:g} s), so the grader stopped it")
             return (f"timed out while {self.stopped_phase}: it ran past the {limit:g} s limit of one {what} and "
                     f"did not stop when told to (does it catch or ignore signals?), so the grader stopped it")
         if self.timed_out:
@@ -579,4 +603,20 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     elif not bench:
         work = notebook_limit = min(work, NOTEBOOK_TIMEOUT)
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
-                 notebook_limit=notebook_limit, sandboxed=sandboxed)
+                 notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job))
+
+
+def _schedule(job: dict) -> list:
+    """The child's phases in the order it runs them, each with its limit (what the child writes in its
+    progress file as it goes): the parent's own plan, from the job it wrote."""
+    cell_t, ex_t = float(job["cell_timeout"]), float(job["exercise_timeout"])
+    plan = [("starting: importing torch", STARTUP_ALLOWANCE)]
+    plan += [(f"running cell {c['index']}", cell_t) for c in job["cells"]]
+    if job.get("bench"):
+        plan.append(("benchmarking", ex_t))
+    else:
+        plan += [(f"checking {name}", ex_t) for name in job["exercises"]]
+        if job.get("mistakes"):
+            plan.append(("probing mistake", ex_t))
+    plan.append(("done", GRACE))
+    return plan
