@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from course_cli.safe_text import for_terminal, json_clean
+
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 
@@ -154,7 +156,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         except OSError as exc:
             raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        click.echo(json.dumps(json_clean(result.to_dict(), None), ensure_ascii=False))
     else:
         render_result(make_console(), result, lesson_obj.title, verbose, detail)
         if html_file:
@@ -451,7 +453,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         if missing:
             raise CourseError(f"no submission of {lesson_obj.id} for: {', '.join(sorted(missing))}")
     for student, why in sorted({**renamed, **absent}.items()):
-        click.echo(f"{student}: {why}", err=True)
+        click.echo(for_terminal(f"{student}: {why}"), err=True)
     if not subs and not absent:
         raise CourseError(f"no {lesson_obj.notebook} under {submissions} (neither <student>/{lesson_obj.id}/ "
                           f"folders nor .ipynb files)")
@@ -524,7 +526,8 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))
-        click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)
+        click.echo(for_terminal(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)"),
+                   err=True)
         sys.exit(1)
 
 

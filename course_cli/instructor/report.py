@@ -258,7 +258,9 @@ figure { margin: .8em 0; } figure svg { max-width: 100%; height: auto; }
 
 
 def _e(x) -> str:
-    return html.escape(str(x), quote=True)
+    from course_cli.safe_text import for_html
+
+    return for_html(x)
 
 
 def _pct(x: float) -> str:
