@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import shutil
 from pathlib import Path
 
 from graders.registry import Lesson, ROOT
@@ -382,5 +381,5 @@ def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:
             if not cuda_available():
                 break
         finally:
-            shutil.rmtree(child.out, ignore_errors=True)
+            child.cleanup()
     return reports

@@ -56,6 +56,10 @@ OUTPUT_LIMIT = int(float(os.environ.get("COURSE_OUTPUT_LIMIT_MB", "1")) * 2**20)
 FILE_LIMIT = int(float(os.environ.get("COURSE_FILE_LIMIT_MB", "32")) * 2**20)  # any one file the child writes
 PROCESS_LIMIT = int(os.environ.get("COURSE_PROCESS_LIMIT", str(max(256, 8 * (os.cpu_count() or 1)))))
 TMP_LIMIT = int(float(os.environ.get("COURSE_TMP_LIMIT_MB", "64")) * 2**20)  # the child's private /tmp
+# everything the child writes, on every writable filesystem together: /tmp (TMP_LIMIT), /dev/shm (SHM_LIMIT),
+# its output folder (the rest); its / and /dev are read-only
+WRITE_LIMIT = int(float(os.environ.get("COURSE_WRITE_LIMIT_MB", "256")) * 2**20)
+SHM_LIMIT = int(float(os.environ.get("COURSE_SHM_LIMIT_MB", "32")) * 2**20)  # the child's private /dev/shm
 GRACE = 3.0  # seconds past a cell's or an exercise's limit before the sandbox is killed from outside
 
 
@@ -212,7 +216,7 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
         argv += ["--setenv", k, v]
     # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
-             "--tmpfs", "/tmp"]
+             "--tmpfs", "/tmp", "--size", str(SHM_LIMIT), "--tmpfs", "/dev/shm"]
     shown = []
     for top in _SYSTEM_TOPS:
         if os.path.islink(top):
@@ -256,7 +260,9 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
         for sys_dir in ("/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module"):
             if os.path.isdir(sys_dir):
                 argv += ["--ro-bind", sys_dir, sys_dir]
-    argv += ["--chdir", str(out), "--"]
+    # the root and /dev (tmpfs that bubblewrap makes, without a size) read-only: the child writes only to its
+    # sized /tmp and /dev/shm and to its output folder
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(out), "--"]
     return argv
 
 
@@ -350,6 +356,83 @@ def _sweep(base: Path) -> None:
         pass
 
 
+_MEM_BASE: "Path | None | bool" = False  # False: not looked up yet
+
+
+def _memory_base() -> Path | None:
+    """The memory cgroup this process is in, if we may create cgroups under it: cgroup v1's memory controller
+    (root), or cgroup v2 with the memory controller enabled for our subtree (root, or a delegated cgroup, as
+    systemd-run --user --scope -p Delegate=yes gives)."""
+    global _MEM_BASE
+    if _MEM_BASE is not False:
+        return _MEM_BASE
+    base = None
+    if os.environ.get("COURSE_CGROUP", "1") != "0":
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                if "memory" in controllers.split(","):
+                    cand = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+                    knob = "memory.limit_in_bytes"
+                elif controllers == "" and "memory" in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split():
+                    cand = Path("/sys/fs/cgroup") / path.lstrip("/")
+                    knob = "memory.max"
+                    if "memory" not in (cand / "cgroup.subtree_control").read_text().split():
+                        continue
+                else:
+                    continue
+                if os.access(cand, os.W_OK) and (cand / "cgroup.procs").exists():
+                    base = cand
+                    _MEM_KNOB[0] = knob
+                    break
+        except (OSError, ValueError):
+            base = None
+    _MEM_BASE = base
+    if base is not None and base != _cgroup_base():
+        _sweep(base)
+    return base
+
+
+_MEM_KNOB = ["memory.max"]
+
+
+def _new_memory_cgroup(limit: int) -> Path | None:
+    """A memory cgroup for one child, capped at `limit` bytes: its heap and the pages of the tmpfs it writes
+    (/tmp, /dev/shm) together; past it the kernel's OOM killer kills in that cgroup alone, never the grader.
+    With cgroup v2 the pids cgroup is the same one (see _new_cgroup)."""
+    base = _memory_base()
+    if base is None:
+        return None
+    cg = base / f"course-{os.getpid()}-{next(_counter)}"
+    try:
+        cg.mkdir(exist_ok=True)
+        (cg / _MEM_KNOB[0]).write_text(str(limit))
+        if _MEM_KNOB[0] == "memory.max":
+            try:
+                (cg / "memory.swap.max").write_text("0")
+            except OSError:
+                pass
+        return cg
+    except OSError:
+        _remove_cgroup(cg)
+        return None
+
+
+def _oom_killed(cg: Path | None) -> bool:
+    """Did the kernel's OOM killer kill in this memory cgroup?"""
+    if cg is None:
+        return False
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            for line in (cg / name).read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "oom_kill" and int(v) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def _new_cgroup(limit: int) -> Path | None:
     base = _cgroup_base()
     if base is None:
@@ -408,6 +491,11 @@ class Child:
     sandboxed: bool = False  # inside bubblewrap
     stopped_phase: str | None = None  # the phase (cell, exercise) killed from outside at its limit
     schedule: list = field(default_factory=list)  # [(phase, limit)] in order, made here before the child started
+    mem_cgroup: Path | None = None  # the memory cgroup (v1's, or the same one as `cgroup` on v2)
+    mem_cap: int | None = None  # its limit, when there is one
+    oom_killed: bool = False  # the kernel's OOM killer killed in it
+    write_limit: int | None = None  # bytes its output folder may hold, in all
+    over_written: int = 0  # how many it held when it was stopped for it
 
     def _phase_limit(self, phase: str) -> float:
         k = self._phase_index(phase)
@@ -445,6 +533,11 @@ class Child:
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if self.write_limit is not None:
+                used = tree_size(self.out, self.write_limit)
+                if used > self.write_limit:
+                    self.over_written = used
+                    break
             if not self.schedule:
                 continue
             current, now = self.progress, time.monotonic()
@@ -470,12 +563,16 @@ class Child:
             pass
         if self.cgroup is not None:
             _cgroup_kill(self.cgroup)
-            _remove_cgroup(self.cgroup)
-            self.cgroup = None
+        if self.mem_cgroup is not None:
+            _cgroup_kill(self.mem_cgroup)
+            self.oom_killed = self.oom_killed or _oom_killed(self.mem_cgroup)
+        for cg in dict.fromkeys(c for c in (self.cgroup, self.mem_cgroup) if c is not None):
+            _remove_cgroup(cg)
+        self.cgroup = self.mem_cgroup = None
 
     def cleanup(self) -> None:
-        """Remove the child's output folder (after the sandbox is dead)."""
-        shutil.rmtree(self.out, ignore_errors=True)
+        """Remove the child's output folder (after the sandbox is dead), however deep or large."""
+        remove_tree(self.out)
 
     def text(self, name: str, limit: int = 4000) -> str:
         """The last `limit` bytes of a regular file the child wrote ("" for anything else)."""
@@ -494,9 +591,15 @@ class Child:
 
     def death(self) -> str | None:
         """Why the child ended early, in words, or None if it finished."""
+        where = self.progress or "starting"
+        if self.over_written:
+            return (f"output limit exceeded: the files the notebook's code wrote grew past "
+                    f"{self.write_limit / 2**20:g} MiB in all while {where}, so the grader stopped it")
+        if self.oom_killed:
+            return (f"ran out of memory while {where}: the sandbox's memory cap of {self.mem_cap / 2**30:.1f} GiB "
+                    f"(memory and the files in /tmp and /dev/shm together) was reached")
         if self.progress == "done" and not self.timed_out:
             return None
-        where = self.progress or "starting"
         if self.stopped_phase:
             limit = self._phase_limit(self.stopped_phase)
             what = "cell" if self.stopped_phase.startswith("running cell") else "exercise"
@@ -539,16 +642,86 @@ class Child:
         return f"the notebook's code ended the grading process (exit code {rc}) while {where}{tail}"
 
 
-def _limits(memory: int | None, cgroup: Path | None):
+def tree_size(path: Path, stop: int | None = None, max_entries: int = 20_000) -> int:
+    """Bytes of the regular files under `path` (iteratively, never following links); stops counting past
+    `stop`. More than `max_entries` entries count as over any limit."""
+    total, todo, seen = 0, [str(path)], 0
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    seen += 1
+                    if seen > max_entries:
+                        return 2**62
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            todo.append(e.path)
+                        elif e.is_file(follow_symlinks=False):
+                            total += e.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        pass
+                    if stop is not None and total > stop:
+                        return total
+        except OSError:
+            pass
+    return total
+
+
+def remove_tree(path: "Path | str") -> None:
+    """Remove a folder a child wrote, however deep or wide (never recursion in this process): `rm -rf` when
+    there is one, then an iterative walk for what is left (folders without permissions made writable)."""
+    path = str(path)
+    if not os.path.lexists(path):
+        return
+    rm = shutil.which("rm")
+    if rm:
+        subprocess.run([rm, "-rf", "--one-file-system", "--", path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    if not os.path.lexists(path):
+        return
+    stack, expanded = [path], set()
+    while stack:
+        cur = stack[-1]
+        if cur in expanded:  # its folders are gone (or cannot be removed): remove it, or leave it
+            stack.pop()
+            try:
+                os.rmdir(cur)
+            except OSError:
+                pass
+            continue
+        expanded.add(cur)
+        try:
+            os.chmod(cur, 0o700, follow_symlinks=False) if not os.path.islink(cur) else None
+            entries = list(os.scandir(cur))
+        except (OSError, NotImplementedError):
+            entries = []
+        subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+        if subdirs:
+            stack.extend(subdirs)
+            continue
+        stack.pop()
+        try:
+            os.rmdir(cur) if not os.path.islink(cur) else os.unlink(cur)
+        except OSError:
+            pass
+
+
+def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None):
     def apply():
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-        if cgroup is not None:
+        for cg in dict.fromkeys(c for c in (cgroup, mem_cgroup) if c is not None):
             try:
-                with open(cgroup / "cgroup.procs", "w") as f:
+                with open(cg / "cgroup.procs", "w") as f:
                     f.write(str(os.getpid()))
             except OSError:
                 pass
@@ -585,14 +758,27 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     if sandboxed:
         command = _bwrap_argv(out, device, [Path(p) for p in visible], env) + command
     cgroup = _new_cgroup(PROCESS_LIMIT)
+    # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
+    # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
+    mem_cap = (2 * MEMORY_LIMIT if memory is None or bench else MEMORY_LIMIT) + WRITE_LIMIT + (7 * TMP_LIMIT if cuda else 0)
+    mem_cgroup = None
+    if cgroup is not None and _memory_base() == _cgroup_base():  # cgroup v2: one cgroup holds both limits
+        try:
+            (cgroup / "memory.max").write_text(str(mem_cap))
+            mem_cgroup = cgroup
+        except OSError:
+            mem_cgroup = None
+    else:
+        mem_cgroup = _new_memory_cgroup(mem_cap)
     try:
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_limits(memory, cgroup))
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup))
     except BaseException:
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-        shutil.rmtree(out, ignore_errors=True)
+        for cg in (cgroup, mem_cgroup):
+            if cg is not None:
+                _remove_cgroup(cg)
+        remove_tree(out)
         raise
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
     # student's notebook at most NOTEBOOK_TIMEOUT; the reference child (mistakes=True) runs trusted code
@@ -603,7 +789,9 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     elif not bench:
         work = notebook_limit = min(work, NOTEBOOK_TIMEOUT)
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
-                 notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job))
+                 notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
+                 mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
+                 write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT)
 
 
 def _schedule(job: dict) -> list:
