@@ -484,6 +484,10 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
                                   regrade=set(students) if append else (), seed=seed)
         except (JournalError, OSError) as exc:
             raise CourseError(str(exc)) from None
+        except sandbox.SandboxUnavailable as exc:
+            progress.stop()
+            kept = f"; what was graded before is in {journal}: continue with --resume once it starts" if journal else ""
+            raise CourseError(for_terminal(f"{exc}{kept}")) from None
         except ClusterError as exc:
             kept = f"; what was graded is in {journal}: continue with --resume" if journal else ""
             raise CourseError(f"{exc}{kept}") from None

@@ -46,6 +46,10 @@ python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install -c /autograder/source/course/constraints.txt \\
     --extra-index-url https://download.pytorch.org/whl/cpu "/autograder/source/course{extra}"
 /autograder/venv/bin/python -c 'import course_cli.instructor.gradescope, graders.{module}; print("the course is installed")'
+# a smoke child: the build fails here, with the fix, when the sandbox cannot start (rather than every student
+# scoring 0): e.g. the image lacks user namespaces
+cd /autograder/source/course && /autograder/venv/bin/python -m course_cli.sandboxed.sandbox smoke || {{
+    echo "the course's sandbox (bubblewrap) cannot start in this image; see the message above" >&2; exit 1; }}
 """
 
 RUN = """#!/usr/bin/env bash
@@ -224,9 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
     args = parser.parse_args(argv)
     root = Path(args.root)
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
+
     try:
         lesson = find_lesson(args.lesson)
         data = run(lesson, root)
+    except SandboxUnavailable as exc:  # not graded: no results.json, so Gradescope shows a failed run, never a 0
+        (root / "results" / "results.json").unlink(missing_ok=True)
+        print(f"{exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # the student sees a message, never a missing results file
         (root / "results").mkdir(parents=True, exist_ok=True)
         msg = f"The autograder could not grade this submission ({type(exc).__name__}: {str(exc)[:300]})."

@@ -220,6 +220,11 @@ class Reference:
             return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
         if child is not None:
             child.wait()
+            try:
+                child.raise_if_never_started()
+            except sandbox.SandboxFailed:
+                child.cleanup()
+                raise
             if child.death():
                 child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
@@ -295,6 +300,7 @@ class Grading:
         reference = self.reference or Reference.finish(lesson, self.ref_path, None, "cpu")
         try:
             student.wait()
+            student.raise_if_never_started()  # an error for the grader, never the student's 0
             obs = {n: _read_obs(student.out / f"obs-{n}.pt") for n in names}
             obs = {n: _as_errors(module, n, o) if isinstance(o, _Unreadable) else o for n, o in obs.items()}
             gpu = cuda_available()
@@ -320,6 +326,7 @@ class Grading:
         g_reference = Reference.finish(lesson, g_path, g_child, "cuda")
         g_student = self._start_student("cuda")
         g_student.wait()
+        g_student.raise_if_never_started()
         for n in names:
             g = _read_obs(g_student.out / f"obs-{n}.pt")
             g = None if isinstance(g, _Unreadable) else g

@@ -70,6 +70,12 @@ class SandboxUnavailable(Exception):
     """Class grading was asked for, and the sandbox cannot run here; the message says how to fix it."""
 
 
+class SandboxFailed(SandboxUnavailable):
+    """A child could not be started in its sandbox (bubblewrap failed): nobody is graded by it, never a 0."""
+
+
+NOT_GRADED = "not graded: the sandbox could not start"
+
 _BWRAP: "tuple[bool, str] | None" = None
 
 FIX = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
@@ -496,6 +502,33 @@ class Child:
     oom_killed: bool = False  # the kernel's OOM killer killed in it
     write_limit: int | None = None  # bytes its output folder may hold, in all
     over_written: int = 0  # how many it held when it was stopped for it
+    setup_err: object = None  # a private file with what bubblewrap said
+
+    @property
+    def never_started(self) -> bool:
+        """The sandbox ended before the child ran a line of its own (it writes `progress` first thing, before
+        any of the notebook's code): bubblewrap could not set it up. Never the notebook's doing."""
+        return (self.sandboxed and self.returncode not in (0, None) and not self.timed_out
+                and not os.path.lexists(self.out / "progress"))
+
+    def sandbox_error(self) -> str:
+        """What bubblewrap said (the last lines), for the instructor."""
+        if self.setup_err is None:
+            return ""
+        try:
+            self.setup_err.seek(0)
+            text = self.setup_err.read(4000).decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        from course_cli.safe_text import for_terminal
+
+        return for_terminal(text[-600:], newlines=False)
+
+    def raise_if_never_started(self) -> None:
+        if self.never_started:
+            why = self.sandbox_error() or f"bubblewrap exited with {self.returncode}"
+            raise SandboxFailed(f"{NOT_GRADED} ({why}); check it with `python -m course_cli.sandboxed.sandbox "
+                                f"smoke`: {FIX}")
 
     def _phase_limit(self, phase: str) -> float:
         k = self._phase_index(phase)
@@ -573,6 +606,9 @@ class Child:
     def cleanup(self) -> None:
         """Remove the child's output folder (after the sandbox is dead), however deep or large."""
         remove_tree(self.out)
+        if self.setup_err is not None:
+            self.setup_err.close()
+            self.setup_err = None
 
     def text(self, name: str, limit: int = 4000) -> str:
         """The last `limit` bytes of a regular file the child wrote ("" for anything else)."""
@@ -770,15 +806,20 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
             mem_cgroup = None
     else:
         mem_cgroup = _new_memory_cgroup(mem_cap)
+    # what bubblewrap says when it cannot set the sandbox up (the child sends its own stderr to its folder)
+    setup_err = tempfile.TemporaryFile() if sandboxed else None
     try:
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=setup_err if setup_err is not None else subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup))
     except BaseException:
         for cg in (cgroup, mem_cgroup):
             if cg is not None:
                 _remove_cgroup(cg)
         remove_tree(out)
+        if setup_err is not None:
+            setup_err.close()
         raise
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
     # student's notebook at most NOTEBOOK_TIMEOUT; the reference child (mistakes=True) runs trusted code
@@ -791,7 +832,8 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
                  notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
                  mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
-                 write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT)
+                 write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT,
+                 setup_err=setup_err)
 
 
 def _schedule(job: dict) -> list:
@@ -808,3 +850,35 @@ def _schedule(job: dict) -> list:
             plan.append(("probing mistake", ex_t))
     plan.append(("done", GRACE))
     return plan
+
+
+def smoke() -> tuple[bool, str]:
+    """Start one real sandboxed child (this Python, the course code, the allowlisted mounts) that imports the
+    child's module and torch: (ok, what went wrong and how to fix it)."""
+    ok, why = bwrap_status()
+    if not ok:
+        return False, f"the sandbox cannot run here: {why}: {FIX}"
+    out = Path(tempfile.mkdtemp(prefix="course-smoke-"))
+    try:
+        env = child_env("cpu", False, True)
+        argv = _bwrap_argv(out, "cpu", [], env) + [sys.executable, "-c",
+                                                    "import torch, course_cli.sandboxed.child; print('ok')"]
+        try:
+            r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"{NOT_GRADED} ({exc}): {FIX}"
+        if r.returncode != 0 or r.stdout.strip() != b"ok":
+            err = r.stderr.decode("utf-8", "replace").strip()[-600:]
+            return False, f"{NOT_GRADED} (exit {r.returncode}: {err}): {FIX}"
+        return True, "the sandbox starts: a child imported torch and the course inside it"
+    finally:
+        remove_tree(out)
+
+
+if __name__ == "__main__":  # python -m course_cli.sandboxed.sandbox smoke  (Gradescope's setup.sh runs it)
+    if sys.argv[1:] != ["smoke"]:
+        print("usage: python -m course_cli.sandboxed.sandbox smoke", file=sys.stderr)
+        sys.exit(2)
+    good, message = smoke()
+    print(message, file=sys.stdout if good else sys.stderr)
+    sys.exit(0 if good else 1)
