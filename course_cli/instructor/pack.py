@@ -121,20 +121,26 @@ def drop_unreferenced(body: list[ast.stmt], keep: frozenset[str] = frozenset()) 
     return [node for i, node in enumerate(body) if i in live]
 
 
-def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset()) -> str:
-    """A lesson's grader module without its hidden probes, without its mistakes' code, and without the private
-    helpers that only those used (`keep`: the names other shipped modules import from it)."""
+def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset(), keep_hidden: bool = False,
+                 keep_mistakes: bool = True) -> str:
+    """A lesson's grader module without its hidden probes (unless keep_hidden: the sandboxed child's build of
+    the graders keeps them), without its mistakes' code (keep_mistakes=False: without the mistakes at all,
+    messages included), and without the private helpers that only those used (`keep`: the names other shipped
+    modules import from it)."""
     tree = ast.parse(source)
     impl_names = {m.impl.__name__ for m in mistakes if getattr(m, "impl", None) is not None}
     body = []
     for node in tree.body:
-        if _hidden_probe(node):
+        if _hidden_probe(node) and not keep_hidden:
             continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in impl_names:
             continue
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == "MISTAKES" for t in targets):
+                if not keep_mistakes:
+                    body.append(ast.parse("MISTAKES = ()").body[0])
+                    continue
                 entries = ", ".join(f"Mistake({m.exercise!r}, {m.id!r}, {m.message!r}, observed=True)" for m in mistakes)
                 body.append(ast.parse(f"MISTAKES = ({entries}{',' if len(mistakes) == 1 else ''})").body[0])
                 continue
@@ -155,6 +161,62 @@ def _imported_names(files) -> dict[str, frozenset[str]]:
                 stem = node.module.rsplit(".", 1)[-1]
                 out.setdefault(stem, set()).update(a.name for a in node.names)
     return {stem: frozenset(names) for stem, names in out.items()}
+
+
+def _lesson_closure(graders: Path, stem: str) -> set[str]:
+    """The lesson modules `stem` imports (`from .lesson08_gpt import _Cache`), transitively, and itself."""
+    import re
+
+    seen, todo = set(), [stem]
+    while todo:
+        cur = todo.pop()
+        if cur in seen or not (graders / f"{cur}.py").exists():
+            continue
+        seen.add(cur)
+        todo += re.findall(r"(lesson\d\d_\w+)", (graders / f"{cur}.py").read_text(encoding="utf-8"))
+    return seen
+
+
+def child_build(cache: Path, lesson=None) -> Path:
+    """The graders as a student's sandboxed child sees them: every probe, public and hidden, and nothing of
+    the answers: no catalogued mistake (their `edits` quote the solved cells, their `impl` is solved code with
+    a slip, their messages name the fix; the reference child alone observes them, from the real graders) and
+    none of the private helpers only those used. (The probes' own test doubles stay: lesson 10's RoPE, lesson
+    08's toy model, lesson 02's reference mask; they coincide with a few solved lines, listed in
+    tests/test_child_build.py.) Built once per version of graders/ into `cache`/child-graders-KEY/
+    (atomically); returns the folder to bind in place of graders/. With `lesson`, only that lesson's grader
+    module and those it imports are in it: never a later lesson's."""
+    import hashlib
+    import os
+    import tempfile
+
+    src = ROOT / "graders"
+    files = sorted(p for p in src.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    h = hashlib.sha256(b"child-build-3" + (lesson.id.encode() if lesson is not None else b""))
+    for f in files:
+        h.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes())
+    dest = Path(cache) / f"child-graders-{lesson.id + '-' if lesson is not None else ''}{h.hexdigest()[:20]}"
+    if (dest / ".complete").exists():
+        return dest
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".child-graders-", dir=cache))
+    shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    imported = _imported_names([*tmp.rglob("*.py"), *(ROOT / "course_cli").rglob("*.py")])
+    wanted = _lesson_closure(src, f"{lesson.id}_{lesson.slug}") if lesson is not None else None
+    for other in LESSONS:
+        f = tmp / f"{other.id}_{other.slug}.py"
+        if wanted is not None and f.stem not in wanted:
+            f.unlink(missing_ok=True)  # a lesson this one does not build on: not in view at all
+            continue
+        module = importlib.import_module(other.module)
+        f.write_text(strip_grader(f.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ()),
+                                  keep=imported.get(f.stem, frozenset()), keep_hidden=True, keep_mistakes=False))
+    (tmp / ".complete").write_text("")
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another grader built it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def _reference(lesson, device: str = "cpu") -> dict:

@@ -146,11 +146,17 @@ def _cell_reports(child) -> list[dict]:
 
 
 def visible_solutions(lesson: Lesson) -> list[Path]:
-    """The solved notebooks a lesson's notebook may build on (`import_lesson`): the earlier lessons', never
-    its own or a later one's."""
+    """The solved notebooks a lesson's notebook builds on: the earlier lessons its solved notebook imports
+    (`import_lesson("lessonNN")`, transitively), never its own or a later one's, nor an earlier one it does
+    not import."""
+    return [p for p in _source_files(lesson) if p.suffix == ".ipynb" and p != lesson.solution_path
+            and p.exists() and _lesson_number(p) < lesson.number]
+
+
+def _lesson_number(path: Path) -> int:
     from graders.registry import LESSONS
 
-    return [l.solution_path for l in LESSONS if l.number < lesson.number and l.solution_path.exists()]
+    return next((l.number for l in LESSONS if l.solution_path == path), 10**6)
 
 
 def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:

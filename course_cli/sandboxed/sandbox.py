@@ -211,10 +211,11 @@ def _hidden(shown: "list[str]") -> list[str]:
     return [c for c in out if not any(c != o and _inside(c, o) for o in out)]
 
 
-def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[str]:
+def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None) -> list[str]:
     """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
     paths, this Python, its standard library and site-packages, the course code the child imports, the
-    `visible` paths and its own output folder. Nothing is bound because of where the grader was started."""
+    `visible` paths and its own output folder. Nothing is bound because of where the grader was started.
+    `graders`: the folder shown as graders/ (a student's child gets the child build, without the answers)."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
@@ -252,7 +253,8 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
         if not covered(link):
             argv += ["--symlink", target, link]
     for d in course_dirs:
-        argv += ["--ro-bind", d, d]
+        src = str(graders) if graders is not None and d == course_dirs[0] else d
+        argv += ["--ro-bind", src, d]
     for p in visible:
         p = Path(p).resolve()
         if p.exists():
@@ -792,7 +794,10 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
     command = [sys.executable, "-m", "course_cli.sandboxed.child", str(out / "job.json")]
     if sandboxed:
-        command = _bwrap_argv(out, device, [Path(p) for p in visible], env) + command
+        # a student's child sees the graders without any answer (course_cli.instructor.pack.child_build);
+        # the reference child, which runs the solved notebook and the mistakes, sees them whole
+        graders = None if mistakes else _child_build(module)
+        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders) + command
     cgroup = _new_cgroup(PROCESS_LIMIT)
     # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
     # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
@@ -834,6 +839,16 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
                  mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
                  write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT,
                  setup_err=setup_err)
+
+
+def _child_build(module: str) -> Path:
+    """The graders folder a student's child of lesson `module` sees (built once per version, cached)."""
+    from course_cli.instructor.pack import child_build
+    from graders.registry import LESSONS
+
+    lesson = next((l for l in LESSONS if l.module == module), None)
+    cache = Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course")
+    return child_build(cache, lesson)
 
 
 def _schedule(job: dict) -> list:
