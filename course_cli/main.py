@@ -446,6 +446,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
 
     lesson_obj = _lesson(lesson)
     subs, renamed, absent = find_class(Path(submissions), lesson_obj)
+    sandbox.HIDDEN_PATHS.add(str(Path(submissions).resolve()))  # covered, should it lie inside a folder shown
     if students:
         subs = [s for s in subs if s[0] in students]
         absent = {k: v for k, v in absent.items() if k in students}

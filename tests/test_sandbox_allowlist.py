@@ -143,3 +143,22 @@ def test_a_checkout_inside_the_python_prefix_keeps_its_solutions(tmp_path):
     assert "attack cell ran" in data["text"], data["text"][:1500]
     assert_nothing_leaked(data["text"])
     assert data["score"] == 0.0
+
+
+def test_a_checkout_inside_a_shown_folder_is_covered(tmp_path, monkeypatch):
+    """A checkout under a folder the sandbox shows (a course under /usr, say): covered by an empty tmpfs, with
+    graders/ and course_cli/ bound on top; so are the grader's working folder and the graded folders."""
+    shown = tmp_path / "usr"
+    root = shown / "local" / "course"
+    for sub in ("graders", "course_cli", "solutions"):
+        (root / sub).mkdir(parents=True)
+    work = shown / "share" / "class"
+    (work / "submitted").mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "ROOT", root)
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sandbox, "HIDDEN_PATHS", {str(shown / "share" / "graded")})
+    hidden = sandbox._hidden([str(shown)])
+    assert str(root) in hidden and str(work) in hidden and str(shown / "share" / "graded") in hidden
+    # the essentials are never covered, whatever the working folder
+    monkeypatch.chdir("/usr")
+    assert "/usr" not in sandbox._hidden(["/usr"])
