@@ -135,7 +135,12 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
+
+    try:
+        result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
+    except SandboxUnavailable as exc:  # bubblewrap failed to start the child: an error, never a score
+        raise CourseError(for_terminal(str(exc))) from None
     if not solution and not notebook:
         from course_cli.student.progress import ProgressStore
 

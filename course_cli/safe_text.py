@@ -10,7 +10,8 @@ form of ESC [), markup ("<img src=x onerror=...>"), a spreadsheet formula ("=HYP
   for_json      JSON, the journal: lone surrogates and non-characters escaped (the text stays readable and
                 any writer, ensure_ascii or not, can write it); bounded. `json_clean` applies it to every
                 string (and key) of a structure
-  for_html      HTML (feedback, the report, notes rendered as Markdown): escaped, controls removed; bounded
+  for_html      HTML (feedback, the report): escaped, controls removed; bounded
+  for_markdown  Markdown rendered to HTML (nbgrader's grading notes): as for_html, Markdown's own markup too
   for_csv       a CSV cell: as for_terminal, newlines too, and a leading =, +, -, @, tab or CR neutralised with
                 a quote (the spreadsheet shows the text, never runs it); bounded
 
@@ -76,10 +77,14 @@ def for_terminal(text, limit: int | None = LIMIT, newlines: bool = True) -> str:
 
 
 def for_html(text, limit: int | None = LIMIT) -> str:
-    """For HTML (and Markdown rendered to HTML): escaped, quotes included; control characters removed."""
-    s = _CONTROL.sub("", for_json(text, limit))
-    s = html.escape(s, quote=True)
-    # Markdown would turn these back into markup or links
+    """For HTML: escaped, quotes included; control characters removed."""
+    return html.escape(_CONTROL.sub("", for_json(text, limit)), quote=True)
+
+
+def for_markdown(text, limit: int | None = LIMIT) -> str:
+    """For Markdown that is rendered to HTML (a notebook's markdown cell): as for_html, and the characters
+    Markdown would turn into markup, code or links escaped too; one line."""
+    s = for_html(text, limit).replace("\n", " ")
     return s.replace("`", "&#96;").replace("[", "&#91;").replace("]", "&#93;").replace("*", "&#42;") \
         .replace("_", "&#95;").replace("\\", "&#92;")
 

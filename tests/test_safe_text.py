@@ -35,11 +35,13 @@ def test_each_sink_function(s):
     h = safe_text.for_html(s)
     h.encode("utf-8")
     assert "<" not in h and ">" not in h and '"' not in h and "\x1b" not in h
+    m = safe_text.for_markdown(s)
+    assert "<" not in m and "[" not in m and "`" not in m and "\n" not in m
     c = safe_text.for_csv(s)
     c.encode("utf-8")
     assert not c.startswith(("=", "+", "-", "@", "\t", "\r")) and not _bad_terminal(c) and "\n" not in c
     if s == "ok text":  # plain text is left alone
-        assert t == j == h == c == s
+        assert t == j == h == m == c == s
 
 
 def hostile_result(notebook: str = "nb\x1b[2J.ipynb") -> LessonResult:

@@ -260,14 +260,14 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
         result = grading.finish() if hasattr(grading, "finish") else grading
         notes = _NOTES.pop(_key(resources), [])
         student = (resources.get("nbgrader") or {}).get("student")
-        from course_cli.safe_text import for_html, for_terminal
+        from course_cli.safe_text import for_markdown, for_terminal
 
         for note in notes:
             self.log.warning("%s: %s", for_terminal(student, 200, newlines=False), for_terminal(note, newlines=False))
         if notes:  # the student (feedback) and the instructor (autograded notebook) see what was repaired
             from nbformat.v4 import new_markdown_cell
 
-            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {for_html(n, 1000)}" for n in notes),
+            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {for_markdown(n, 1000)}" for n in notes),
                                                  metadata={"course": {"role": "grading-notes"}}))
         if self.partial_credit:
             from graders.engine.scoring import apply_partial

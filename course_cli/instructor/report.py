@@ -260,7 +260,7 @@ figure { margin: .8em 0; } figure svg { max-width: 100%; height: auto; }
 def _e(x) -> str:
     from course_cli.safe_text import for_html
 
-    return for_html(x)
+    return for_html(x, 20_000)
 
 
 def _pct(x: float) -> str:

@@ -180,6 +180,9 @@ def _python_files() -> dict:
     for sp in [*site.getsitepackages(), sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]:
         if sp and os.path.isdir(sp) and os.path.basename(sp.rstrip(os.sep)) in ("site-packages", "dist-packages"):
             sites.add(os.path.realpath(sp))
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user and user in sys.path and os.path.isdir(user):  # pip install --user: a site-packages folder too
+        sites.add(os.path.realpath(user))
     dirs += sorted(sites)
     # the base interpreter's own site-packages, inside its standard library, is not this environment's
     for sub in ("site-packages", "dist-packages"):
@@ -284,13 +287,21 @@ ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUME
              "TORCH_SHOW_CPP_STACKTRACES", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "MALLOC_ARENA_MAX")
 
 
+def _user_site() -> list[str]:
+    """The user's site-packages when this Python uses it (the child's HOME differs, so it is named)."""
+    import site
+
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    return [user] if user and user in sys.path and os.path.isdir(user) else []
+
+
 def child_env(device: str, bench: bool, sandboxed: bool) -> dict:
     """The child's whole environment: the variables named in ENV_NAMES and a few of ours, never the grader's
     secrets."""
     env = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     venv_bin = os.path.dirname(sys.executable)
     env.update({"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-                "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), *_user_site()]), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                 "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "4")})
     if sandboxed:
         env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
