@@ -2,27 +2,34 @@
 
 Every child that runs student code runs inside bubblewrap (`bwrap`, Debian's `bubblewrap`, the tool Flatpak
 uses) when it is there: its own user, PID, IPC, UTS, cgroup and network namespaces (no network at all); a
-read-only view of Python, the installed packages and the course's grader code, and nothing else of this
-machine (no `solutions/` but the earlier lessons a lesson builds on, no other submission, no reference
-observations, no home folder, no grader temp folder); a private writable output folder and a small private
-/tmp; a scrubbed environment; `--die-with-parent`, and a PID namespace whose end kills everything the child
-started. Without bwrap (macOS, Windows, Linux without user namespaces) the child runs as before, as this
-user; class grading refuses that unless told `--insecure` (COURSE_INSECURE=1).
+world built from an explicit list (`_bwrap_argv`): the system's /usr and the loader's paths, this interpreter,
+its standard library and site-packages folders, the course code (for a student's child, the child build of the
+graders: no mistakes, no later lesson), the `visible` paths and its own output folder; never sys.path,
+sys.prefix or the folder the grader was started in (covered by an empty tmpfs where it lies inside a folder
+shown). `/` and `/dev` read-only, a sized /tmp and /dev/shm; an environment of the names in ENV_NAMES only;
+`--die-with-parent`, and a PID namespace whose end kills everything the child started. Without bwrap (macOS,
+Windows, Linux without user namespaces) the child runs as before, as this user; class grading refuses that
+unless told `--insecure` (COURSE_INSECURE=1). A child bubblewrap could not start is SandboxFailed: "not
+graded", never a score.
 
 The child's limits:
 
   time     per cell and per exercise: an alarm inside the child (CELL_TIMEOUT / EXERCISE_TIMEOUT) and, for a
-           child that ignores signals, from here: the child says what it is doing in its `progress` file, and
-           a phase that runs GRACE seconds past its limit gets the whole sandbox killed; per notebook
-           (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
-  memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"
+           child that ignores signals, from here, on this process's clock: the phases and their limits are
+           planned before the child starts (`_schedule`); the child's `progress` file only moves it forward
+           through them and only shortens its deadline; a phase GRACE seconds past its limit gets the whole
+           sandbox killed; per notebook (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
+  memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"; and where a cgroup can be made (v1's
+           memory controller, or v2's memory.max), a memory cgroup for heap and tmpfs pages together, so
+           the kernel kills in the child's cgroup, never the grader
   output   prints are capped at OUTPUT_LIMIT bytes inside the child (the rest is dropped and reported as
            "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (FILE_LIMIT,
-           SIGXFSZ ignored, so a write past it fails with "File too large"); /tmp is a tmpfs of TMP_LIMIT
+           SIGXFSZ ignored, so a write past it fails with "File too large"); all it writes together by
+           WRITE_LIMIT: /tmp a tmpfs of TMP_LIMIT, /dev/shm of SHM_LIMIT, its output folder the rest (watched)
   processes  a cgroup `pids.max` (PROCESS_LIMIT, threads included) when the cgroup tree is writable
            (root, or a delegated cgroup); the sandbox has no /sys, so the child cannot raise it or leave the
            cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
-           group, and every process in its cgroup)
+           group, and every process in its cgroup), and its folder removed (`remove_tree`, never recursion)
 
 Everything the child reports comes back as files, read by `course_cli.sandboxed.readback`: regular files only,
 bounded sizes, JSON with capped depth, uncompressed tensor archives of plain tensors (never code).
