@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from course_cli.safe_text import for_terminal, json_clean
+
 from graders.registry import LESSONS, UnknownLesson, find_lesson
 
 
@@ -132,14 +134,17 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    from course_cli.sandboxed.sandbox import fallback_notice
+    from course_cli.sandboxed.sandbox import SandboxUnavailable, fallback_notice
     from course_cli.student.checking import check_and_record
 
     notice = fallback_notice()
     if notice and not as_json:
         click.echo(notice, err=True)
-    result, warnings = check_and_record(lesson_obj, path, [exercise] if exercise else None, workspace, "cli",
-                                        only_public=public, record_it=not solution and not notebook)
+    try:
+        result, warnings = check_and_record(lesson_obj, path, [exercise] if exercise else None, workspace, "cli",
+                                            only_public=public, record_it=not solution and not notebook)
+    except SandboxUnavailable as exc:  # bubblewrap failed to start the child: an error, never a score
+        raise CourseError(for_terminal(str(exc))) from None
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if html_file:
@@ -152,7 +157,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         except OSError as exc:
             raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
-        click.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        click.echo(json.dumps(json_clean(result.to_dict(), None), ensure_ascii=False))
     else:
         render_result(make_console(), result, lesson_obj.title, verbose, detail)
         if html_file:
@@ -454,6 +459,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
                        Path(journal) if journal else None, resume, seed, scheduler, workers)
     except klass.ClassError as exc:
         raise CourseError(str(exc)) from None
+    sandbox.HIDDEN_PATHS.add(str(Path(submissions).resolve()))  # covered, should it lie inside a folder shown
     given = current()  # the environment's (COURSE_INSECURE, COURSE_HIDDEN_SEED), the options over it
     settings = Run(Limits.from_env(), insecure or given.insecure, p.seed if p.seed is not None else given.hidden_seed)
     with using(settings):
@@ -468,7 +474,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
             click.echo(f"warning: grading WITHOUT the sandbox (--insecure): {sandbox.bwrap_status()[1]}; every "
                        f"submission's code runs as you, with your files and network", err=True)
         for student, why in sorted({**p.renamed, **p.absent}.items()):
-            click.echo(f"{student}: {why}", err=True)
+            click.echo(for_terminal(f"{student}: {why}"), err=True)
         if resume and not Path(journal).exists():
             click.echo(f"no journal at {journal} yet: grading every submission", err=True)
         console = make_console(file=sys.stderr)
@@ -523,7 +529,8 @@ def _render_class(lesson_obj, results, out, students, seed) -> None:
         click.echo(f"wrote {out}")
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))
-        click.echo(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)", err=True)
+        click.echo(for_terminal(f"could not grade {len(bad)} submission(s): {', '.join(bad[:10])} (their rows say why)"),
+                   err=True)
         sys.exit(1)
 
 

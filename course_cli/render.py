@@ -285,9 +285,31 @@ def check_details(ex, lesson: str = "") -> Group | None:
     return Group(*parts)
 
 
+def terminal_safe(result):
+    """A copy of `result` whose every string that came from the notebook or its child (the notebook's name,
+    notes, check messages, diagnoses) is safe for the terminal (course_cli.safe_text.for_terminal)."""
+    import copy
+    import dataclasses
+
+    from course_cli.safe_text import for_terminal
+
+    safe = copy.copy(result)
+    safe.notebook = for_terminal(result.notebook, 1000, newlines=False)
+    safe.notes = [for_terminal(n) for n in result.notes]
+    safe.exercises = []
+    for ex in result.exercises:
+        e = copy.copy(ex)
+        e.checks = [dataclasses.replace(c, name=for_terminal(c.name, 300), message=for_terminal(c.message))
+                    for c in ex.checks]
+        e.diagnosis = for_terminal(ex.diagnosis) if ex.diagnosis else ex.diagnosis
+        safe.exercises.append(e)
+    return safe
+
+
 def render_result(console: Console, result, lesson_title: str, verbose: bool = False,
                   detail: bool = False) -> None:
     """`course check`: the lesson's results, one message per exercise; `detail` adds every failing check."""
+    result = terminal_safe(result)
     detail = detail or verbose
     blockers = blocked_by(result.lesson, result)
     head = Text(f"{result.lesson} — {lesson_title}", style="bold")
@@ -326,14 +348,19 @@ def render_result(console: Console, result, lesson_title: str, verbose: bool = F
 
 
 def render_bench(console: Console, report: dict) -> None:
-    table = Table(title=report.get("title"), title_justify="left")
+    from course_cli.safe_text import for_terminal
+
+    def safe(v, limit: int = 200) -> Text:  # what the benchmark's child wrote: text, never markup or escapes
+        return Text(for_terminal(v, limit, newlines=False))
+
+    table = Table(title=safe(report.get("title") or ""), title_justify="left")
     for col in report.get("columns", []):
-        table.add_column(str(col), justify="right")
+        table.add_column(safe(col), justify="right")
     for row in report.get("rows", []):
-        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row])
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else safe(v) for v in row])
     console.print(table)
     for note in report.get("notes", []):
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(Text(f"note: {for_terminal(note, 1000)}", style="dim"))
 
 
 # ------------------------------------------------------------------------------------------------

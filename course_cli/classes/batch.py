@@ -199,9 +199,9 @@ def summary(results: dict[str, LessonResult]) -> dict:
 def csv_safe(value):
     """A CSV cell a spreadsheet will not run as a formula (`=`, `+`, `-`, `@`, tab or CR first): quoted
     with a leading apostrophe, as OWASP advises. Numbers stay numbers."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    from course_cli.safe_text import for_csv
+
+    return for_csv(value) if isinstance(value, str) else value
 
 
 TOTAL = "TOTAL"  # the exercise column of each student's total row in the CSV
@@ -250,7 +250,7 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
         writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows({k: csv_safe(v) for k, v in r.items()} for r in sorted(new, key=lambda r: r["student"]))
-        out.write_text(buf.getvalue())
+        out.write_text(buf.getvalue(), encoding="utf-8")
         return
     students = {s: r.to_dict() for s, r in results.items()}
     if update and out.exists():
@@ -264,7 +264,9 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
         data["hidden_seed"] = seed  # the hidden checks' inputs of this run: `course grade --seed` repeats it
     if insecure:
         data["insecure"] = True  # graded without the sandbox (--insecure)
-    out.write_text(json.dumps(data, indent=1))
+    from course_cli.safe_text import json_clean
+
+    out.write_text(json.dumps(json_clean(data, None), indent=1), encoding="utf-8")
 
 
 def result_from_dict(d: dict) -> LessonResult:

@@ -19,12 +19,16 @@ Item = TypeVar("Item")
 
 
 def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
-    """Grade one submission in its own fresh sandbox; never raises: whatever goes wrong is that student's
-    error row. The task of every class-grading executor."""
+    """Grade one submission in its own fresh sandbox: whatever goes wrong is that student's error row, except a
+    sandbox that could not start (SandboxUnavailable), which stops the batch: "not graded", never a score. The
+    task of every class-grading executor."""
     from course_cli.sandboxed.grading import _error_result, grade_notebook
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     try:
         return grade_notebook(lesson, path, trusted=True, **kwargs)
+    except SandboxUnavailable:  # the grader's failure, not the student's: nobody gets a 0 from it
+        raise
     except Exception as exc:  # one submission's failure is never the batch's end
         return _error_result(lesson, str(path), f"the grader could not grade this submission "
                                                 f"({type(exc).__name__}: {str(exc)[:300]})")

@@ -81,7 +81,9 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     from course_cli.classes.batch import grade_class, missing_result
     from course_cli.classes.cluster import ClusterError
     from course_cli.classes.journal import Journal, JournalError
+    from course_cli.safe_text import for_terminal
     from course_cli.sandboxed.grading import hidden_seed, reference_key
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     seed = hidden_seed()
     lesson, journal = p.lesson, p.journal
@@ -95,6 +97,9 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
             on_resumed=on_resumed, regrade=set(students) if append else (), seed=seed)
     except (JournalError, OSError) as exc:
         raise ClassError(str(exc)) from None
+    except SandboxUnavailable as exc:  # not graded: the sandbox could not start; nobody gets a 0 from it
+        kept = f"; what was graded before is in {journal}: continue with --resume once it starts" if journal else ""
+        raise ClassError(for_terminal(f"{exc}{kept}")) from None
     except ClusterError as exc:
         kept = f"; what was graded is in {journal}: continue with --resume" if journal else ""
         raise ClassError(f"{exc}{kept}") from None

@@ -141,7 +141,10 @@ class Journal:
         self.done[student] = {**entry, "result": result}
 
     def _write(self, obj: dict) -> None:
-        self._f.write(json.dumps(obj, ensure_ascii=False).encode() + b"\n")
+        from course_cli.safe_text import json_clean
+
+        # a submission's text may hold a lone surrogate: escaped, so the line is always written
+        self._f.write(json.dumps(json_clean(obj, None), ensure_ascii=False).encode() + b"\n")
         self._f.flush()
         os.fsync(self._f.fileno())
 

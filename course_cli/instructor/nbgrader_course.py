@@ -172,8 +172,13 @@ def _key(resources) -> str:
 
 
 def _note(nb, text: str) -> None:
-    """A grading note for this submission, kept in the notebook's metadata until the verdict step shows it."""
-    nb.metadata.setdefault("course", {}).setdefault("notes", []).append(text)
+    """A grading note for this submission, kept in the notebook's metadata until the verdict step shows it.
+    Only the course's own repairs write here: RepairCells drops whatever notes the submission brought."""
+    if not isinstance(nb.metadata.get("course"), dict):
+        nb.metadata["course"] = {}
+    if not isinstance(nb.metadata["course"].get("notes"), list):
+        nb.metadata["course"]["notes"] = []
+    nb.metadata["course"]["notes"].append(text)
 
 
 class RepairCells(NbGraderPreprocessor):
@@ -182,6 +187,12 @@ class RepairCells(NbGraderPreprocessor):
     OverwriteCells.add_missing_cells fail with KeyError: 'grade_id')."""
 
     def preprocess(self, nb, resources):
+        # the first step that notes anything: notes a submission brought in its own metadata are not ours
+        course = nb.metadata.get("course")
+        if isinstance(course, dict):
+            course.pop("notes", None)
+        elif course is not None:
+            del nb.metadata["course"]
         for i, cell in enumerate(nb.cells, start=1):
             meta = cell.get("metadata")
             if not isinstance(meta, dict):
@@ -284,12 +295,14 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
         result = grading.finish() if hasattr(grading, "finish") else grading
         notes = _NOTES.pop(_key(resources), [])
         student = (resources.get("nbgrader") or {}).get("student")
+        from course_cli.safe_text import for_markdown, for_terminal
+
         for note in notes:
-            self.log.warning("%s: %s", student, note)
+            self.log.warning("%s: %s", for_terminal(student, 200, newlines=False), for_terminal(note, newlines=False))
         if notes:  # the student (feedback) and the instructor (autograded notebook) see what was repaired
             from nbformat.v4 import new_markdown_cell
 
-            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {n}" for n in notes),
+            nb.cells.insert(0, new_markdown_cell("**Grading notes**\n\n" + "\n".join(f"- {for_markdown(n, 1000)}" for n in notes),
                                                  metadata={"course": {"role": "grading-notes"}}))
         if self.partial_credit:
             from graders.engine.scoring import apply_partial
@@ -334,7 +347,9 @@ def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> 
     if ex.status != "passed" and ex.points > 0:  # partial credit: nbgrader scores a numeric result as the points
         outputs.append(new_output("execute_result", data={"text/plain": repr(float(ex.points))}, execution_count=1))
     elif ex.status != "passed":
-        line = f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}"
+        from course_cli.safe_text import for_terminal
+
+        line = for_terminal(f"{ex.id}: {ex.status.replace('_', ' ')} — {ex.reason}", 2000, newlines=False)
         outputs.append(new_output("error", ename="AssertionError", evalue=line,
                                   traceback=[f"AssertionError: {line}"]))
     return outputs

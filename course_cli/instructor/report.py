@@ -382,7 +382,9 @@ _RANK = {"failed": 0, "error": 1, "timeout": 2, "not_implemented": 3, "skipped":
 
 
 def _e(x) -> str:
-    return html.escape(str(x), quote=True)
+    from course_cli.safe_text import for_html
+
+    return for_html(x, 20_000)
 
 
 def _pct(x: float) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import shutil
 from pathlib import Path
 
 from graders.registry import Lesson, ROOT
@@ -147,11 +146,17 @@ def _cell_reports(child) -> list[dict]:
 
 
 def visible_solutions(lesson: Lesson) -> list[Path]:
-    """The solved notebooks a lesson's notebook may build on (`import_lesson`): the earlier lessons', never
-    its own or a later one's."""
+    """The solved notebooks a lesson's notebook builds on: the earlier lessons its solved notebook imports
+    (`import_lesson("lessonNN")`, transitively), never its own or a later one's, nor an earlier one it does
+    not import."""
+    return [p for p in _source_files(lesson) if p.suffix == ".ipynb" and p != lesson.solution_path
+            and p.exists() and _lesson_number(p) < lesson.number]
+
+
+def _lesson_number(path: Path) -> int:
     from graders.registry import LESSONS
 
-    return [l.solution_path for l in LESSONS if l.number < lesson.number and l.solution_path.exists()]
+    return next((l.number for l in LESSONS if l.solution_path == path), 10**6)
 
 
 def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
@@ -219,6 +224,11 @@ class Reference:
             return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
         if child is not None:
             child.wait()
+            try:
+                child.raise_if_never_started()
+            except sandbox.SandboxFailed:
+                child.cleanup()
+                raise
             if child.death():
                 child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
@@ -297,6 +307,7 @@ class Grading:
         reference = self.reference or Reference.finish(lesson, self.ref_path, None, "cpu")
         try:
             student.wait()
+            student.raise_if_never_started()  # an error for the grader, never the student's 0
             obs = {n: _read_obs(student.out / f"obs-{n}.pt") for n in names}
             obs = {n: _as_errors(module, n, o) if isinstance(o, _Unreadable) else o for n, o in obs.items()}
             gpu = cuda_available()
@@ -323,6 +334,7 @@ class Grading:
         g_reference = Reference.finish(lesson, g_path, g_child, "cuda")
         g_student = self._start_student("cuda")
         g_student.wait()
+        g_student.raise_if_never_started()
         for n in names:
             g = _read_obs(g_student.out / f"obs-{n}.pt")
             g = None if isinstance(g, _Unreadable) else g
@@ -384,5 +396,5 @@ def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:
             if not cuda_available():
                 break
         finally:
-            shutil.rmtree(child.out, ignore_errors=True)
+            child.cleanup()
     return reports

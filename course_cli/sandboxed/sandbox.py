@@ -2,27 +2,34 @@
 
 Every child that runs student code runs inside bubblewrap (`bwrap`, Debian's `bubblewrap`, the tool Flatpak
 uses) when it is there: its own user, PID, IPC, UTS, cgroup and network namespaces (no network at all); a
-read-only view of Python, the installed packages and the course's grader code, and nothing else of this
-machine (no `solutions/` but the earlier lessons a lesson builds on, no other submission, no reference
-observations, no home folder, no grader temp folder); a private writable output folder and a small private
-/tmp; a scrubbed environment; `--die-with-parent`, and a PID namespace whose end kills everything the child
-started. Without bwrap (macOS, Windows, Linux without user namespaces) the child runs as before, as this
-user; class grading refuses that unless told `--insecure` (COURSE_INSECURE=1).
+world built from an explicit list (`_bwrap_argv`): the system's /usr and the loader's paths, this interpreter,
+its standard library and site-packages folders, the course code (for a student's child, the child build of the
+graders: no mistakes, no later lesson), the `visible` paths and its own output folder; never sys.path,
+sys.prefix or the folder the grader was started in (covered by an empty tmpfs where it lies inside a folder
+shown). `/` and `/dev` read-only, a sized /tmp and /dev/shm; an environment of the names in ENV_NAMES only;
+`--die-with-parent`, and a PID namespace whose end kills everything the child started. Without bwrap (macOS,
+Windows, Linux without user namespaces) the child runs as before, as this user; class grading refuses that
+unless told `--insecure` (COURSE_INSECURE=1). A child bubblewrap could not start is SandboxFailed: "not
+graded", never a score.
 
 The child's limits:
 
   time     per cell and per exercise: an alarm inside the child (CELL_TIMEOUT / EXERCISE_TIMEOUT) and, for a
-           child that ignores signals, from here: the child says what it is doing in its `progress` file, and
-           a phase that runs GRACE seconds past its limit gets the whole sandbox killed; per notebook
-           (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
-  memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"
+           child that ignores signals, from here, on this process's clock: the phases and their limits are
+           planned before the child starts (`_schedule`); the child's `progress` file only moves it forward
+           through them and only shortens its deadline; a phase GRACE seconds past its limit gets the whole
+           sandbox killed; per notebook (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
+  memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"; and where a cgroup can be made (v1's
+           memory controller, or v2's memory.max), a memory cgroup for heap and tmpfs pages together, so
+           the kernel kills in the child's cgroup, never the grader
   output   prints are capped at OUTPUT_LIMIT bytes inside the child (the rest is dropped and reported as
            "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (FILE_LIMIT,
-           SIGXFSZ ignored, so a write past it fails with "File too large"); /tmp is a tmpfs of TMP_LIMIT
+           SIGXFSZ ignored, so a write past it fails with "File too large"); all it writes together by
+           WRITE_LIMIT: /tmp a tmpfs of TMP_LIMIT, /dev/shm of SHM_LIMIT, its output folder the rest (watched)
   processes  a cgroup `pids.max` (PROCESS_LIMIT, threads included) when the cgroup tree is writable
            (root, or a delegated cgroup); the sandbox has no /sys, so the child cannot raise it or leave the
            cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
-           group, and every process in its cgroup)
+           group, and every process in its cgroup), and its folder removed (`remove_tree`, never recursion)
 
 Everything the child reports comes back as files, read by `course_cli.sandboxed.readback`: regular files only,
 bounded sizes, JSON with capped depth, uncompressed tensor archives of plain tensors (never code).
@@ -56,6 +63,10 @@ OUTPUT_LIMIT = int(float(os.environ.get("COURSE_OUTPUT_LIMIT_MB", "1")) * 2**20)
 FILE_LIMIT = int(float(os.environ.get("COURSE_FILE_LIMIT_MB", "32")) * 2**20)  # any one file the child writes
 PROCESS_LIMIT = int(os.environ.get("COURSE_PROCESS_LIMIT", str(max(256, 8 * (os.cpu_count() or 1)))))
 TMP_LIMIT = int(float(os.environ.get("COURSE_TMP_LIMIT_MB", "64")) * 2**20)  # the child's private /tmp
+# everything the child writes, on every writable filesystem together: /tmp (TMP_LIMIT), /dev/shm (SHM_LIMIT),
+# its output folder (the rest); its / and /dev are read-only
+WRITE_LIMIT = int(float(os.environ.get("COURSE_WRITE_LIMIT_MB", "256")) * 2**20)
+SHM_LIMIT = int(float(os.environ.get("COURSE_SHM_LIMIT_MB", "32")) * 2**20)  # the child's private /dev/shm
 GRACE = 3.0  # seconds past a cell's or an exercise's limit before the sandbox is killed from outside
 
 
@@ -65,6 +76,12 @@ GRACE = 3.0  # seconds past a cell's or an exercise's limit before the sandbox i
 class SandboxUnavailable(Exception):
     """Class grading was asked for, and the sandbox cannot run here; the message says how to fix it."""
 
+
+class SandboxFailed(SandboxUnavailable):
+    """A child could not be started in its sandbox (bubblewrap failed): nobody is graded by it, never a 0."""
+
+
+NOT_GRADED = "not graded: the sandbox could not start"
 
 _BWRAP: "tuple[bool, str] | None" = None
 
@@ -123,29 +140,94 @@ def fallback_notice() -> str | None:
     return f"note: {why}; your notebook runs unsandboxed, as your own user (fine for your own code)"
 
 
-def _python_paths() -> list[str]:
-    """What the child needs to run Python and import torch: the interpreter's prefixes and every folder on
-    this process's import path, except the course's own tree (it holds solutions/ and tests/)."""
-    root = str(ROOT)
-    # a clone of the repository holds solutions/ and tests/ beside graders/: keep that tree out of view; an
-    # installed package (site-packages) holds neither
-    tree = (ROOT / "solutions").exists() or (ROOT / "tests").exists()
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    for p in sys.path:
-        if p and os.path.isdir(p):
-            rp = os.path.realpath(p)
-            if rp == "/" or tree and (rp == root or rp.startswith(root + os.sep)
-                                      or root.startswith(rp.rstrip(os.sep) + os.sep)):
-                continue  # inside the course tree, or an ancestor of it
-            paths.add(rp)
+_SYSTEM_TOPS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+                 "/etc/fonts", "/etc/ssl/certs")
+# folders a mask may never cover: the loader and the system's libraries live there
+_ESSENTIAL = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/share", "/etc")
+
+# Folders hidden from every child even where they lie inside a folder the sandbox shows (a class folder or a
+# course checkout under /usr, say); class grading adds the folders it grades (course_cli.classes.batch).
+HIDDEN_PATHS: set[str] = set()
+
+
+def _inside(p: str, top: str) -> bool:
+    """`p` is `top` or below it (both real paths)."""
+    return p == top or p.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _python_files() -> dict:
+    """What the child needs to run this Python and import the installed packages, as an explicit list:
+    the interpreter, its shared library, the standard library and the site-packages folders (only those),
+    never sys.prefix, sys.path or anything found from where the grader was started.
+
+    {"exe": real interpreter, "links": [(target, link)], "files": [files], "dirs": [folders],
+     "mask": [folders inside those to hide]}"""
+    import site
+    import sysconfig
+
+    exe = os.path.realpath(sys.executable)
+    links, files, dirs, mask = [], [], [], []
+    if os.path.abspath(sys.executable) != exe:
+        links.append((exe, os.path.abspath(sys.executable)))
+    cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))), "pyvenv.cfg")
+    if os.path.isfile(cfg):
+        files.append(cfg)  # a venv: the interpreter reads it to find its site-packages
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    for name in {sysconfig.get_config_var("INSTSONAME"), sysconfig.get_config_var("LDLIBRARY")}:
+        if name and os.path.exists(os.path.join(libdir, name)) and not any(
+                _inside(os.path.realpath(libdir), t) for t in _SYSTEM_TOPS):
+            for f in sorted(Path(libdir).glob(name.split(".so")[0] + ".so*")):
+                files.append(str(f))
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib"))
+    platstdlib = os.path.realpath(sysconfig.get_path("platstdlib"))
+    dirs += [stdlib, os.path.join(platstdlib, "lib-dynload")]
+    zipped = os.path.join(os.path.dirname(stdlib), f"python{sys.version_info[0]}{sys.version_info[1]}.zip")
+    if os.path.isfile(zipped):
+        files.append(zipped)
+    sites = set()
+    for sp in [*site.getsitepackages(), sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]:
+        if sp and os.path.isdir(sp) and os.path.basename(sp.rstrip(os.sep)) in ("site-packages", "dist-packages"):
+            sites.add(os.path.realpath(sp))
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user and user in sys.path and os.path.isdir(user):  # pip install --user: a site-packages folder too
+        sites.add(os.path.realpath(user))
+    dirs += sorted(sites)
+    # the base interpreter's own site-packages, inside its standard library, is not this environment's
+    for sub in ("site-packages", "dist-packages"):
+        base_sp = os.path.join(stdlib, sub)
+        if os.path.isdir(base_sp) and os.path.realpath(base_sp) not in sites:
+            mask.append(base_sp)
+    files = [f for f in dict.fromkeys(files) if f != exe]
+    return {"exe": exe, "links": links, "files": files, "dirs": [d for d in dirs if os.path.isdir(d)], "mask": mask}
+
+
+def _hidden(shown: "list[str]") -> list[str]:
+    """The folders to cover with an empty read-only tmpfs: the course checkout, the grader's working folder,
+    the reference cache and the graded folders, wherever one lies inside a folder the sandbox shows."""
+    root = os.path.realpath(ROOT)
+    cands = set(HIDDEN_PATHS)
+    if (ROOT / "solutions").exists() or (ROOT / "tests").exists():
+        cands.add(root)  # a checkout: solutions/ and tests/ beside graders/ (an installed package holds neither)
+    try:
+        cands.add(os.getcwd())
+    except OSError:
+        pass
+    cands.add(os.environ.get("COURSE_CACHE_DIR") or str(Path.home() / ".cache" / "attention-course"))
     out = []
-    for p in sorted(paths, key=len):
-        if not any(p == q or p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
-            out.append(p)
-    return out
+    for c in sorted({os.path.realpath(c) for c in cands if c}):
+        if c == "/" or any(_inside(e, c) for e in _ESSENTIAL):
+            continue  # covering it would hide the system
+        if any(_inside(c, t) and c != t for t in shown):
+            out.append(c)
+    return [c for c in out if not any(c != o and _inside(c, o) for o in out)]
 
 
-def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[str]:
+def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None) -> list[str]:
+    """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
+    paths, this Python, its standard library and site-packages, the course code the child imports, the
+    `visible` paths and its own output folder. Nothing is bound because of where the grader was started.
+    `graders`: the folder shown as graders/ (a student's child gets the child build, without the answers)."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
@@ -153,45 +235,82 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict) -> list[
         argv += ["--setenv", k, v]
     # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
-             "--tmpfs", "/tmp"]
-    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+             "--tmpfs", "/tmp", "--size", str(SHM_LIMIT), "--tmpfs", "/dev/shm"]
+    shown = []
+    for top in _SYSTEM_TOPS:
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             argv += ["--ro-bind", top, top]
-    for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
-              "/etc/fonts", "/etc/ssl/certs"):
+            shown.append(top)
+    for f in _SYSTEM_FILES:
         if os.path.exists(f):
             argv += ["--ro-bind", f, f]
-    for p in _python_paths():
-        argv += ["--ro-bind", p, p]
-    for sub in ("graders", "course_cli"):
-        argv += ["--ro-bind", str(ROOT / sub), str(ROOT / sub)]
+    py = _python_files()
+    course_dirs = [str((ROOT / sub).resolve()) for sub in ("graders", "course_cli")]
+    system = list(shown)
+    shown += py["dirs"]
+    masks = py["mask"] + _hidden(shown)
+
+    def covered(p: str) -> bool:  # already in view through a system folder, and not under a mask
+        return any(_inside(p, t) for t in system) and not any(_inside(p, m) for m in masks)
+
+    # parents before children: a mask inside a site-packages folder covers part of it, a site-packages
+    # folder inside a masked folder (a venv inside a hidden checkout) shows through
+    layers = [(d, "bind") for d in [py["exe"], *py["files"], *py["dirs"]] if not covered(d)]
+    layers += [(m, "mask") for m in masks]
+    for path, kind in sorted(layers, key=lambda x: (x[0].count(os.sep), x[1] == "mask")):
+        argv += ["--ro-bind", path, path] if kind == "bind" else ["--size", str(2**20), "--tmpfs", path]
+    for target, link in py["links"]:
+        if not covered(link):
+            argv += ["--symlink", target, link]
+    for d in course_dirs:
+        src = str(graders) if graders is not None and d == course_dirs[0] else d
+        argv += ["--ro-bind", src, d]
     for p in visible:
         p = Path(p).resolve()
         if p.exists():
             argv += ["--ro-bind", str(p), str(p)]
     argv += ["--bind", str(out), str(out)]
+    for m in masks:
+        argv += ["--remount-ro", m]
     if device == "cuda":  # the device nodes CUDA opens, and the driver's view of the hardware (read-only)
         for dev in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(dev), str(dev)]
         for sys_dir in ("/sys/devices", "/sys/bus", "/sys/class", "/sys/dev", "/sys/module"):
             if os.path.isdir(sys_dir):
                 argv += ["--ro-bind", sys_dir, sys_dir]
-    argv += ["--chdir", str(out), "--"]
+    # the root and /dev (tmpfs that bubblewrap makes, without a size) read-only: the child writes only to its
+    # sized /tmp and /dev/shm and to its output folder
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(out), "--"]
     return argv
 
 
-_ENV_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NVIDIA_", "TORCH_", "TRITON_", "LD_LIBRARY_PATH",
-             "PYTORCH_")
+# The child's environment, by exact name (never by prefix: a planted NVIDIA_API_KEY or TORCH_HUB_TOKEN stays
+# out): thread counts, the GPUs it may use and how CUDA allocates, nothing else of the grader's.
+ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "OMP_PLACES",
+             "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH",
+             "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "TORCH_CUDA_ARCH_LIST",
+             "TORCH_SHOW_CPP_STACKTRACES", "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "MALLOC_ARENA_MAX")
+
+
+def _user_site() -> list[str]:
+    """The user's site-packages when this Python uses it (the child's HOME differs, so it is named)."""
+    import site
+
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    return [user] if user and user in sys.path and os.path.isdir(user) else []
 
 
 def child_env(device: str, bench: bool, sandboxed: bool) -> dict:
-    """The child's whole environment: a few technical variables of ours, never the grader's secrets."""
-    env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_KEEP)}
+    """The child's whole environment: the variables named in ENV_NAMES and a few of ours, never the grader's
+    secrets."""
+    env = {k: os.environ[k] for k in ENV_NAMES if k in os.environ}
     venv_bin = os.path.dirname(sys.executable)
     env.update({"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-                "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), *_user_site()]), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                 "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "4")})
     if sandboxed:
         env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/.matplotlib",
@@ -265,6 +384,83 @@ def _sweep(base: Path) -> None:
         pass
 
 
+_MEM_BASE: "Path | None | bool" = False  # False: not looked up yet
+
+
+def _memory_base() -> Path | None:
+    """The memory cgroup this process is in, if we may create cgroups under it: cgroup v1's memory controller
+    (root), or cgroup v2 with the memory controller enabled for our subtree (root, or a delegated cgroup, as
+    systemd-run --user --scope -p Delegate=yes gives)."""
+    global _MEM_BASE
+    if _MEM_BASE is not False:
+        return _MEM_BASE
+    base = None
+    if os.environ.get("COURSE_CGROUP", "1") != "0":
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                if "memory" in controllers.split(","):
+                    cand = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+                    knob = "memory.limit_in_bytes"
+                elif controllers == "" and "memory" in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split():
+                    cand = Path("/sys/fs/cgroup") / path.lstrip("/")
+                    knob = "memory.max"
+                    if "memory" not in (cand / "cgroup.subtree_control").read_text().split():
+                        continue
+                else:
+                    continue
+                if os.access(cand, os.W_OK) and (cand / "cgroup.procs").exists():
+                    base = cand
+                    _MEM_KNOB[0] = knob
+                    break
+        except (OSError, ValueError):
+            base = None
+    _MEM_BASE = base
+    if base is not None and base != _cgroup_base():
+        _sweep(base)
+    return base
+
+
+_MEM_KNOB = ["memory.max"]
+
+
+def _new_memory_cgroup(limit: int) -> Path | None:
+    """A memory cgroup for one child, capped at `limit` bytes: its heap and the pages of the tmpfs it writes
+    (/tmp, /dev/shm) together; past it the kernel's OOM killer kills in that cgroup alone, never the grader.
+    With cgroup v2 the pids cgroup is the same one (see _new_cgroup)."""
+    base = _memory_base()
+    if base is None:
+        return None
+    cg = base / f"course-{os.getpid()}-{next(_counter)}"
+    try:
+        cg.mkdir(exist_ok=True)
+        (cg / _MEM_KNOB[0]).write_text(str(limit))
+        if _MEM_KNOB[0] == "memory.max":
+            try:
+                (cg / "memory.swap.max").write_text("0")
+            except OSError:
+                pass
+        return cg
+    except OSError:
+        _remove_cgroup(cg)
+        return None
+
+
+def _oom_killed(cg: Path | None) -> bool:
+    """Did the kernel's OOM killer kill in this memory cgroup?"""
+    if cg is None:
+        return False
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            for line in (cg / name).read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "oom_kill" and int(v) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def _new_cgroup(limit: int) -> Path | None:
     base = _cgroup_base()
     if base is None:
@@ -322,19 +518,66 @@ class Child:
     notebook_limit: float | None = None  # the per-notebook limit, when it is what bounds this child
     sandboxed: bool = False  # inside bubblewrap
     stopped_phase: str | None = None  # the phase (cell, exercise) killed from outside at its limit
+    schedule: list = field(default_factory=list)  # [(phase, limit)] in order, made here before the child started
+    mem_cgroup: Path | None = None  # the memory cgroup (v1's, or the same one as `cgroup` on v2)
+    mem_cap: int | None = None  # its limit, when there is one
+    oom_killed: bool = False  # the kernel's OOM killer killed in it
+    write_limit: int | None = None  # bytes its output folder may hold, in all
+    over_written: int = 0  # how many it held when it was stopped for it
+    setup_err: object = None  # a private file with what bubblewrap said
+
+    @property
+    def never_started(self) -> bool:
+        """The sandbox ended before the child ran a line of its own (it writes `progress` first thing, before
+        any of the notebook's code): bubblewrap could not set it up. Never the notebook's doing."""
+        return (self.sandboxed and self.returncode not in (0, None) and not self.timed_out
+                and not os.path.lexists(self.out / "progress"))
+
+    def sandbox_error(self) -> str:
+        """What bubblewrap said (the last lines), for the instructor."""
+        if self.setup_err is None:
+            return ""
+        try:
+            self.setup_err.seek(0)
+            text = self.setup_err.read(4000).decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        from course_cli.safe_text import for_terminal
+
+        return for_terminal(text[-600:], newlines=False)
+
+    def raise_if_never_started(self) -> None:
+        if self.never_started:
+            why = self.sandbox_error() or f"bubblewrap exited with {self.returncode}"
+            raise SandboxFailed(f"{NOT_GRADED} ({why}); check it with `python -m course_cli.sandboxed.sandbox "
+                                f"smoke`: {FIX}")
 
     def _phase_limit(self, phase: str) -> float:
+        k = self._phase_index(phase)
+        if k is not None:
+            return float(self.schedule[k][1])
         if phase.startswith("running cell"):
             return float(self.job["cell_timeout"])
         if phase.startswith(("checking", "probing mistake", "benchmarking")):
             return float(self.job["exercise_timeout"])
         return STARTUP_ALLOWANCE
 
+    def _phase_index(self, phase: str) -> int | None:
+        """Where `phase` stands in the parent's schedule; None for a name the schedule does not hold."""
+        for k, (name, _) in enumerate(self.schedule):
+            if phase == name or name == "probing mistake" and phase.startswith("probing mistake "):
+                return k
+        return None
+
     def wait(self) -> "Child":
-        """Wait for the child until its deadline, watching each phase (a cell, an exercise) against its own
-        limit: a child that ignores the alarm is killed from here GRACE seconds past it. Either way, kill
+        """Wait for the child, on this process's own clock and schedule: the phases (startup, each cell, each
+        exercise, done) and their limits were set here before the child started. The child's `progress`
+        file can only shorten its run: a phase counts only when it is later in the schedule than the one the
+        child was in (a name not in the schedule, or an earlier one, changes nothing), each phase is killed
+        GRACE seconds past its own limit (a child that ignores the alarm), and reaching phase k at time t
+        brings the whole child's deadline down to t + the limits of the phases left. Either way, kill
         whatever it left running (the sandbox, its process group, everything in its cgroup)."""
-        phase, since = None, time.monotonic()
+        pos, name, since = 0, self.schedule[0][0] if self.schedule else None, time.monotonic()
         while True:
             now = time.monotonic()
             if now >= self.deadline:
@@ -345,11 +588,22 @@ class Child:
                 break
             except subprocess.TimeoutExpired:
                 pass
-            current = self.progress
-            if current != phase:
-                phase, since = current, time.monotonic()
-            elif phase and phase != "done" and time.monotonic() - since > self._phase_limit(phase) + GRACE:
-                self.timed_out, self.stopped_phase = True, phase
+            if self.write_limit is not None:
+                used = tree_size(self.out, self.write_limit)
+                if used > self.write_limit:
+                    self.over_written = used
+                    break
+            if not self.schedule:
+                continue
+            current, now = self.progress, time.monotonic()
+            k = self._phase_index(current)
+            # a later phase; or, for the reference child (trusted code), the next of its mistakes
+            if k is not None and (k > pos or k == pos and current != name and self.job.get("mistakes")):
+                pos, name, since = k, current, now
+                if not self.job.get("mistakes"):  # (the reference child's mistakes have a budget of their own)
+                    self.deadline = min(self.deadline, now + sum(lim for _, lim in self.schedule[k:]) + GRACE)
+            elif now - since > self.schedule[pos][1] + GRACE:
+                self.timed_out, self.stopped_phase = True, name
                 break
         self.kill_all()
         if self.returncode is None:
@@ -364,12 +618,19 @@ class Child:
             pass
         if self.cgroup is not None:
             _cgroup_kill(self.cgroup)
-            _remove_cgroup(self.cgroup)
-            self.cgroup = None
+        if self.mem_cgroup is not None:
+            _cgroup_kill(self.mem_cgroup)
+            self.oom_killed = self.oom_killed or _oom_killed(self.mem_cgroup)
+        for cg in dict.fromkeys(c for c in (self.cgroup, self.mem_cgroup) if c is not None):
+            _remove_cgroup(cg)
+        self.cgroup = self.mem_cgroup = None
 
     def cleanup(self) -> None:
-        """Remove the child's output folder (after the sandbox is dead)."""
-        shutil.rmtree(self.out, ignore_errors=True)
+        """Remove the child's output folder (after the sandbox is dead), however deep or large."""
+        remove_tree(self.out)
+        if self.setup_err is not None:
+            self.setup_err.close()
+            self.setup_err = None
 
     def text(self, name: str, limit: int = 4000) -> str:
         """The last `limit` bytes of a regular file the child wrote ("" for anything else)."""
@@ -388,12 +649,21 @@ class Child:
 
     def death(self) -> str | None:
         """Why the child ended early, in words, or None if it finished."""
+        where = self.progress or "starting"
+        if self.over_written:
+            return (f"output limit exceeded: the files the notebook's code wrote grew past "
+                    f"{self.write_limit / 2**20:g} MiB in all while {where}, so the grader stopped it")
+        if self.oom_killed:
+            return (f"ran out of memory while {where}: the sandbox's memory cap of {self.mem_cap / 2**30:.1f} GiB "
+                    f"(memory and the files in /tmp and /dev/shm together) was reached")
         if self.progress == "done" and not self.timed_out:
             return None
-        where = self.progress or "starting"
         if self.stopped_phase:
             limit = self._phase_limit(self.stopped_phase)
             what = "cell" if self.stopped_phase.startswith("running cell") else "exercise"
+            if self.stopped_phase == "done" or self.stopped_phase.startswith("starting"):
+                return (f"timed out while {self.stopped_phase}: it did not move on within {limit:g} s "
+                        f"(+{GRACE:g} s), so the grader stopped it")
             return (f"timed out while {self.stopped_phase}: it ran past the {limit:g} s limit of one {what} and "
                     f"did not stop when told to (does it catch or ignore signals?), so the grader stopped it")
         if self.timed_out:
@@ -430,16 +700,86 @@ class Child:
         return f"the notebook's code ended the grading process (exit code {rc}) while {where}{tail}"
 
 
-def _limits(memory: int | None, cgroup: Path | None):
+def tree_size(path: Path, stop: int | None = None, max_entries: int = 20_000) -> int:
+    """Bytes of the regular files under `path` (iteratively, never following links); stops counting past
+    `stop`. More than `max_entries` entries count as over any limit."""
+    total, todo, seen = 0, [str(path)], 0
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    seen += 1
+                    if seen > max_entries:
+                        return 2**62
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            todo.append(e.path)
+                        elif e.is_file(follow_symlinks=False):
+                            total += e.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        pass
+                    if stop is not None and total > stop:
+                        return total
+        except OSError:
+            pass
+    return total
+
+
+def remove_tree(path: "Path | str") -> None:
+    """Remove a folder a child wrote, however deep or wide (never recursion in this process): `rm -rf` when
+    there is one, then an iterative walk for what is left (folders without permissions made writable)."""
+    path = str(path)
+    if not os.path.lexists(path):
+        return
+    rm = shutil.which("rm")
+    if rm:
+        subprocess.run([rm, "-rf", "--one-file-system", "--", path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    if not os.path.lexists(path):
+        return
+    stack, expanded = [path], set()
+    while stack:
+        cur = stack[-1]
+        if cur in expanded:  # its folders are gone (or cannot be removed): remove it, or leave it
+            stack.pop()
+            try:
+                os.rmdir(cur)
+            except OSError:
+                pass
+            continue
+        expanded.add(cur)
+        try:
+            os.chmod(cur, 0o700, follow_symlinks=False) if not os.path.islink(cur) else None
+            entries = list(os.scandir(cur))
+        except (OSError, NotImplementedError):
+            entries = []
+        subdirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        for e in entries:
+            if not e.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(e.path)
+                except OSError:
+                    pass
+        if subdirs:
+            stack.extend(subdirs)
+            continue
+        stack.pop()
+        try:
+            os.rmdir(cur) if not os.path.islink(cur) else os.unlink(cur)
+        except OSError:
+            pass
+
+
+def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None):
     def apply():
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
-        if cgroup is not None:
+        for cg in dict.fromkeys(c for c in (cgroup, mem_cgroup) if c is not None):
             try:
-                with open(cgroup / "cgroup.procs", "w") as f:
+                with open(cg / "cgroup.procs", "w") as f:
                     f.write(str(os.getpid()))
             except OSError:
                 pass
@@ -474,16 +814,37 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
     command = [sys.executable, "-m", "course_cli.sandboxed.child", str(out / "job.json")]
     if sandboxed:
-        command = _bwrap_argv(out, device, [Path(p) for p in visible], env) + command
+        # a student's child sees the graders without any answer (course_cli.sandboxed.child_build);
+        # the reference child, which runs the solved notebook and the mistakes, sees them whole
+        graders = None if mistakes else _child_build(module)
+        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders) + command
     cgroup = _new_cgroup(PROCESS_LIMIT)
+    # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
+    # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
+    mem_cap = (2 * MEMORY_LIMIT if memory is None or bench else MEMORY_LIMIT) + WRITE_LIMIT + (7 * TMP_LIMIT if cuda else 0)
+    mem_cgroup = None
+    if cgroup is not None and _memory_base() == _cgroup_base():  # cgroup v2: one cgroup holds both limits
+        try:
+            (cgroup / "memory.max").write_text(str(mem_cap))
+            mem_cgroup = cgroup
+        except OSError:
+            mem_cgroup = None
+    else:
+        mem_cgroup = _new_memory_cgroup(mem_cap)
+    # what bubblewrap says when it cannot set the sandbox up (the child sends its own stderr to its folder)
+    setup_err = tempfile.TemporaryFile() if sandboxed else None
     try:
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_limits(memory, cgroup))
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=setup_err if setup_err is not None else subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup))
     except BaseException:
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-        shutil.rmtree(out, ignore_errors=True)
+        for cg in (cgroup, mem_cgroup):
+            if cg is not None:
+                _remove_cgroup(cg)
+        remove_tree(out)
+        if setup_err is not None:
+            setup_err.close()
         raise
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
     # student's notebook at most NOTEBOOK_TIMEOUT; the reference child (mistakes=True) runs trusted code
@@ -494,4 +855,65 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     elif not bench:
         work = notebook_limit = min(work, NOTEBOOK_TIMEOUT)
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
-                 notebook_limit=notebook_limit, sandboxed=sandboxed)
+                 notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
+                 mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
+                 write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT,
+                 setup_err=setup_err)
+
+
+def _child_build(module: str) -> Path:
+    """The graders folder a student's child of lesson `module` sees (built once per version, cached)."""
+    from course_cli.sandboxed.child_build import child_build
+    from graders.registry import LESSONS
+
+    lesson = next((l for l in LESSONS if l.module == module), None)
+    cache = Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course")
+    return child_build(cache, lesson)
+
+
+def _schedule(job: dict) -> list:
+    """The child's phases in the order it runs them, each with its limit (what the child writes in its
+    progress file as it goes): the parent's own plan, from the job it wrote."""
+    cell_t, ex_t = float(job["cell_timeout"]), float(job["exercise_timeout"])
+    plan = [("starting: importing torch", STARTUP_ALLOWANCE)]
+    plan += [(f"running cell {c['index']}", cell_t) for c in job["cells"]]
+    if job.get("bench"):
+        plan.append(("benchmarking", ex_t))
+    else:
+        plan += [(f"checking {name}", ex_t) for name in job["exercises"]]
+        if job.get("mistakes"):
+            plan.append(("probing mistake", ex_t))
+    plan.append(("done", GRACE))
+    return plan
+
+
+def smoke() -> tuple[bool, str]:
+    """Start one real sandboxed child (this Python, the course code, the allowlisted mounts) that imports the
+    child's module and torch: (ok, what went wrong and how to fix it)."""
+    ok, why = bwrap_status()
+    if not ok:
+        return False, f"the sandbox cannot run here: {why}: {FIX}"
+    out = Path(tempfile.mkdtemp(prefix="course-smoke-"))
+    try:
+        env = child_env("cpu", False, True)
+        argv = _bwrap_argv(out, "cpu", [], env) + [sys.executable, "-c",
+                                                    "import torch, course_cli.sandboxed.child; print('ok')"]
+        try:
+            r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"{NOT_GRADED} ({exc}): {FIX}"
+        if r.returncode != 0 or r.stdout.strip() != b"ok":
+            err = r.stderr.decode("utf-8", "replace").strip()[-600:]
+            return False, f"{NOT_GRADED} (exit {r.returncode}: {err}): {FIX}"
+        return True, "the sandbox starts: a child imported torch and the course inside it"
+    finally:
+        remove_tree(out)
+
+
+if __name__ == "__main__":  # python -m course_cli.sandboxed.sandbox smoke  (Gradescope's setup.sh runs it)
+    if sys.argv[1:] != ["smoke"]:
+        print("usage: python -m course_cli.sandboxed.sandbox smoke", file=sys.stderr)
+        sys.exit(2)
+    good, message = smoke()
+    print(message, file=sys.stdout if good else sys.stderr)
+    sys.exit(0 if good else 1)

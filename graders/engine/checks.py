@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import compare
+from .draws import domain_probe
 
 
 
@@ -117,8 +118,6 @@ class Checks(list):
         in the student's and the reference's child), `judge` compares each example's observations, and the
         message names the simplest failing example. The domain is kept in `self.domains`."""
         def add(run: Callable) -> Callable:
-            from .probe import domain_probe  # the child's side, imported when the lesson module is
-
             self.domains.setdefault(exercise, []).append(domain)
             self.probe(exercise, name or "over its declared domain (drawn examples, the simplest failure shown)",
                        _domain_judge(domain, judge), configs, hidden)(domain_probe(domain, run))
