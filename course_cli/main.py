@@ -106,15 +106,16 @@ def list_cmd() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
 @click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
               "GitHub Classroom's workflow uses this).")
+@click.option("--cold", is_flag=True, help="Grade in a fresh sandbox, without the warm grader (as COURSE_WARM=0).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          detail: bool, html_file: str | None, verbose: bool, public: bool) -> None:
+          detail: bool, html_file: str | None, verbose: bool, public: bool, cold: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
 
     Example: course check lesson01 softmax
     """
-    from course_cli.sandboxed.grading import grade_notebook
+    from course_cli.sandboxed.warm import grade_notebook  # warm when it can be, else cold (the same verdict)
     from course_cli.render import make_console, render_result
     from course_cli.student.workspace import notebook_path
 
@@ -133,7 +134,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
-    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public)
+    result = grade_notebook(lesson_obj, path, [exercise] if exercise else None, only_public=public, warm=not cold)
     if not solution and not notebook:
         from course_cli.student.progress import ProgressStore
 
