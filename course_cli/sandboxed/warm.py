@@ -285,6 +285,13 @@ def _stop(conn, reply: dict | None) -> None:
             pass
 
 
+def _discard(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def _grade_warm(req: dict):
     """The result from the warm server, or None (then the caller grades cold)."""
     try:
@@ -307,8 +314,12 @@ def _grade_warm(req: dict):
             if conn is None:
                 return None
         reply = _hello(conn, key)
-        if reply is None or reply.get("key") != key:
-            _stop(conn, reply)  # stale (older course code) or not answering: replaced
+        if reply is None:  # listening but not answering: whatever it is, a fresh server takes the path
+            conn.close()
+            _discard(path)
+            continue
+        if reply.get("key") != key:
+            _stop(conn, reply)  # stale (older course code): replaced
             continue
         try:
             _send(conn, req)

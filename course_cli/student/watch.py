@@ -16,7 +16,7 @@ def _stamp(path: Path):
 
 def watch(lesson, path: Path, workspace: Path, exercises, interval: float = 0.5, record: bool = True,
           debounce: float = 0.4) -> None:
-    from course_cli.sandboxed.grading import grade_notebook
+    from course_cli.sandboxed.warm import grade_notebook  # warm when it can be, else cold (the same verdict)
     from course_cli.student.progress import ProgressStore
     from course_cli.render import make_console, render_result
 

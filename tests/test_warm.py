@@ -1,0 +1,336 @@
+"""Warm checks (course_cli/sandboxed/warm.py, zygote.py): the same verdicts warm and cold, a warm process
+that a check cannot influence, restarted when killed or stale, never waited on when it does not answer, and
+never used by class grading.
+
+The end-to-end tests run `course check` in a subprocess with COURSE_WARM=1 and a private XDG_RUNTIME_DIR
+(the socket's folder); each stops the servers it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_cli.sandboxed import warm
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+from graders.registry import LESSONS, ROOT, find_lesson
+
+L01 = find_lesson("lesson01")
+
+
+# ----------------------------------------------------------------------------------------------
+# without a child
+
+def test_a_result_crosses_the_socket_whole():
+    check = CheckResult("matches", "failed", "cpu", "float32", "max abs error 1.0")
+    check.figure = {"what": "out", "student": [[1.0, float("nan")]], "reference": [[1.0, 2.0]]}
+    result = LessonResult("lesson01", "nb.ipynb", [ExerciseResult("softmax", "failed", 0.0, 4.0, [check],
+                                                                  "the mask is inverted")], ["a note"])
+    back = warm.from_wire(json.loads(json.dumps(warm.to_wire(result))))
+    assert back.to_dict() == result.to_dict()
+    assert back.notes == ["a note"]
+    assert back.exercises[0].checks[0].figure["reference"] == [[1.0, 2.0]]
+
+
+def test_the_key_follows_the_course_code(tmp_path, monkeypatch):
+    (tmp_path / "graders" / "engine").mkdir(parents=True)
+    f = tmp_path / "graders" / "engine" / "judges.py"
+    f.write_text("x = 1\n")
+    monkeypatch.setattr(warm, "ROOT", tmp_path)
+    before = warm.course_key()
+    assert warm.course_key() == before
+    f.write_text("x = 2  # changed\n")
+    assert warm.course_key() != before
+    changed = warm.course_key()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "lesson99_new.ipynb").write_text("{}")
+    assert warm.course_key() != changed  # a new lesson
+
+
+def test_the_socket_folder_is_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    d = warm.socket_dir()
+    assert d.parent == tmp_path and stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    os.chmod(d, 0o755)  # opened up by someone: not used (the temp folder's own private one is)
+    assert warm.socket_dir() != d
+
+
+def test_warm_is_off_when_asked(monkeypatch):
+    monkeypatch.setenv("COURSE_WARM", "0")
+    assert not warm.enabled()
+    called = []
+    monkeypatch.setattr(warm, "_grade_warm", lambda req: called.append(req))
+    monkeypatch.setattr("course_cli.sandboxed.grading.grade_notebook", lambda *a, **k: "cold")
+    assert warm.grade_notebook(L01, L01.solution_path) == "cold" and not called
+
+
+# ----------------------------------------------------------------------------------------------
+# end to end
+
+def _env(run_dir: Path, **extra) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_WARM": "1", "XDG_RUNTIME_DIR": str(run_dir), **extra}
+    return env
+
+
+@pytest.fixture
+def run_dir(tmp_path, monkeypatch):
+    d = tmp_path / "run"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    yield d
+    for pidfile in (d / "attention-course").glob("w-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+        except (OSError, ValueError):
+            pass
+
+
+def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
+    r = subprocess.run([sys.executable, "-m", "course_cli", "check", lesson.id, "--notebook", str(path), "--json",
+                        *flags], capture_output=True, text=True, env=_env(run_dir, **env), cwd=cwd, timeout=timeout)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def server_log(run_dir) -> list[str]:
+    return [line for f in sorted((run_dir / "attention-course").glob("w-*.log"))
+            for line in f.read_text().splitlines() if ": " in line and line.rstrip().endswith(("s", ")"))]
+
+
+def warm_checks(run_dir) -> int:
+    """How many checks a warm server graded (its log line per check)."""
+    return sum(1 for line in server_log(run_dir) if " lesson" in line)
+
+
+def server_pid(run_dir) -> int:
+    (pidfile,) = (run_dir / "attention-course").glob("w-*.pid")
+    return int(pidfile.read_text())
+
+
+def _notebooks(lesson, folder: Path) -> list[Path]:
+    """The solution, the stub and two catalogued mistakes, in one folder (one zygote serves them)."""
+    from harness import mistakes_of, with_mistake
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = [folder / "solution.ipynb", folder / "stub.ipynb"]
+    out[0].write_bytes(lesson.solution_path.read_bytes())
+    out[1].write_bytes((ROOT / "lessons" / lesson.notebook).read_bytes())
+    for m in list(mistakes_of(lesson))[:2]:
+        out.append(with_mistake(lesson, m, folder))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
+def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir):
+    notebooks = _notebooks(lesson, tmp_path / "nb")
+    for nb in notebooks:
+        cold = check(nb, run_dir, "--cold", lesson=lesson)
+        warm_result = check(nb, run_dir, lesson=lesson)
+        assert warm_result == cold, nb.name
+    assert warm_checks(run_dir) == len(notebooks)  # every warm one was graded warm (not fallen back to cold)
+
+
+def _hostile(tmp_path: Path) -> Path:
+    """lesson01's solution, plus a cell that tries to leave something for the next check."""
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(r'''
+import os, sys, signal, torch, builtins
+open("/tmp/planted", "w").write("x")
+open("../planted", "w").write("x")
+os.environ["PLANTED"] = "1"
+torch.softmax = lambda *a, **k: torch.zeros(1)
+torch.Tensor.softmax = lambda self, *a, **k: torch.zeros(1)
+builtins.PLANTED = True
+# every process this check can see: try to read, trace or signal it (the zygote, its init, bwrap)
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for what in ("mem", "environ", "root/tmp/planted-in-zygote"):
+        try:
+            open(f"/proc/{pid}/{what}", "w").write("x")
+        except OSError:
+            pass
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+if os.fork() == 0:  # a daemon that outlives the check, if it can
+    os.setsid()
+    import time
+    time.sleep(2)
+    for p in ("/tmp/planted-late", "../planted-late"):
+        try:
+            open(p, "w").write("x")
+        except OSError:
+            pass
+    os._exit(0)
+'''))
+    path = tmp_path / "hostile.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _probe(tmp_path: Path) -> Path:
+    """lesson01's solution, whose softmax breaks if anything of a previous check is still around."""
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(r'''
+import os, glob, builtins, torch
+_traces = [p for p in ("/tmp/planted", "/tmp/planted-late", "../planted", "../planted-late")
+           if os.path.exists(p)] + glob.glob("../*/planted*")
+if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) \
+        or torch.softmax(torch.zeros(2), 0).shape != (2,):
+    def softmax(x, dim=-1):
+        raise RuntimeError(f"a previous check left {_traces}")
+'''))
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_hostile_check_cannot_influence_the_next(tmp_path, run_dir):
+    hostile, probe = _hostile(tmp_path), _probe(tmp_path)
+    clean = check(probe, run_dir, "--cold")
+    assert clean["exercises"][0]["status"] == "passed"
+    check(hostile, run_dir)
+    pid = server_pid(run_dir)
+    assert check(probe, run_dir) == clean  # right after
+    time.sleep(3)  # the daemon's time
+    assert check(probe, run_dir) == clean
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 3  # the same warm server served them all
+    assert not list(tmp_path.glob("planted*")) and not Path("/tmp/planted").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_server_is_restarted_and_a_silent_one_is_not_waited_on(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    first = check(nb, run_dir)
+    pid = server_pid(run_dir)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert check(nb, run_dir) == first
+    assert server_pid(run_dir) != pid and warm_checks(run_dir) == 2
+    # a process that listens on the socket and never answers: the check goes on (a fresh server)
+    os.kill(server_pid(run_dir), signal.SIGKILL)
+    time.sleep(0.5)
+    (sock_path,) = (run_dir / "attention-course").glob("w-*.sock")
+    sock_path.unlink()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(sock_path))
+    silent.listen(8)
+    try:
+        assert check(nb, run_dir, timeout=300) == first
+    finally:
+        silent.close()
+    assert warm_checks(run_dir) == 3
+
+
+@pytest.mark.slow
+def test_a_stale_server_is_replaced(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    env = _env(run_dir)
+    path = subprocess.run([sys.executable, "-c", "from course_cli.sandboxed import warm;"
+                           "from course_cli.student.workspace import find_workspace;"
+                           "print(warm.socket_path(find_workspace()))"],
+                          capture_output=True, text=True, env=env, check=True).stdout.strip()
+    old = subprocess.Popen([sys.executable, "-m", "course_cli.sandboxed.warm", "serve", path, "an-older-course"],
+                           env=env, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if Path(path).exists():
+            break
+        time.sleep(0.05)
+    result = check(nb, run_dir)
+    assert old.wait(timeout=30) is not None  # told to go
+    assert all(e["status"] == "passed" for e in result["exercises"])
+    assert warm_checks(run_dir) == 1
+
+
+@pytest.mark.slow
+def test_another_user_cannot_reach_the_server(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    check(nb, run_dir)
+    (sock_path,) = (run_dir / "attention-course").glob("w-*.sock")
+    assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o700
+    if os.getuid() != 0:
+        pytest.skip("trying as another user needs root to become one")
+    os.chmod(run_dir, 0o755)
+    pid = os.fork()
+    if pid == 0:  # as nobody: connect and ask for a grading
+        code = 0
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(str(sock_path))
+            code = 1  # connected: the folder's and the socket's modes did not stop it
+        except OSError:
+            pass
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0
+
+
+@pytest.mark.slow
+def test_class_grading_never_uses_the_warm_grader(tmp_path, run_dir):
+    sub = tmp_path / "class" / "alice"
+    sub.mkdir(parents=True)
+    (sub / L01.notebook).write_bytes(L01.solution_path.read_bytes())
+    r = subprocess.run([sys.executable, "-m", "course_cli", "grade", str(tmp_path / "class"), "--lesson", "1",
+                        "--out", str(tmp_path / "out"), "--jobs", "1"], capture_output=True, text=True,
+                       env=_env(run_dir), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    folder = run_dir / "attention-course"
+    assert not folder.exists() or not list(folder.glob("w-*")), list(folder.iterdir())
+
+
+@pytest.mark.slow
+def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatch):
+    """In this process, with warm checks on and the warm path made to fail loudly: class grading still grades
+    (so it never went through it)."""
+    monkeypatch.setenv("COURSE_WARM", "1")
+
+    def used(*a, **k):
+        raise AssertionError("class grading went through the warm grader")
+
+    monkeypatch.setattr(warm, "_grade_warm", used)
+    monkeypatch.setattr(warm.Zygote, "__init__", used)
+    monkeypatch.setattr(warm.Server, "__init__", used)
+    from course_cli.classes.batch import grade_submission
+
+    assert grade_submission(L01, "alice", L01.solution_path).all_passed
+
+    from course_cli.instructor.gradescope import main as gradescope
+
+    (tmp_path / "gs" / "submission").mkdir(parents=True)
+    (tmp_path / "gs" / "submission" / L01.notebook).write_bytes(L01.solution_path.read_bytes())
+    assert gradescope(["run", "--lesson", "lesson01", "--root", str(tmp_path / "gs")]) == 0
+    data = json.loads((tmp_path / "gs" / "results" / "results.json").read_text())
+    assert data["score"] == L01.max_score
+
+    from course_cli.instructor.nbgrader_course import ApplyCourseVerdict, StartCourseGrading
+
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    resources = {"nbgrader": {"notebook": L01.solution_path.stem, "student": "alice", "assignment": "a1"}}
+    nb, resources = StartCourseGrading().preprocess(nb, resources)
+    nb, resources = ApplyCourseVerdict().preprocess(nb, resources)
+    outputs = [o for c in nb.cells if c.cell_type == "code"
+               and c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "").startswith("test_") for o in c.outputs]
+    assert outputs and not any(o.get("output_type") == "error" for o in outputs)
