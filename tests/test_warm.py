@@ -82,11 +82,18 @@ def _env(run_dir: Path, **extra) -> dict:
 
 
 @pytest.fixture
-def run_dir(tmp_path, monkeypatch):
-    d = tmp_path / "run"
-    d.mkdir(mode=0o700)
+def run_dir(monkeypatch):
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="cw-"))  # short: a socket's path has at most 107 bytes
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
     yield d
+    _stop_servers(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _stop_servers(d: Path) -> None:
     for pidfile in (d / "attention-course").glob("w-*.pid"):
         try:
             pid = int(pidfile.read_text())
@@ -212,6 +219,11 @@ def test_a_hostile_check_cannot_influence_the_next(tmp_path, run_dir):
     assert check(probe, run_dir) == clean
     assert server_pid(run_dir) == pid and warm_checks(run_dir) == 3  # the same warm server served them all
     assert not list(tmp_path.glob("planted*")) and not Path("/tmp/planted").exists()
+    # and the probe does see traces where there are some: the hostile cell then the probe, in one check
+    both = nbformat.read(hostile, as_version=4)
+    both.cells.append(nbformat.read(probe, as_version=4).cells[-1])
+    nbformat.write(both, tmp_path / "both.ipynb")
+    assert check(tmp_path / "both.ipynb", run_dir, "--cold")["exercises"][0]["status"] != "passed"
 
 
 @pytest.mark.slow
