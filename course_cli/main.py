@@ -252,7 +252,9 @@ def hint(lesson: str, exercise: str) -> None:
 
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
-def init(directory: str | None) -> None:
+@click.option("--no-references", is_flag=True, help="Do not build the lessons' reference observations now "
+              "(each lesson's first check builds its own; as COURSE_INIT_REFERENCES=0).")
+def init(directory: str | None, no_references: bool) -> None:
     """Make a workspace: your own copy of every lesson notebook, and a progress store.
 
     Run it again after updating the course: new lessons are added, your notebooks are never overwritten.
@@ -269,7 +271,37 @@ def init(directory: str | None) -> None:
         click.echo(f"added   {p}")
     for p in kept:
         click.echo(f"kept    {p} (yours, untouched)")
+    if not no_references:
+        _build_references()
     click.echo(f"Workspace ready in {target}. Next: cd there, `course lab`, then `course check lesson01`.")
+
+
+def _build_references() -> None:
+    """Every lesson's reference observations, once per course version, so no first check waits for one."""
+    from course_cli.sandboxed import references
+
+    if not references.wanted():
+        return
+    lessons = references.missing()
+    if not lessons:
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from course_cli.render import make_console
+
+    console = make_console(file=sys.stderr)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("Building the lessons' reference observations (once per course version)",
+                            total=len(lessons))
+
+        def done(lesson, error):
+            bar.advance(task)
+            if error:
+                bar.console.print(f"warning: {lesson.id}'s reference was not built ({error.splitlines()[0][:200]}); "
+                                  f"its first check will try again")
+
+        references.build(lessons, done)
 
 
 @cli.command()
