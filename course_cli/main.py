@@ -330,6 +330,10 @@ def lab(lesson: str | None, print_command: bool) -> None:
     if print_command:
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return
+    if lesson:  # the check cells' warm grader, loading while JupyterLab starts
+        from course_cli.sandboxed.warm import prestart
+
+        prestart(_lesson(lesson))
     os.execvpe(exe, argv, {**os.environ, **env})
 
 

@@ -197,7 +197,14 @@ def _probe(tmp_path: Path) -> Path:
 import os, glob, builtins, torch
 _traces = [p for p in ("/tmp/planted", "/tmp/planted-late", "../planted", "../planted-late")
            if os.path.exists(p)] + glob.glob("../*/planted*")
-if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) \
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+_privileged = int(_status["CapEff"].strip(), 16) != 0 or _status["NoNewPrivs"].strip() != "1"
+# a forked process computes correctly, with a thread pool of its own too
+torch.set_num_threads(2)
+_a = torch.randn(300, 300, dtype=torch.float64)
+_wrong = not torch.allclose(_a @ _a, torch.from_numpy(_a.numpy() @ _a.numpy()))
+torch.set_num_threads(1)
+if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) or _privileged or _wrong \
         or torch.softmax(torch.zeros(2), 0).shape != (2,):
     def softmax(x, dim=-1):
         raise RuntimeError(f"a previous check left {_traces}")
@@ -346,3 +353,29 @@ def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatc
     outputs = [o for c in nb.cells if c.cell_type == "code"
                and c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "").startswith("test_") for o in c.outputs]
     assert outputs and not any(o.get("output_type") == "error" for o in outputs)
+
+
+@pytest.mark.slow
+def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkeypatch):
+    """incell.grade calls warm.grade_cells with the kernel's cells and no folder; `course lab LESSON`
+    starts the server beforehand (warm.prestart), and the check cell's first check uses it."""
+    from course_cli.sandboxed.grading import grade_cells
+    from course_cli.sandboxed.notebook import graded_cells, read_notebook
+
+    monkeypatch.setenv("COURSE_WARM", "1")
+    warm.prestart(L01)
+    for _ in range(200):
+        if list((run_dir / "attention-course").glob("w-*.pid")):
+            break
+        time.sleep(0.05)
+    pid = server_pid(run_dir)
+    cells = graded_cells(read_notebook(L01.solution_path))
+    cold = grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
+    warm_result = warm.grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
+    assert warm_result.to_dict() == cold.to_dict() and warm_result.notes == cold.notes
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 1
+    broken = [dict(c) for c in cells]
+    i = next(i for i, c in enumerate(broken) if "def softmax" in c["source"])
+    broken[i]["source"] = broken[i]["source"].replace("def softmax", "def _softmax_unused") + \
+        "\ndef softmax(x, dim=-1):\n    return x\n"
+    assert warm.grade_cells(L01, broken, "k", ["softmax"]).to_dict() == grade_cells(L01, broken, "k", ["softmax"]).to_dict()

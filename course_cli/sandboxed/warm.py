@@ -203,8 +203,9 @@ def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: 
     return grading.grade_cells(lesson, cells, notebook, exercises, only_public, cwd)
 
 
-def prestart(lesson=None, cwd=None) -> None:
-    """Start the workspace's warm server if none is running (`course lab`); never waits for it."""
+def prestart(lesson, cwd=None) -> None:
+    """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
+    `course lab` replaces with JupyterLab); never waits for it."""
     if not enabled():
         return
     try:
@@ -213,9 +214,17 @@ def prestart(lesson=None, cwd=None) -> None:
         if conn is not None:
             conn.close()
             return
-        _spawn(path, course_key(), lesson.id if lesson else None, cwd)
+        key = course_key()
     except (OSError, WarmUnavailable):
-        pass
+        return
+    pid = os.fork()  # this process has no threads and no torch: the fork only detaches the server
+    if pid == 0:
+        try:
+            os.setsid()
+            _spawn(path, key, lesson.id, cwd)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _workspace() -> Path:
