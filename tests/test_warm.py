@@ -379,3 +379,35 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
     broken[i]["source"] = broken[i]["source"].replace("def softmax", "def _softmax_unused") + \
         "\ndef softmax(x, dim=-1):\n    return x\n"
     assert warm.grade_cells(L01, broken, "k", ["softmax"]).to_dict() == grade_cells(L01, broken, "k", ["softmax"]).to_dict()
+
+
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
+SHORT = {"COURSE_CELL_TIMEOUT": "5", "COURSE_EXERCISE_TIMEOUT": "8", "COURSE_MEMORY_LIMIT_GB": "2",
+         "COURSE_FILE_LIMIT_MB": "8"}  # as tests/test_hostile.py's
+
+
+@pytest.fixture(scope="module")
+def hostile_folder(tmp_path_factory):
+    """The corpus in one folder, and one socket folder: one warm server and one zygote serve them all."""
+    import shutil
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("hostile")
+    for nb in HOSTILE.glob("*.ipynb"):
+        (folder / nb.name).write_bytes(nb.read_bytes())
+    d = Path(tempfile.mkdtemp(prefix="cw-"))
+    yield folder, d
+    _stop_servers(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.ipynb")))
+def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
+    """Every broken and hostile notebook of tests/fixtures/hostile: the same JSON warm and cold (time limits,
+    memory, output caps, exits, signals, leftovers)."""
+    folder, run_dir = hostile_folder
+    path = folder / name
+    cold = check(path, run_dir, "--cold", **SHORT)
+    warm_result = check(path, run_dir, **SHORT)
+    assert warm_result == cold
