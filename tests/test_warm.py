@@ -112,14 +112,12 @@ def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
     return json.loads(r.stdout)
 
 
-def server_log(run_dir) -> list[str]:
-    return [line for f in sorted((run_dir / "attention-course").glob("w-*.log"))
-            for line in f.read_text().splitlines() if ": " in line and line.rstrip().endswith(("s", ")"))]
-
-
 def warm_checks(run_dir) -> int:
-    """How many checks a warm server graded (its log line per check)."""
-    return sum(1 for line in server_log(run_dir) if " lesson" in line)
+    """How many checks a warm server graded (its log line per check: "HH:MM:SS lessonNN: 0.42 s")."""
+    import re
+
+    return sum(1 for f in (run_dir / "attention-course").glob("w-*.log") for line in f.read_text().splitlines()
+               if re.fullmatch(r"\d\d:\d\d:\d\d lesson\d\d: [\d.]+ s( \(new zygote\))?", line))
 
 
 def server_pid(run_dir) -> int:

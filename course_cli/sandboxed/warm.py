@@ -51,11 +51,12 @@ class WarmUnavailable(Exception):
 
 def enabled() -> bool:
     """Warm checks are on unless COURSE_WARM=0; they need Linux, pidfds and bubblewrap (checked by the server)."""
-    import shutil
+    if not (os.environ.get("COURSE_WARM", "1") != "0" and sys.platform.startswith("linux")
+            and hasattr(os, "pidfd_open")):
+        return False
+    from course_cli.sandboxed import sandbox
 
-    return (os.environ.get("COURSE_WARM", "1") != "0" and sys.platform.startswith("linux")
-            and hasattr(os, "pidfd_open") and os.environ.get("COURSE_SANDBOX", "auto") != "none"
-            and shutil.which("bwrap") is not None)
+    return sandbox.bwrap_status()[0]  # tried once per process (and the cold path needs it anyway)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -558,6 +559,7 @@ class Server:
         self.last = time.monotonic()
         self.busy = 0
         self.done = False
+        self.disabled_until = 0.0
         # Every grading runs on one worker thread: torch gives each thread that computes its own pool of
         # OpenMP threads, and a thread per check would leave a pool behind per check.
         import queue
@@ -639,6 +641,8 @@ class Server:
                 return {"result": to_wire(grading._error_result(lesson, notebook, str(exc)))}
         else:
             cells, notebook = req["cells"], req.get("notebook", "")
+        if time.monotonic() < self.disabled_until:
+            return {"error": "warm checks failed here a moment ago; graded cold"}
         with self.lock:
             t0 = time.monotonic()
             reference = self.reference(lesson)
@@ -654,6 +658,9 @@ class Server:
                 except WarmUnavailable as exc:
                     z.broken = True
                     why = str(exc)
+                    print(f"{time.strftime('%H:%M:%S')} {lesson.id}: warm check failed: {why}", file=sys.stderr,
+                          flush=True)
+            self.disabled_until = time.monotonic() + 300  # twice in a row: cold checks for a while, at once
             return {"error": why}
 
     def handle(self, conn: socket.socket) -> None:
