@@ -409,3 +409,28 @@ def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
     cold = check(path, run_dir, "--cold", **SHORT)
     warm_result = check(path, run_dir, **SHORT)
     assert warm_result == cold
+
+
+@pytest.mark.slow
+def test_a_dead_zygote_is_replaced_and_an_idle_server_exits(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    first = check(nb, run_dir, COURSE_WARM_IDLE="6")
+    pid = server_pid(run_dir)
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    assert children  # bwrap, with the zygote inside
+    for c in children:
+        os.killpg(c, signal.SIGKILL)
+    assert check(nb, run_dir, COURSE_WARM_IDLE="6") == first
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 2  # the same server, a new zygote
+    for _ in range(300):  # idle for 6 s: it goes, and takes its zygote along
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the idle server did not exit")
+    assert not list((run_dir / "attention-course").glob("w-*.pid"))
+    assert not list((run_dir / "attention-course").glob("w-*.sock"))
