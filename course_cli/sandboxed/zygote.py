@@ -141,7 +141,8 @@ def _run_check(job_path: str, limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file"], limits["file"]))
-    os.closerange(3, 65536)  # the zygote's socket and pipes: nothing of the warm process stays reachable
+    # the zygote's socket and pipes: nothing of the warm process stays reachable
+    os.closerange(3, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
     fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
