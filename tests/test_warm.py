@@ -307,7 +307,7 @@ def test_another_user_cannot_reach_the_server(tmp_path, run_dir):
 
 @pytest.mark.slow
 def test_class_grading_never_uses_the_warm_grader(tmp_path, run_dir):
-    sub = tmp_path / "class" / "alice"
+    sub = tmp_path / "class" / "alice" / "lesson01"
     sub.mkdir(parents=True)
     (sub / L01.notebook).write_bytes(L01.solution_path.read_bytes())
     r = subprocess.run([sys.executable, "-m", "course_cli", "grade", str(tmp_path / "class"), "--lesson", "1",
