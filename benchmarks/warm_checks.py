@@ -144,7 +144,7 @@ def main() -> None:
         doc = ROOT / "docs" / "benchmarks.md"
         text = doc.read_text() if doc.exists() else "# Benchmarks\n"
         section = f"## Warm checks (benchmarks/warm_checks.py)\n\n{table}\n"
-        pattern = re.compile(r"## Warm checks \(benchmarks/warm_checks.py\)\n.*?(?=\n## |\Z)", re.S)
+        pattern = re.compile(r"## Warm checks \(benchmarks/warm_checks.py\)\n.*?(?=\nRead with care|\n## |\Z)", re.S)
         text = pattern.sub(lambda m: section.rstrip("\n"), text) if pattern.search(text) else \
             text.rstrip("\n") + "\n\n" + section
         doc.write_text(text)
