@@ -187,7 +187,7 @@ def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm
         result = _grade_warm(req)
         if result is not None:
             return result
-    return grading.grade_notebook(lesson, path, exercises, only_public)
+    return grading.grade_notebook(lesson, path, exercises, only_public=only_public)
 
 
 def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: bool = False, cwd=None,
@@ -201,7 +201,7 @@ def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: 
         result = _grade_warm(req)
         if result is not None:
             return result
-    return grading.grade_cells(lesson, cells, notebook, exercises, only_public, cwd)
+    return grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd)
 
 
 def prestart(lesson, cwd=None) -> None:
