@@ -743,6 +743,12 @@ class Server:
                     pass
             listener.close()
             lock.close()
+            log = self.path.parent / f"zygote-{os.getpid()}.log"
+            try:
+                if log.stat().st_size == 0:
+                    log.unlink()
+            except OSError:
+                pass
 
 
 def stop_all() -> int:
