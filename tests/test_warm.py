@@ -408,6 +408,14 @@ def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
     path = folder / name
     cold = check(path, run_dir, "--cold", **SHORT)
     warm_result = check(path, run_dir, **SHORT)
+    if warm_result != cold and check(path, run_dir, "--cold", **SHORT) != cold:
+        # not reproducible cold either (wrong_device returns uninitialised memory): the verdicts, not the
+        # numbers in the messages
+        def verdicts(r):
+            return [(e["id"], e["status"], e["points"], [c["status"] for c in e["checks"]]) for e in r["exercises"]]
+
+        assert verdicts(warm_result) == verdicts(cold)
+        return
     assert warm_result == cold
 
 
