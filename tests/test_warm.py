@@ -442,3 +442,19 @@ def test_a_dead_zygote_is_replaced_and_an_idle_server_exits(tmp_path, run_dir):
         pytest.fail("the idle server did not exit")
     assert not list((run_dir / "attention-course").glob("w-*.pid"))
     assert not list((run_dir / "attention-course").glob("w-*.sock"))
+
+
+@pytest.mark.slow
+def test_a_killed_server_s_jobs_folder_is_swept_by_the_next(tmp_path, run_dir):
+    import tempfile
+
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    check(nb, run_dir)
+    pid = server_pid(run_dir)
+    left = list(Path(tempfile.gettempdir()).glob(f"course-warm-{pid}-*"))
+    assert left  # its zygote's jobs folder
+    os.kill(pid, signal.SIGKILL)  # no chance to clean up
+    time.sleep(0.5)
+    check(nb, run_dir)
+    assert not any(p.exists() for p in left)

@@ -426,7 +426,7 @@ class Zygote:
 
         grading = _grading()
         self.lesson, self.cwd, self.broken = lesson, cwd, False
-        self.jobs = Path(tempfile.mkdtemp(prefix="course-warm-"))
+        self.jobs = Path(tempfile.mkdtemp(prefix=f"course-warm-{os.getpid()}-"))  # swept if this server is killed
         visible = grading.visible_solutions(lesson) + ([Path(cwd)] if cwd else [])
         env = {**sandbox.child_env("cpu", False, True), **({"COURSE_WORKSPACE": str(cwd)} if cwd else {})}
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -717,6 +717,7 @@ class Server:
         listener.listen(8)
         listener.settimeout(1.0)
         self.path.with_suffix(".pid").write_text(str(os.getpid()))
+        _sweep_jobs()
         if lesson_id:
             self.queue.put((lambda: self.prewarm(lesson_id, cwd), {}, threading.Event()))
         try:
@@ -749,6 +750,26 @@ class Server:
                     log.unlink()
             except OSError:
                 pass
+
+
+def _sweep_jobs() -> None:
+    """Remove the jobs folders of this user's warm servers that were killed before they could clean up."""
+    import shutil
+
+    for d in Path(tempfile.gettempdir()).glob("course-warm-*-*"):
+        try:
+            owner = int(d.name.split("-")[2])
+            if os.lstat(d).st_uid != os.getuid():
+                continue
+            os.kill(owner, 0)
+            state = Path(f"/proc/{owner}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state not in ("Z", "X"):
+                continue  # its server is alive (a zombie is not)
+            shutil.rmtree(d, ignore_errors=True)
+        except (ProcessLookupError, FileNotFoundError):
+            shutil.rmtree(d, ignore_errors=True)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 def stop_all() -> int:
