@@ -90,7 +90,7 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
         print(f"{exercise}: graded by the course's autograder step, outside this kernel")
         return None
 
-    from course_cli.sandboxed.grading import grade_cells
+    from course_cli.sandboxed.warm import grade_cells  # warm when it can be, else cold (the same verdict)
     from course_cli.render import blocked_by, exercise_html, exercise_plain
 
     try:

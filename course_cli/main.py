@@ -108,8 +108,9 @@ def list_cmd() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
 @click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
               "GitHub Classroom's workflow uses this).")
+@click.option("--cold", is_flag=True, help="Grade in a fresh sandbox, without the warm grader (as COURSE_WARM=0).")
 def check(lesson: str, exercise: str | None, notebook: str | None, solution: bool, as_json: bool,
-          detail: bool, html_file: str | None, verbose: bool, public: bool) -> None:
+          detail: bool, html_file: str | None, verbose: bool, public: bool, cold: bool) -> None:
     """Grade a lesson's notebook: what passes, what fails, and why.
 
     Exit code 0 only when every exercise passes.
@@ -142,7 +143,8 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         click.echo(notice, err=True)
     try:
         result, warnings = check_and_record(lesson_obj, path, [exercise] if exercise else None, workspace, "cli",
-                                            only_public=public, record_it=not solution and not notebook)
+                                            only_public=public, record_it=not solution and not notebook,
+                                            warm=not cold)
     except SandboxUnavailable as exc:  # bubblewrap failed to start the child: an error, never a score
         raise CourseError(for_terminal(str(exc))) from None
     for w in warnings:
@@ -256,7 +258,9 @@ def hint(lesson: str, exercise: str) -> None:
 
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
-def init(directory: str | None) -> None:
+@click.option("--no-references", is_flag=True, help="Do not build the lessons' reference observations now "
+              "(each lesson's first check builds its own; as COURSE_INIT_REFERENCES=0).")
+def init(directory: str | None, no_references: bool) -> None:
     """Make a workspace: your own copy of every lesson notebook, and a progress store.
 
     Run it again after updating the course: new lessons are added, your notebooks are never overwritten.
@@ -273,7 +277,37 @@ def init(directory: str | None) -> None:
         click.echo(f"added   {p}")
     for p in kept:
         click.echo(f"kept    {p} (yours, untouched)")
+    if not no_references:
+        _build_references()
     click.echo(f"Workspace ready in {target}. Next: cd there, `course lab`, then `course check lesson01`.")
+
+
+def _build_references() -> None:
+    """Every lesson's reference observations, once per course version, so no first check waits for one."""
+    from course_cli.sandboxed import references
+
+    if not references.wanted():
+        return
+    lessons = references.missing()
+    if not lessons:
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from course_cli.render import make_console
+
+    console = make_console(file=sys.stderr)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("Building the lessons' reference observations (once per course version)",
+                            total=len(lessons))
+
+        def done(lesson, error):
+            bar.advance(task)
+            if error:
+                bar.console.print(f"warning: {lesson.id}'s reference was not built ({error.splitlines()[0][:200]}); "
+                                  f"its first check will try again")
+
+        references.build(lessons, done)
 
 
 @cli.command()
@@ -323,6 +357,10 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
     if print_command:
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return
+    if lesson:  # the check cells' warm grader, loading while JupyterLab starts
+        from course_cli.sandboxed.warm import prestart
+
+        prestart(_lesson(lesson))
     os.execvpe(exe, argv, {**os.environ, **env})
 
 

@@ -30,6 +30,10 @@ for _folder in (HERE, HERE / "unit", HERE / "lessons"):
 # In-process probes (tests/harness.py) run Triton kernels on the CPU, as the sandboxed child does: the
 # interpreter must be chosen before anything imports triton (torch._dynamo does). Children set their own.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Tests grade cold unless they ask for the warm grader (tests/test_warm.py): a warm server per temporary
+# workspace would outlive the test that started it.
+os.environ.setdefault("COURSE_WARM", "0")
+os.environ.setdefault("COURSE_INIT_REFERENCES", "0")  # `course init` in a test does not build every reference
 
 from graders.registry import LESSONS  # noqa: E402
 

@@ -24,9 +24,10 @@ def record(result, workspace: Path | None, source: str) -> list[str]:
 
 
 def check_and_record(lesson, path: Path | str, exercises: list[str] | None, workspace: Path | None, source: str,
-                     only_public: bool = False, record_it: bool = True):
-    """Grade the notebook at `path` (sandboxed, as every check) and record the attempt; (result, warnings)."""
-    from course_cli.sandboxed.grading import grade_notebook
+                     only_public: bool = False, record_it: bool = True, warm: bool = True):
+    """Grade the notebook at `path` (sandboxed, as every check; through the workspace's warm grader when it can
+    be, else cold: the same verdict) and record the attempt; (result, warnings)."""
+    from course_cli.sandboxed.warm import grade_notebook
 
-    result = grade_notebook(lesson, path, exercises, only_public=only_public)
+    result = grade_notebook(lesson, path, exercises, only_public=only_public, warm=warm)
     return result, (record(result, workspace, source) if record_it else [])

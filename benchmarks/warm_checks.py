@@ -1,0 +1,155 @@
+"""Warm checks against `python -c "import torch"`, every figure a ratio measured in one run (interleaved, so
+each ratio's two sides see the same machine load).
+
+    python benchmarks/warm_checks.py [--runs 5] [--lessons 01,02,...,09] [--write]
+
+  warm    `course check lesson01 --solution` with the workspace's warm server running   goal <= 0.3x
+  first   the first check of each lesson after `course init` (references built, no server yet:
+          it is started by this check)                                                  goal <= 1.5x
+  cold    `course check lesson01 --solution --cold` (a fresh sandbox, as before)        goal <= 1.5x
+  cell    lesson 01's check cell in a real kernel (jupyter_client; no browser), warm and cold
+
+--write puts the table into docs/benchmarks.md (its "Warm checks" section). The reference observations are
+built first, as `course init` does; the warm server lives in a private temporary XDG_RUNTIME_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr.decode()[-2000:]}")
+    return time.perf_counter() - t
+
+
+def stop_servers(run_dir: Path) -> None:
+    for pidfile in (run_dir / "attention-course").glob("w-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(200):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+        except (OSError, ValueError):
+            pass
+
+
+def check_cell_times(runs: int, env: dict) -> tuple[list[float], list[float]]:
+    """The lesson 01 check cell (`grade("lesson01", "softmax")`) executed in a real kernel after the solved
+    notebook's cells, timed from execute request to the cell's end (no browser): warm, then cold."""
+    from jupyter_client.manager import start_new_kernel
+
+    from course_cli.sandboxed.notebook import graded_cells, read_notebook
+    from graders.registry import find_lesson
+
+    lesson = find_lesson("lesson01")
+    km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(lesson.solution_path.parent))
+    try:
+        for cell in graded_cells(read_notebook(lesson.solution_path)):
+            kc.execute_interactive(cell["source"], timeout=300, output_hook=lambda msg: None)
+        kc.execute_interactive("from course_cli.incell import grade", timeout=60, output_hook=lambda msg: None)
+        out = {"1": [], "0": []}
+        for mode in ("1", "0"):
+            kc.execute_interactive(f"import os; os.environ['COURSE_WARM'] = {mode!r}", timeout=60,
+                                   output_hook=lambda msg: None)
+            kc.execute_interactive('grade("lesson01", "softmax")', timeout=600, output_hook=lambda msg: None)
+            for _ in range(runs):
+                t = time.perf_counter()
+                kc.execute_interactive('grade("lesson01", "softmax")', timeout=600, output_hook=lambda msg: None)
+                out[mode].append(time.perf_counter() - t)
+        return out["1"], out["0"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--lessons", default="01,02,03,04,05,06,07,08,09")
+    ap.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    args = ap.parse_args()
+
+    from course_cli.sandboxed import references
+    from graders.registry import find_lesson
+
+    todo = references.missing()
+    if todo:
+        print(f"building {len(todo)} references first (as `course init` does)", flush=True)
+        references.build(todo)
+    run_dir = Path(tempfile.mkdtemp(prefix="cwb-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(run_dir), "COURSE_WARM": "1"}
+    cold_env = {**env, "COURSE_WARM": "0"}
+    course = [sys.executable, "-m", "course_cli"]
+    torch_cmd = [sys.executable, "-c", "import torch"]
+    check01 = course + ["check", "lesson01", "--solution"]
+    try:
+        timed(check01, env)  # starts the warm server
+        imports, warm, cold = [], [], []
+        for _ in range(args.runs):
+            imports.append(timed(torch_cmd, env))
+            warm.append(timed(check01, env))
+            cold.append(timed(check01 + ["--cold"], cold_env))
+        cell_warm, cell_cold = check_cell_times(args.runs, env)
+        cell_import = timed(torch_cmd, env)
+        firsts = []
+        for n in args.lessons.split(","):
+            lesson = find_lesson(f"lesson{int(n):02d}")
+            stop_servers(run_dir)
+            t_import = timed(torch_cmd, env)
+            t_first = timed(course + ["check", lesson.id, "--solution"], env)
+            firsts.append((lesson.id, t_first, t_import))
+    finally:
+        stop_servers(run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    i = statistics.median(imports)
+    rows = [("warm `course check lesson01 --solution`", statistics.median(warm), i, 0.3),
+            ("cold `course check lesson01 --solution --cold`", statistics.median(cold), i, 1.5)]
+    rows += [("lesson 01 check cell in a kernel, warm (execute to result, no browser)",
+              statistics.median(cell_warm), cell_import, 0.5 / 1.37),
+             ("lesson 01 check cell in a kernel, cold", statistics.median(cell_cold), cell_import, None)]
+    rows += [(f"first check of {lid} after `course init`", t, ti, 1.5) for lid, t, ti in firsts]
+    lines = [f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
+             f"({platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end), "
+             f"`python benchmarks/warm_checks.py --runs {args.runs}`; medians of {args.runs} interleaved runs "
+             f"(warm, cold), one run per lesson (first checks, each against an import torch just before it).", "",
+             "| what | seconds | import torch (s) | ratio | goal |", "|---|---|---|---|---|"]
+    for what, t, ti, goal in rows:
+        lines.append(f"| {what} | {t:.2f} | {ti:.2f} | {t / ti:.2f}x | {f'<= {goal:.2g}x' if goal else ''} |")
+    lines.append("")
+    lines.append("The check cell's goal is 0.5 s on the quiet machine, where `import torch` takes 1.37 s (the "
+                 "section above): 0.36x as a ratio.")
+    table = "\n".join(lines)
+    print(table)
+    if args.write:
+        doc = ROOT / "docs" / "benchmarks.md"
+        text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+        section = f"## Warm checks (benchmarks/warm_checks.py)\n\n{table}\n"
+        pattern = re.compile(r"## Warm checks \(benchmarks/warm_checks.py\)\n.*?(?=\nRead with care|\n## |\Z)", re.S)
+        text = pattern.sub(lambda m: section.rstrip("\n"), text) if pattern.search(text) else \
+            text.rstrip("\n") + "\n\n" + section
+        doc.write_text(text)
+        print(f"wrote {doc}")
+
+
+if __name__ == "__main__":
+    main()

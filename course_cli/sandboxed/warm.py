@@ -1,0 +1,810 @@
+"""Warm checks: a grading server per workspace that keeps torch, the graders and the references loaded, and
+a zygote inside the sandbox that forks one sandboxed child per check (course_cli/sandboxed/zygote.py).
+
+    course check / check cell / course watch ── Unix socket (0600, in a 0700 folder; peer uid checked)
+        └─▶ warm server (this user; never runs student code): the reference in memory, judges
+              └─ bwrap (the student child's rules) ─ zygote (torch + graders imported, no student code)
+                                                        └─ fork per check ─ its own namespaces ─ the child
+
+Only a student's own checks use it (`course check`, the check cells, `course watch`); class grading (`course
+grade`, nbgrader, Gradescope) calls course_cli.sandboxed.grading directly: a fresh sandbox per submission.
+Whatever goes wrong on the warm path (no bubblewrap, a dead or stale server, a zygote that is not safe to
+fork), the check is graded the cold way: a check never hangs on the warm process, and its verdict is the
+cold one.
+
+The server is keyed on the course's code (every file of graders/, course_cli/ and solutions/, the
+interpreter, torch's version) and the environment the children get: any change restarts it (a version
+handshake on every check). It exits after COURSE_WARM_IDLE seconds (900) without a check. COURSE_WARM=0
+(or `course check --cold`) turns warm checks off.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from graders.registry import ROOT
+
+IDLE = float(os.environ.get("COURSE_WARM_IDLE", "900"))
+CONNECT_TIMEOUT = 2.0  # to connect and to get the handshake's answer
+SILENCE = 20.0  # the longest a grading server may be silent (it sends a heartbeat every second)
+START_TIMEOUT = 30.0  # for a server just started to listen
+_ENV_PREFIXES = ("COURSE_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NVIDIA_", "TORCH_", "TRITON_",
+                 "LD_LIBRARY_PATH", "PYTORCH_", "MALLOC_ARENA_MAX")
+
+
+class WarmUnavailable(Exception):
+    """The warm path cannot grade this check; it is graded cold instead."""
+
+
+def enabled() -> bool:
+    """Warm checks are on unless COURSE_WARM=0; they need Linux, pidfds and bubblewrap (checked by the server)."""
+    if not (os.environ.get("COURSE_WARM", "1") != "0" and sys.platform.startswith("linux")
+            and hasattr(os, "pidfd_open")):
+        return False
+    from course_cli.sandboxed import sandbox
+
+    return sandbox.bwrap_status()[0]  # tried once per process (and the cold path needs it anyway)
+
+
+# ----------------------------------------------------------------------------------------------
+# identity: which server a check may use
+
+def _env_part() -> list[tuple[str, str]]:
+    return sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) and k != "COURSE_WARM")
+
+
+def course_key() -> str:
+    """The course's code as the server loaded it: every grader, CLI and solution file (path, size, mtime),
+    the interpreter and torch's version. A check whose key differs restarts the server."""
+    h = hashlib.sha256()
+    h.update(f"{sys.executable}\0{sys.version}\0{ROOT}\0".encode())
+    try:
+        import importlib.metadata
+
+        h.update(importlib.metadata.version("torch").encode())
+    except Exception:
+        pass
+    for sub, pattern in (("graders", "**/*.py"), ("course_cli", "**/*.py"), ("solutions", "*.ipynb"),
+                         ("graders", "data/**/*.pt")):
+        for p in sorted((ROOT / sub).glob(pattern)):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            h.update(f"{p.relative_to(ROOT)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    h.update(repr(_env_part()).encode())
+    return h.hexdigest()[:24]
+
+
+def socket_dir() -> Path:
+    """A folder only this user can open: $XDG_RUNTIME_DIR/attention-course, else one in the temp folder.
+    Raise WarmUnavailable when it exists and is not ours alone."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    candidates = [Path(base) / "attention-course"] if base and os.path.isdir(base) else []
+    candidates.append(Path(tempfile.gettempdir()) / f"attention-course-{os.getuid()}")
+    for d in candidates:
+        if len(str(d)) > 80:  # a Unix socket's path has at most 107 bytes
+            continue
+        try:
+            d.mkdir(mode=0o700, exist_ok=True)
+            st = os.lstat(d)
+        except OSError:
+            continue
+        import stat
+
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0:
+            return d
+    raise WarmUnavailable("no private folder for the warm grader's socket")
+
+
+def socket_path(workspace: Path) -> Path:
+    name = hashlib.sha256(f"{Path(workspace).resolve()}\0{_env_part()!r}".encode()).hexdigest()[:16]
+    return socket_dir() / f"w-{name}.sock"
+
+
+# ----------------------------------------------------------------------------------------------
+# framing (the zygote's) and results on the wire
+
+def _send(sock, msg: dict) -> None:
+    from course_cli.sandboxed.zygote import send
+
+    send(sock, msg)
+
+
+def _recv(sock, timeout: float):
+    """One frame within `timeout` seconds; None at EOF; raise TimeoutError when nothing came."""
+    from course_cli.sandboxed.zygote import recv
+
+    ready, _, _ = select.select([sock], [], [], timeout)
+    if not ready:
+        raise TimeoutError
+    sock.settimeout(SILENCE)
+    try:
+        return recv(sock)
+    finally:
+        sock.settimeout(None)
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return uid
+
+
+def to_wire(result) -> dict:
+    """A LessonResult as JSON-able data, every attribute kept (a check's figure data too)."""
+    return {"lesson": result.lesson, "notebook": result.notebook, "notes": list(result.notes),
+            "exercises": [{**{k: v for k, v in vars(e).items() if k != "checks"},
+                           "checks": [dict(vars(c)) for c in e.checks]} for e in result.exercises]}
+
+
+def from_wire(data: dict):
+    from dataclasses import fields
+
+    from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+
+    def build(cls, d: dict):
+        names = {f.name for f in fields(cls)}
+        obj = cls(**{k: v for k, v in d.items() if k in names})
+        for k, v in d.items():
+            if k not in names:
+                setattr(obj, k, v)
+        return obj
+
+    exercises = []
+    for e in data["exercises"]:
+        ex = build(ExerciseResult, {k: v for k, v in e.items() if k != "checks"})
+        ex.checks = [build(CheckResult, c) for c in e["checks"]]
+        exercises.append(ex)
+    return LessonResult(data["lesson"], data["notebook"], exercises, list(data.get("notes", [])))
+
+
+# ----------------------------------------------------------------------------------------------
+# the client: what `course check`, the check cell and `course watch` call
+
+_SPAWNED: list[subprocess.Popen] = []
+
+
+def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm: bool = True):
+    """grading.grade_notebook, through the warm server when it can be used (else cold, the same verdict)."""
+    from course_cli.sandboxed import grading
+
+    if warm and enabled():
+        req = {"op": "grade", "lesson": lesson.id, "path": str(path), "exercises": exercises,
+               "only_public": only_public, "cwd": str(Path(path).resolve().parent)}
+        result = _grade_warm(req)
+        if result is not None:
+            return result
+    return grading.grade_notebook(lesson, path, exercises, only_public=only_public)
+
+
+def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: bool = False, cwd=None,
+                warm: bool = True):
+    """grading.grade_cells (a student's own check), through the warm server when it can be used."""
+    from course_cli.sandboxed import grading
+
+    if warm and enabled():
+        req = {"op": "grade", "lesson": lesson.id, "cells": cells, "notebook": notebook, "exercises": exercises,
+               "only_public": only_public, "cwd": str(cwd) if cwd else None}
+        result = _grade_warm(req)
+        if result is not None:
+            return result
+    return grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd)
+
+
+def prestart(lesson, cwd=None) -> None:
+    """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
+    `course lab` replaces with JupyterLab); never waits for it."""
+    if not enabled():
+        return
+    try:
+        path = socket_path(_workspace())
+        conn = _connect(path)
+        if conn is not None:
+            conn.close()
+            return
+        key = course_key()
+    except (OSError, WarmUnavailable):
+        return
+    pid = os.fork()  # this process has no threads and no torch: the fork only detaches the server
+    if pid == 0:
+        try:
+            os.setsid()
+            _spawn(path, key, lesson.id, cwd)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _workspace() -> Path:
+    from course_cli.student.workspace import find_workspace
+
+    return find_workspace()
+
+
+def _connect(path: Path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(CONNECT_TIMEOUT)
+    try:
+        s.connect(str(path))
+        if _peer_uid(s) != os.getuid():
+            raise OSError("the warm grader's socket belongs to another user")
+    except OSError:
+        s.close()
+        return None
+    s.settimeout(None)
+    return s
+
+
+def _spawn(path: Path, key: str, lesson: str | None, cwd: str | None) -> subprocess.Popen:
+    for p in list(_SPAWNED):  # reap servers this process started that have since exited
+        if p.poll() is not None:
+            _SPAWNED.remove(p)
+    argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key]
+    if lesson:
+        argv += [lesson, cwd or ""]
+    log = open(path.with_suffix(".log"), "ab")
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                start_new_session=True, close_fds=True, env={**os.environ, "COURSE_WARM": "1"})
+    finally:
+        log.close()
+    _SPAWNED.append(proc)
+    return proc
+
+
+def _hello(conn, key: str) -> dict | None:
+    try:
+        _send(conn, {"op": "hello", "key": key})
+        reply = _recv(conn, CONNECT_TIMEOUT * 3)
+    except (OSError, TimeoutError, ValueError):
+        return None
+    return reply if isinstance(reply, dict) else None
+
+
+def _stop(conn, reply: dict | None) -> None:
+    """Tell a stale server to go, and make sure it went (it is this user's own process)."""
+    try:
+        _send(conn, {"op": "stop"})
+    except OSError:
+        pass
+    conn.close()
+    pid = reply.get("pid") if reply else None
+    if isinstance(pid, int) and pid > 1:
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            time.sleep(0.1)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _grade_warm(req: dict):
+    """The result from the warm server, or None (then the caller grades cold)."""
+    try:
+        key, path = course_key(), socket_path(_workspace())
+    except (OSError, WarmUnavailable):
+        return None
+    for attempt in range(3):
+        conn = _connect(path)
+        if conn is None:
+            if attempt == 2:
+                return None
+            proc = _spawn(path, key, req["lesson"], req.get("cwd"))
+            deadline = time.monotonic() + START_TIMEOUT
+            while conn is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+                conn = _connect(path)
+                if conn is None and proc.poll() is not None:
+                    # it exited: another server won the lock (and is about to listen), or it cannot run here
+                    deadline = min(deadline, time.monotonic() + 2.0)
+            if conn is None:
+                return None
+        reply = _hello(conn, key)
+        if reply is None:  # listening but not answering: whatever it is, a fresh server takes the path
+            conn.close()
+            _discard(path)
+            continue
+        if reply.get("key") != key:
+            _stop(conn, reply)  # stale (older course code): replaced
+            continue
+        try:
+            _send(conn, req)
+            while True:
+                msg = _recv(conn, SILENCE)
+                if msg is None:
+                    return None  # the server died during the check: graded cold
+                if "result" in msg:
+                    return from_wire(msg["result"])
+                if "error" in msg:
+                    return None
+        except (OSError, TimeoutError, ValueError, KeyError, TypeError):
+            _stop(conn, reply)
+            return None
+        finally:
+            conn.close()
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# the zygote, seen from the server
+
+def _grading():
+    from course_cli.sandboxed import grading
+
+    return grading
+
+
+class _ZygoteProc:
+    """What sandbox.Child needs of a Popen, for one check forked by the zygote."""
+
+    pid = -1
+
+    def __init__(self, zygote: "Zygote", pidfd: int):
+        self.zygote, self.pidfd, self.returncode = zygote, pidfd, None
+
+    def wait(self, timeout: float | None = None):
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            msg = self.zygote.recv(SILENCE if timeout is None else timeout)
+        except TimeoutError:
+            if timeout is None:
+                self.zygote.broken = True
+                raise WarmUnavailable("the warm check did not end after it was killed") from None
+            raise subprocess.TimeoutExpired("warm check", timeout) from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("status"), int):
+            self.zygote.broken = True
+            raise WarmUnavailable(f"the zygote ended during a check ({msg})")
+        self.returncode = msg["status"]
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _warm_child_class():
+    from course_cli.sandboxed import sandbox
+
+    class WarmChild(sandbox.Child):
+        """A sandbox.Child forked by the zygote: the same phase watching, the same death() rules; killed
+        through its pidfd (its PID namespace's init) instead of a process group."""
+
+        zygote: "Zygote | None" = None
+
+        def kill_all(self) -> None:
+            proc = self.proc
+            proc.kill()
+            if proc.returncode is None:
+                try:
+                    proc.wait(None)
+                except WarmUnavailable:
+                    pass
+            if proc.pidfd >= 0:
+                os.close(proc.pidfd)
+                proc.pidfd = -1
+
+        def cleanup(self) -> None:
+            super().cleanup()
+            if self.zygote is not None:
+                self.zygote.wipe()
+
+    return WarmChild
+
+
+class Zygote:
+    """One warm sandbox for a lesson and a notebook folder (the binds a student child of that lesson gets)."""
+
+    def __init__(self, lesson, cwd: str | None, log_dir: Path):
+        from course_cli.sandboxed import sandbox
+
+        grading = _grading()
+        self.lesson, self.cwd, self.broken = lesson, cwd, False
+        self.jobs = Path(tempfile.mkdtemp(prefix=f"course-warm-{os.getpid()}-"))  # swept if this server is killed
+        visible = grading.visible_solutions(lesson) + ([Path(cwd)] if cwd else [])
+        env = {**sandbox.child_env("cpu", False, True), **({"COURSE_WORKSPACE": str(cwd)} if cwd else {})}
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = sandbox._bwrap_argv(self.jobs, "cpu", visible, env) + [
+            sys.executable, "-m", "course_cli.sandboxed.zygote", str(theirs.fileno()), lesson.module]
+        self.cgroup = sandbox._new_cgroup(sandbox.PROCESS_LIMIT)
+        with open(log_dir / f"zygote-{os.getpid()}.log", "ab") as err:
+            self.proc = subprocess.Popen(argv, cwd=str(self.jobs), env=env, pass_fds=(theirs.fileno(),),
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True,
+                                         preexec_fn=sandbox._limits(sandbox.MEMORY_LIMIT, self.cgroup))
+        theirs.close()
+        self.ready = None
+
+    def wait_ready(self) -> None:
+        from course_cli.sandboxed import sandbox
+
+        if self.ready is None:
+            try:
+                self.ready = self.recv(sandbox.STARTUP_ALLOWANCE)
+            except TimeoutError:
+                self.ready = None
+        if not (isinstance(self.ready, dict) and self.ready.get("ready") and self.ready.get("threads") == 1):
+            self.broken = True
+            raise WarmUnavailable(f"the zygote did not start ({self.ready})")
+
+    def recv(self, timeout: float):
+        return _recv(self.sock, timeout)
+
+    def start(self, job: dict):
+        """Fork one check on `job` (sandbox.start's job dict, less `out`); a sandbox.Child for it."""
+        from course_cli.sandboxed import sandbox
+        from course_cli.sandboxed.zygote import recv, send
+
+        self.wait_ready()
+        self.wipe()
+        out = Path(tempfile.mkdtemp(dir=self.jobs))
+        job = {**job, "out": str(out)}
+        (out / "job.json").write_text(json.dumps(job))
+        try:
+            send(self.sock, {"op": "check", "job": str(out / "job.json"), "out": str(out),
+                             "limits": {"memory": sandbox.MEMORY_LIMIT, "file": sandbox.FILE_LIMIT,
+                                        "tmp": sandbox.TMP_LIMIT}})
+            ready, _, _ = select.select([self.sock], [], [], SILENCE)
+            msg, fds = recv(self.sock, want_fds=True) if ready else (None, [])
+        except OSError as exc:
+            msg, fds = {"error": str(exc)}, []
+        if not (isinstance(msg, dict) and msg.get("started") and len(fds) == 1):
+            for fd in fds:
+                os.close(fd)
+            self.broken = True
+            raise WarmUnavailable(f"the zygote did not start the check ({msg})")
+        ex_t = float(job["exercise_timeout"])
+        work = min(sandbox.CELL_TIMEOUT * max(1, len(job["cells"])) + ex_t * len(job["exercises"]),
+                   sandbox.NOTEBOOK_TIMEOUT)  # as sandbox.start's budget for a student's notebook
+        child = _warm_child_class()(_ZygoteProc(self, fds[0]), out, time.monotonic() + sandbox.STARTUP_ALLOWANCE + work,
+                                    sandbox.MEMORY_LIMIT, job, notebook_limit=work, sandboxed=True)
+        child.zygote = self
+        return child
+
+    def wipe(self) -> None:
+        """Remove everything a check left in the jobs folder (its processes are dead by then)."""
+        import shutil
+
+        for p in self.jobs.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        import shutil
+
+        from course_cli.sandboxed import sandbox
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        if self.cgroup is not None:
+            sandbox._cgroup_kill(self.cgroup)
+            sandbox._remove_cgroup(self.cgroup)
+        self.sock.close()
+        shutil.rmtree(self.jobs, ignore_errors=True)
+
+
+def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises, only_public, cwd):
+    """grading.Grading with the student's CPU child forked by the zygote and the reference from memory."""
+    import copy
+
+    grading = _grading()
+    from course_cli.sandboxed import sandbox
+
+    class WarmGrading(grading.Grading):
+        def __init__(self):
+            from graders.registry import STUDENT_DISTRIBUTION
+
+            self.lesson, self.cells, self.notebook, self.cwd = lesson, cells, notebook, cwd
+            self.only_public = only_public or STUDENT_DISTRIBUTION
+            self.trusted = False
+            self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
+            self.names = [e.name for e in self.wanted]
+            self.reference, self.ref_path = copy.deepcopy(reference), None
+            self.student = self._start_student("cpu")
+
+        def _start_student(self, device: str):
+            if device != "cpu":
+                return super()._start_student(device)
+            job = {"module": lesson.module, "cells": cells, "exercises": self.names, "device": "cpu",
+                   "mistakes": False, "only_public": self.only_public, "bench": False,
+                   "cell_timeout": sandbox.CELL_TIMEOUT, "exercise_timeout": sandbox.EXERCISE_TIMEOUT,
+                   "output_limit": sandbox.OUTPUT_LIMIT, "file_limit": sandbox.FILE_LIMIT, "hidden_seed": None}
+            return zygote.start(job)
+
+    return WarmGrading()
+
+
+# ----------------------------------------------------------------------------------------------
+# the server
+
+class Server:
+    MAX_ZYGOTES = 2
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key = path, key
+        self.lock = threading.Lock()  # one check at a time: the zygote forks one child per job
+        self.zygotes: dict[tuple, Zygote] = {}
+        self.references: dict[str, object] = {}
+        self.last = time.monotonic()
+        self.busy = 0
+        self.done = False
+        self.disabled_until = 0.0
+        # Every grading runs on one worker thread: torch gives each thread that computes its own pool of
+        # OpenMP threads, and a thread per check would leave a pool behind per check.
+        import queue
+
+        self.queue: "queue.Queue" = queue.Queue()
+        threading.Thread(target=self._work, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            fn, box, done = self.queue.get()
+            try:
+                box["reply"] = fn()
+            except Exception as exc:
+                import traceback
+
+                traceback.print_exc()
+                box["reply"] = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                done.set()
+
+    def reference(self, lesson):
+        if lesson.id not in self.references:
+            g = _grading()
+            self.references[lesson.id] = g.Reference.finish(lesson, *g.Reference.start(lesson, "cpu"), "cpu")
+        return self.references[lesson.id]
+
+    def zygote(self, lesson, cwd: str | None) -> Zygote:
+        k = (lesson.id, cwd)
+        z = self.zygotes.get(k)
+        if z is not None and (z.broken or z.proc.poll() is not None):
+            z.stop()
+            del self.zygotes[k]
+            z = None
+        if z is None:
+            while len(self.zygotes) >= self.MAX_ZYGOTES:
+                old = next(iter(self.zygotes))
+                self.zygotes.pop(old).stop()
+            z = self.zygotes[k] = Zygote(lesson, cwd, self.path.parent)
+        else:
+            self.zygotes[k] = self.zygotes.pop(k)  # most recently used last
+        return z
+
+    def prewarm(self, lesson_id: str, cwd: str | None) -> None:
+        from graders.registry import find_lesson
+
+        with self.lock:
+            try:
+                lesson = find_lesson(lesson_id)
+                z = self.zygote(lesson, cwd)  # first: it imports torch in the sandbox while we do here
+                import torch  # noqa: F401
+
+                __import__(lesson.module, fromlist=["CHECKS"])
+                # what the first judging would import: the verdict, the judges, the diagnosis, nbformat
+                import graders.engine.diagnosis  # noqa: F401
+                import graders.engine.judges  # noqa: F401
+                import graders.engine.verdict  # noqa: F401
+                from course_cli.sandboxed import notebook, readback  # noqa: F401
+
+                notebook._nbformat()
+
+                self.reference(lesson)
+                z.wait_ready()
+            except Exception as exc:
+                print(f"prewarm of {lesson_id} failed: {exc!r}", file=sys.stderr, flush=True)
+
+    def grade(self, req: dict) -> dict:
+        from graders.registry import find_lesson
+
+        grading = _grading()
+        lesson = find_lesson(req["lesson"])
+        exercises, only_public, cwd = req.get("exercises"), bool(req.get("only_public")), req.get("cwd") or None
+        if "path" in req:
+            from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
+
+            notebook = req["path"]
+            try:
+                cells = graded_cells(read_notebook(notebook))
+            except NotebookError as exc:
+                return {"result": to_wire(grading._error_result(lesson, notebook, str(exc)))}
+        else:
+            cells, notebook = req["cells"], req.get("notebook", "")
+        if time.monotonic() < self.disabled_until:
+            return {"error": "warm checks failed here a moment ago; graded cold"}
+        with self.lock:
+            t0 = time.monotonic()
+            reference = self.reference(lesson)
+            for attempt in range(2):
+                fresh = (lesson.id, cwd) not in self.zygotes
+                z = self.zygote(lesson, cwd)
+                try:
+                    result = _warm_grading(z, reference, lesson, cells, notebook, exercises, only_public,
+                                           cwd).finish()
+                    print(f"{time.strftime('%H:%M:%S')} {lesson.id}: {time.monotonic() - t0:.2f} s"
+                          f"{' (new zygote)' if fresh else ''}", file=sys.stderr, flush=True)
+                    return {"result": to_wire(result)}
+                except WarmUnavailable as exc:
+                    z.broken = True
+                    why = str(exc)
+                    print(f"{time.strftime('%H:%M:%S')} {lesson.id}: warm check failed: {why}", file=sys.stderr,
+                          flush=True)
+            self.disabled_until = time.monotonic() + 300  # twice in a row: cold checks for a while, at once
+            return {"error": why}
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            if _peer_uid(conn) != os.getuid():
+                return
+            msg = _recv(conn, CONNECT_TIMEOUT * 3)
+            if not isinstance(msg, dict) or msg.get("op") != "hello":
+                return
+            _send(conn, {"key": self.key, "pid": os.getpid()})
+            if msg.get("key") != self.key:
+                self.done = True  # a newer course: the client replaces this server
+            while True:
+                msg = _recv(conn, SILENCE)
+                if not isinstance(msg, dict) or msg.get("op") == "stop":
+                    if isinstance(msg, dict):
+                        self.done = True
+                    return
+                if msg.get("op") != "grade":
+                    return
+                box: dict = {}
+                done = threading.Event()
+                self.busy += 1
+                self.queue.put((lambda: self.grade(msg), box, done))
+                try:
+                    while not done.wait(1.0):
+                        _send(conn, {"op": "wait"})
+                finally:
+                    done.wait()
+                    self.busy -= 1
+                    self.last = time.monotonic()
+                _send(conn, box["reply"])
+        except (OSError, TimeoutError, ValueError):
+            pass
+        finally:
+            conn.close()
+            self.last = time.monotonic()
+
+    def serve(self, lesson_id: str | None, cwd: str | None) -> None:
+        lock = open(self.path.with_suffix(".lock"), "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # another server of this workspace is running or starting
+        self.path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(self.path))
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        ino = os.stat(self.path).st_ino
+        listener.listen(8)
+        listener.settimeout(1.0)
+        self.path.with_suffix(".pid").write_text(str(os.getpid()))
+        _sweep_jobs()
+        if lesson_id:
+            self.queue.put((lambda: self.prewarm(lesson_id, cwd), {}, threading.Event()))
+        try:
+            while not self.done:
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    if not self.busy and time.monotonic() - self.last > IDLE:
+                        break
+                    continue
+                self.last = time.monotonic()
+                threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+        finally:
+            try:
+                if os.stat(self.path).st_ino == ino:
+                    self.path.unlink()
+            except OSError:
+                pass
+            self.path.with_suffix(".pid").unlink(missing_ok=True)
+            for z in self.zygotes.values():
+                try:
+                    z.stop()
+                except Exception:
+                    pass
+            listener.close()
+            lock.close()
+            log = self.path.parent / f"zygote-{os.getpid()}.log"
+            try:
+                if log.stat().st_size == 0:
+                    log.unlink()
+            except OSError:
+                pass
+
+
+def _sweep_jobs() -> None:
+    """Remove the jobs folders of this user's warm servers that were killed before they could clean up."""
+    import shutil
+
+    for d in Path(tempfile.gettempdir()).glob("course-warm-*-*"):
+        try:
+            owner = int(d.name.split("-")[2])
+            if os.lstat(d).st_uid != os.getuid():
+                continue
+            os.kill(owner, 0)
+            state = Path(f"/proc/{owner}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state not in ("Z", "X"):
+                continue  # its server is alive (a zombie is not)
+            shutil.rmtree(d, ignore_errors=True)
+        except (ProcessLookupError, FileNotFoundError):
+            shutil.rmtree(d, ignore_errors=True)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+def stop_all() -> int:
+    """Stop every warm server of this user (tests, and `python -m course_cli.sandboxed.warm stop`)."""
+    n = 0
+    try:
+        d = socket_dir()
+    except WarmUnavailable:
+        return 0
+    for pidfile in d.glob("w-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            n += 1
+        except (OSError, ValueError):
+            pass
+    return n
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["stop"]:
+        print(f"stopped {stop_all()} warm grader(s)")
+        return
+    if argv[:1] != ["serve"] or len(argv) < 3:
+        sys.exit("usage: python -m course_cli.sandboxed.warm serve SOCKET KEY [LESSON CWD] | stop")
+    path, key = Path(argv[1]), argv[2]
+    lesson, cwd = (argv[3], argv[4] or None) if len(argv) >= 5 else (None, None)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    from course_cli.sandboxed import sandbox
+
+    if not sandbox.bwrap_status()[0]:
+        print(f"warm checks need the sandbox: {sandbox.bwrap_status()[1]}", file=sys.stderr)
+        return  # clients fall back to cold checks
+    Server(path, key).serve(lesson, cwd)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,272 @@
+"""The warm grading process inside the sandbox: imports torch and the graders once, then forks one check
+per job. It never runs student code itself (see "Warm checks" in docs/architecture.md).
+
+Started by `course_cli.sandboxed.warm` as `python -m course_cli.sandboxed.zygote FD MODULE` under the same
+bubblewrap rules as every grading child (sandbox._bwrap_argv: no network, the allowlisted read-only binds, a
+scrubbed environment), with a jobs folder bound read-write in place of a child's output folder. FD is a Unix
+socket to the warm server, the only thing it listens to. Per job:
+
+    zygote ─ fork ─ C: unshare(user, mount, pid, ipc, uts, net, cgroup), a fresh tmpfs /tmp, only the
+                       job's output folder left visible of the jobs folder
+                    └─ fork ─ G: pid 1 of the new PID namespace (the sandbox's init, as bwrap's is);
+                                 waits until the server holds a pidfd on it
+                              └─ fork ─ the check (pid 2): its own session, no capabilities, no_new_privs,
+                                        the child's rlimits, every inherited descriptor closed; then
+                                        course_cli.sandboxed.child runs the job exactly as a cold child does
+
+The server kills a check by its pidfd on G (the end of a PID namespace's init kills everything in it). The
+zygote is not dumpable, so a check (in a nested user namespace, without capabilities) can neither trace it,
+read its memory, nor open /proc/<zygote>/root; its pid is outside the check's PID namespace, so a check can
+not signal it either. Before each fork the zygote checks that it is still one thread (no OpenMP or intra-op
+pool started): a forked child of a multi-threaded process could deadlock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def send(sock: socket.socket, msg: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(msg).encode()
+    frame = struct.pack("!I", len(data)) + data
+    if fds:
+        socket.send_fds(sock, [frame], list(fds))
+    else:
+        sock.sendall(frame)
+
+
+def recv(sock: socket.socket, want_fds: bool = False):
+    """One frame: the message (None at EOF), and with want_fds the descriptors sent with it."""
+    fds: list[int] = []
+    head = b""
+    while len(head) < 4:
+        if want_fds and not head:
+            part, got, _, _ = socket.recv_fds(sock, 4, 4)
+            fds += got
+        else:
+            part = sock.recv(4 - len(head))
+        if not part:
+            return (None, fds) if want_fds else None
+        head += part
+    (n,) = struct.unpack("!I", head)
+    body = b""
+    while len(body) < n:
+        part = sock.recv(n - len(body))
+        if not part:
+            return (None, fds) if want_fds else None
+        body += part
+    msg = json.loads(body)
+    return (msg, fds) if want_fds else msg
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src, target, fstype, flags, data=None) -> None:
+    enc = lambda s: s.encode() if isinstance(s, str) else s  # noqa: E731
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def _enter_namespaces(out: str, tmp_limit: int) -> None:
+    """In C: new namespaces (this user mapped to itself), a private /tmp, and of the jobs folder only `out`."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+    _check(_libc.unshare(flags), "unshare")
+    _libc.unshare(CLONE_NEWCGROUP)  # as bwrap's --unshare-cgroup-try: where the kernel has it
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    keep = os.open(out, os.O_PATH | os.O_DIRECTORY)  # in the new mount namespace, before /tmp is covered
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_limit},mode=0755")
+    jobs = os.path.dirname(out)
+    if os.path.isdir(jobs):  # the jobs folder is outside /tmp: hide it under an empty tmpfs
+        _mount("tmpfs", jobs, "tmpfs", MS_NOSUID | MS_NODEV, "size=65536,mode=0755")
+    os.makedirs(out, exist_ok=True)
+    _mount(f"/proc/self/fd/{keep}", out, None, MS_BIND)
+    os.close(keep)
+
+
+def _drop_privileges() -> None:
+    """The check runs with no capabilities in its namespaces and cannot gain any (as under bwrap)."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    for cap in range(64):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()
+    _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+
+
+def _run_check(job_path: str, limits: dict) -> None:
+    """The check itself (pid 2 of its namespace): the child's limits, then course_cli.sandboxed.child."""
+    os.setsid()
+    _drop_privileges()
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own /proc entries, as a cold child's (it is alone here)
+    memory = limits["memory"]
+    if memory:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file"], limits["file"]))
+    # the zygote's socket and pipes: nothing of the warm process stays reachable
+    os.closerange(3, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    os.chdir(os.path.dirname(job_path))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = ["course_cli.sandboxed.child", job_path]
+    from course_cli.sandboxed import child
+
+    code = 1
+    try:
+        child.main()  # ends with os._exit(0)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+    os._exit(code)
+
+
+def _init(go: int, job_path: str, limits: dict) -> None:
+    """G, pid 1 of the check's namespace: once the server holds its pidfd, start the check and reap; exit as
+    bwrap does (the check's exit code, or 128 + the signal that killed it)."""
+    if not os.read(go, 1):  # the zygote went away before handing over the check: nothing to run
+        os._exit(1)
+    os.close(go)
+    pid = os.fork()
+    if pid == 0:
+        _run_check(job_path, limits)
+    status = 1
+    while True:
+        try:
+            got, st = os.wait()
+        except ChildProcessError:
+            break
+        if got == pid:
+            status = os.waitstatus_to_exitcode(st)
+            status = 128 - status if status < 0 else status
+            break
+    os._exit(status)
+
+
+def _fork_check(ctl: socket.socket, job: dict) -> None:
+    limits = job["limits"]
+    go_r, go_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    c = os.fork()
+    if c == 0:  # C
+        try:
+            ctl.close()
+            os.close(go_w)
+            os.close(pid_r)
+            _enter_namespaces(job["out"], limits["tmp"])
+            g = os.fork()
+            if g == 0:
+                os.close(pid_w)
+                _init(go_r, job["job"], limits)
+            os.close(go_r)
+            os.write(pid_w, str(g).encode())
+            os.close(pid_w)
+            _, st = os.waitpid(g, 0)
+            if os.WIFSIGNALED(st):
+                signal.signal(os.WTERMSIG(st), signal.SIG_DFL)
+                os.kill(os.getpid(), os.WTERMSIG(st))
+            os._exit(os.waitstatus_to_exitcode(st))
+        except BaseException as exc:
+            try:
+                os.write(2, f"warm check setup failed: {exc!r}\n".encode())
+            finally:
+                os._exit(70)
+    os.close(go_r)
+    os.close(pid_w)
+    got = b""
+    while True:
+        part = os.read(pid_r, 32)
+        if not part:
+            break
+        got += part
+    os.close(pid_r)
+    if not got:  # C failed before G existed
+        os.close(go_w)
+        _, st = os.waitpid(c, 0)
+        send(ctl, {"error": f"the check's sandbox could not be made (exit {os.waitstatus_to_exitcode(st)})"})
+        return
+    pidfd = os.pidfd_open(int(got))
+    send(ctl, {"started": True}, [pidfd])
+    os.close(pidfd)
+    os.write(go_w, b"g")
+    os.close(go_w)
+    _, st = os.waitpid(c, 0)
+    send(ctl, {"status": os.waitstatus_to_exitcode(st)})
+
+
+def main() -> None:
+    fd, module = int(sys.argv[1]), sys.argv[2]
+    ctl = socket.socket(fileno=fd)
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no check may trace this process or open its /proc entries
+    sys.stdin = open(os.devnull)
+    # What a cold child imports before the first cell, done once: torch, the engine, the lesson's grader and
+    # the child itself. Nothing here computes with torch (no thread pool may start before a fork).
+    import torch  # noqa: F401
+
+    from graders import engine
+
+    for name in ("probe_exercise", "register_source", "student_traceback", "ExerciseTimeout", "mistake_source"):
+        getattr(engine, name)
+    __import__(module, fromlist=["CHECKS"])
+    from course_cli.sandboxed import child  # noqa: F401
+
+    send(ctl, {"ready": True, "threads": threads(), "torch": torch.__version__})
+    while True:
+        job = recv(ctl)
+        if job is None or job.get("op") == "stop":
+            os._exit(0)
+        n = threads()
+        if n != 1:
+            send(ctl, {"error": f"the warm process has {n} threads; forking it is not safe"})
+            os._exit(3)
+        _fork_check(ctl, job)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""test_warm, end to end: the tests of tests/unit/test_warm.py that start a child (the slow tier)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+import nbformat
+import pytest
+from course_cli.sandboxed import warm
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+from graders.registry import LESSONS, ROOT, find_lesson
+from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
+def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir):
+    notebooks = _notebooks(lesson, tmp_path / "nb")
+    for nb in notebooks:
+        cold = check(nb, run_dir, "--cold", lesson=lesson)
+        warm_result = check(nb, run_dir, lesson=lesson)
+        assert warm_result == cold, nb.name
+    assert warm_checks(run_dir) == len(notebooks)  # every warm one was graded warm (not fallen back to cold)
+
+
+@pytest.mark.slow
+def test_a_hostile_check_cannot_influence_the_next(tmp_path, run_dir):
+    hostile, probe = _hostile(tmp_path), _probe(tmp_path)
+    clean = check(probe, run_dir, "--cold")
+    assert clean["exercises"][0]["status"] == "passed"
+    check(hostile, run_dir)
+    pid = server_pid(run_dir)
+    assert check(probe, run_dir) == clean  # right after
+    time.sleep(3)  # the daemon's time
+    assert check(probe, run_dir) == clean
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 3  # the same warm server served them all
+    assert not list(tmp_path.glob("planted*")) and not Path("/tmp/planted").exists()
+    # and the probe does see traces where there are some: the hostile cell then the probe, in one check
+    both = nbformat.read(hostile, as_version=4)
+    both.cells.append(nbformat.read(probe, as_version=4).cells[-1])
+    nbformat.write(both, tmp_path / "both.ipynb")
+    assert check(tmp_path / "both.ipynb", run_dir, "--cold")["exercises"][0]["status"] != "passed"
+
+
+@pytest.mark.slow
+def test_a_killed_server_is_restarted_and_a_silent_one_is_not_waited_on(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    first = check(nb, run_dir)
+    pid = server_pid(run_dir)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert check(nb, run_dir) == first
+    assert server_pid(run_dir) != pid and warm_checks(run_dir) == 2
+    # a process that listens on the socket and never answers: the check goes on (a fresh server)
+    os.kill(server_pid(run_dir), signal.SIGKILL)
+    time.sleep(0.5)
+    (sock_path,) = (run_dir / "attention-course").glob("w-*.sock")
+    sock_path.unlink()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(str(sock_path))
+    silent.listen(8)
+    try:
+        assert check(nb, run_dir, timeout=300) == first
+    finally:
+        silent.close()
+    assert warm_checks(run_dir) == 3
+
+
+@pytest.mark.slow
+def test_a_stale_server_is_replaced(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    env = _env(run_dir)
+    path = subprocess.run([sys.executable, "-c", "from course_cli.sandboxed import warm;"
+                           "from course_cli.student.workspace import find_workspace;"
+                           "print(warm.socket_path(find_workspace()))"],
+                          capture_output=True, text=True, env=env, check=True).stdout.strip()
+    old = subprocess.Popen([sys.executable, "-m", "course_cli.sandboxed.warm", "serve", path, "an-older-course"],
+                           env=env, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if Path(path).exists():
+            break
+        time.sleep(0.05)
+    result = check(nb, run_dir)
+    assert old.wait(timeout=30) is not None  # told to go
+    assert all(e["status"] == "passed" for e in result["exercises"])
+    assert warm_checks(run_dir) == 1
+
+
+@pytest.mark.slow
+def test_another_user_cannot_reach_the_server(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    check(nb, run_dir)
+    (sock_path,) = (run_dir / "attention-course").glob("w-*.sock")
+    assert stat.S_IMODE(os.stat(sock_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(sock_path.parent).st_mode) == 0o700
+    if os.getuid() != 0:
+        pytest.skip("trying as another user needs root to become one")
+    os.chmod(run_dir, 0o755)
+    pid = os.fork()
+    if pid == 0:  # as nobody: connect and ask for a grading
+        code = 0
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(str(sock_path))
+            code = 1  # connected: the folder's and the socket's modes did not stop it
+        except OSError:
+            pass
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0
+
+
+@pytest.mark.slow
+def test_class_grading_never_uses_the_warm_grader(tmp_path, run_dir):
+    sub = tmp_path / "class" / "alice" / "lesson01"
+    sub.mkdir(parents=True)
+    (sub / L01.notebook).write_bytes(L01.solution_path.read_bytes())
+    r = subprocess.run([sys.executable, "-m", "course_cli", "grade", str(tmp_path / "class"), "--lesson", "1",
+                        "--out", str(tmp_path / "out"), "--jobs", "1"], capture_output=True, text=True,
+                       env=_env(run_dir), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    folder = run_dir / "attention-course"
+    assert not folder.exists() or not list(folder.glob("w-*")), list(folder.iterdir())
+
+
+@pytest.mark.slow
+def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatch):
+    """In this process, with warm checks on and the warm path made to fail loudly: class grading still grades
+    (so it never went through it)."""
+    monkeypatch.setenv("COURSE_WARM", "1")
+
+    def used(*a, **k):
+        raise AssertionError("class grading went through the warm grader")
+
+    monkeypatch.setattr(warm, "_grade_warm", used)
+    monkeypatch.setattr(warm.Zygote, "__init__", used)
+    monkeypatch.setattr(warm.Server, "__init__", used)
+    from course_cli.classes.batch import grade_submission
+
+    assert grade_submission(L01, "alice", L01.solution_path).all_passed
+
+    from course_cli.instructor.gradescope import main as gradescope
+
+    (tmp_path / "gs" / "submission").mkdir(parents=True)
+    (tmp_path / "gs" / "submission" / L01.notebook).write_bytes(L01.solution_path.read_bytes())
+    assert gradescope(["run", "--lesson", "lesson01", "--root", str(tmp_path / "gs")]) == 0
+    data = json.loads((tmp_path / "gs" / "results" / "results.json").read_text())
+    assert data["score"] == L01.max_score
+
+    from course_cli.instructor.nbgrader_course import ApplyCourseVerdict, StartCourseGrading
+
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    resources = {"nbgrader": {"notebook": L01.solution_path.stem, "student": "alice", "assignment": "a1"}}
+    nb, resources = StartCourseGrading().preprocess(nb, resources)
+    nb, resources = ApplyCourseVerdict().preprocess(nb, resources)
+    outputs = [o for c in nb.cells if c.cell_type == "code"
+               and c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "").startswith("test_") for o in c.outputs]
+    assert outputs and not any(o.get("output_type") == "error" for o in outputs)
+
+
+@pytest.mark.slow
+def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkeypatch):
+    """incell.grade calls warm.grade_cells with the kernel's cells and no folder; `course lab LESSON`
+    starts the server beforehand (warm.prestart), and the check cell's first check uses it."""
+    from course_cli.sandboxed.grading import grade_cells
+    from course_cli.sandboxed.notebook import graded_cells, read_notebook
+
+    monkeypatch.setenv("COURSE_WARM", "1")
+    warm.prestart(L01)
+    for _ in range(200):
+        if list((run_dir / "attention-course").glob("w-*.pid")):
+            break
+        time.sleep(0.05)
+    pid = server_pid(run_dir)
+    cells = graded_cells(read_notebook(L01.solution_path))
+    cold = grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
+    warm_result = warm.grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
+    assert warm_result.to_dict() == cold.to_dict() and warm_result.notes == cold.notes
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 1
+    broken = [dict(c) for c in cells]
+    i = next(i for i, c in enumerate(broken) if "def softmax" in c["source"])
+    broken[i]["source"] = broken[i]["source"].replace("def softmax", "def _softmax_unused") + \
+        "\ndef softmax(x, dim=-1):\n    return x\n"
+    assert warm.grade_cells(L01, broken, "k", ["softmax"]).to_dict() == grade_cells(L01, broken, "k", ["softmax"]).to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.ipynb")))
+def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
+    """Every broken and hostile notebook of tests/fixtures/hostile: the same JSON warm and cold (time limits,
+    memory, output caps, exits, signals, leftovers)."""
+    folder, run_dir = hostile_folder
+    path = folder / name
+    cold = check(path, run_dir, "--cold", **SHORT)
+    warm_result = check(path, run_dir, **SHORT)
+    if warm_result != cold and check(path, run_dir, "--cold", **SHORT) != cold:
+        # not reproducible cold either (wrong_device returns uninitialised memory): the verdicts, not the
+        # numbers in the messages
+        def verdicts(r):
+            return [(e["id"], e["status"], e["points"], [c["status"] for c in e["checks"]]) for e in r["exercises"]]
+
+        assert verdicts(warm_result) == verdicts(cold)
+        return
+    assert warm_result == cold
+
+
+@pytest.mark.slow
+def test_a_dead_zygote_is_replaced_and_an_idle_server_exits(tmp_path, run_dir):
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    first = check(nb, run_dir, COURSE_WARM_IDLE="6")
+    pid = server_pid(run_dir)
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    assert children  # bwrap, with the zygote inside
+    for c in children:
+        os.killpg(c, signal.SIGKILL)
+    assert check(nb, run_dir, COURSE_WARM_IDLE="6") == first
+    assert server_pid(run_dir) == pid and warm_checks(run_dir) == 2  # the same server, a new zygote
+    for _ in range(300):  # idle for 6 s: it goes, and takes its zygote along
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the idle server did not exit")
+    assert not list((run_dir / "attention-course").glob("w-*.pid"))
+    assert not list((run_dir / "attention-course").glob("w-*.sock"))
+
+
+@pytest.mark.slow
+def test_a_killed_server_s_jobs_folder_is_swept_by_the_next(tmp_path, run_dir):
+    import tempfile
+
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    check(nb, run_dir)
+    pid = server_pid(run_dir)
+    left = list(Path(tempfile.gettempdir()).glob(f"course-warm-{pid}-*"))
+    assert left  # its zygote's jobs folder
+    os.kill(pid, signal.SIGKILL)  # no chance to clean up
+    time.sleep(0.5)
+    check(nb, run_dir)
+    assert not any(p.exists() for p in left)

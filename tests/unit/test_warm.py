@@ -1,0 +1,228 @@
+"""Warm checks (course_cli/sandboxed/warm.py, zygote.py): the same verdicts warm and cold, a warm process
+that a check cannot influence, restarted when killed or stale, never waited on when it does not answer, and
+never used by class grading.
+
+The end-to-end tests run `course check` in a subprocess with COURSE_WARM=1 and a private XDG_RUNTIME_DIR
+(the socket's folder); each stops the servers it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_cli.sandboxed import warm
+from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+from graders.registry import LESSONS, ROOT, find_lesson
+
+L01 = find_lesson("lesson01")
+
+
+# ----------------------------------------------------------------------------------------------
+# without a child
+
+def test_a_result_crosses_the_socket_whole():
+    check = CheckResult("matches", "failed", "cpu", "float32", "max abs error 1.0")
+    check.figure = {"what": "out", "student": [[1.0, float("nan")]], "reference": [[1.0, 2.0]]}
+    result = LessonResult("lesson01", "nb.ipynb", [ExerciseResult("softmax", "failed", 0.0, 4.0, [check],
+                                                                  "the mask is inverted")], ["a note"])
+    back = warm.from_wire(json.loads(json.dumps(warm.to_wire(result))))
+    assert back.to_dict() == result.to_dict()
+    assert back.notes == ["a note"]
+    assert back.exercises[0].checks[0].figure["reference"] == [[1.0, 2.0]]
+
+
+def test_the_key_follows_the_course_code(tmp_path, monkeypatch):
+    (tmp_path / "graders" / "engine").mkdir(parents=True)
+    f = tmp_path / "graders" / "engine" / "judges.py"
+    f.write_text("x = 1\n")
+    monkeypatch.setattr(warm, "ROOT", tmp_path)
+    before = warm.course_key()
+    assert warm.course_key() == before
+    f.write_text("x = 2  # changed\n")
+    assert warm.course_key() != before
+    changed = warm.course_key()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "lesson99_new.ipynb").write_text("{}")
+    assert warm.course_key() != changed  # a new lesson
+
+
+def test_the_socket_folder_is_private(monkeypatch):
+    import shutil
+    import tempfile
+
+    short = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))  # a socket's path is short: not pytest's tmp_path
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
+    d = warm.socket_dir()
+    assert d.parent == short and stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    os.chmod(d, 0o755)  # opened up by someone: not used (the temp folder's own private one is)
+    assert warm.socket_dir() != d
+    shutil.rmtree(short)
+
+
+def test_warm_is_off_when_asked(monkeypatch):
+    monkeypatch.setenv("COURSE_WARM", "0")
+    assert not warm.enabled()
+    called = []
+    monkeypatch.setattr(warm, "_grade_warm", lambda req: called.append(req))
+    monkeypatch.setattr("course_cli.sandboxed.grading.grade_notebook", lambda *a, **k: "cold")
+    assert warm.grade_notebook(L01, L01.solution_path) == "cold" and not called
+
+
+# ----------------------------------------------------------------------------------------------
+# end to end
+
+def _env(run_dir: Path, **extra) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_WARM": "1", "XDG_RUNTIME_DIR": str(run_dir), **extra}
+    return env
+
+
+@pytest.fixture
+def run_dir(monkeypatch):
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="cw-"))  # short: a socket's path has at most 107 bytes
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
+    yield d
+    _stop_servers(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _stop_servers(d: Path) -> None:
+    for pidfile in (d / "attention-course").glob("w-*.pid"):
+        try:
+            pid = int(pidfile.read_text())
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(100):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+        except (OSError, ValueError):
+            pass
+
+
+def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
+    r = subprocess.run([sys.executable, "-m", "course_cli", "check", lesson.id, "--notebook", str(path), "--json",
+                        *flags], capture_output=True, text=True, env=_env(run_dir, **env), cwd=cwd, timeout=timeout)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def warm_checks(run_dir) -> int:
+    """How many checks a warm server graded (its log line per check: "HH:MM:SS lessonNN: 0.42 s")."""
+    import re
+
+    return sum(1 for f in (run_dir / "attention-course").glob("w-*.log") for line in f.read_text().splitlines()
+               if re.fullmatch(r"\d\d:\d\d:\d\d lesson\d\d: [\d.]+ s( \(new zygote\))?", line))
+
+
+def server_pid(run_dir) -> int:
+    (pidfile,) = (run_dir / "attention-course").glob("w-*.pid")
+    return int(pidfile.read_text())
+
+
+def _notebooks(lesson, folder: Path) -> list[Path]:
+    """The solution, the stub and two catalogued mistakes, in one folder (one zygote serves them)."""
+    from harness import mistakes_of, with_mistake
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = [folder / "solution.ipynb", folder / "stub.ipynb"]
+    out[0].write_bytes(lesson.solution_path.read_bytes())
+    out[1].write_bytes((ROOT / "lessons" / lesson.notebook).read_bytes())
+    for m in list(mistakes_of(lesson))[:2]:
+        out.append(with_mistake(lesson, m, folder))
+    return out
+
+
+def _hostile(tmp_path: Path) -> Path:
+    """lesson01's solution, plus a cell that tries to leave something for the next check."""
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(r'''
+import os, sys, signal, torch, builtins
+open("/tmp/planted", "w").write("x")
+open("../planted", "w").write("x")
+os.environ["PLANTED"] = "1"
+torch.softmax = lambda *a, **k: torch.zeros(1)
+torch.Tensor.softmax = lambda self, *a, **k: torch.zeros(1)
+builtins.PLANTED = True
+# every process this check can see: try to read, trace or signal it (the zygote, its init, bwrap)
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for what in ("mem", "environ", "root/tmp/planted-in-zygote"):
+        try:
+            open(f"/proc/{pid}/{what}", "w").write("x")
+        except OSError:
+            pass
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
+        pass
+if os.fork() == 0:  # a daemon that outlives the check, if it can
+    os.setsid()
+    import time
+    time.sleep(2)
+    for p in ("/tmp/planted-late", "../planted-late"):
+        try:
+            open(p, "w").write("x")
+        except OSError:
+            pass
+    os._exit(0)
+'''))
+    path = tmp_path / "hostile.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _probe(tmp_path: Path) -> Path:
+    """lesson01's solution, whose softmax breaks if anything of a previous check is still around."""
+    nb = nbformat.read(L01.solution_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(r'''
+import os, glob, builtins, torch
+_traces = [p for p in ("/tmp/planted", "/tmp/planted-late", "../planted", "../planted-late")
+           if os.path.exists(p)] + glob.glob("../*/planted*")
+_status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+_privileged = int(_status["CapEff"].strip(), 16) != 0 or _status["NoNewPrivs"].strip() != "1"
+# a forked process computes correctly, with a thread pool of its own too
+torch.set_num_threads(2)
+_a = torch.randn(300, 300, dtype=torch.float64)
+_wrong = not torch.allclose(_a @ _a, torch.from_numpy(_a.numpy() @ _a.numpy()))
+torch.set_num_threads(1)
+if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) or _privileged or _wrong \
+        or torch.softmax(torch.zeros(2), 0).shape != (2,):
+    def softmax(x, dim=-1):
+        raise RuntimeError(f"a previous check left {_traces}")
+'''))
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+HOSTILE = Path(__file__).parents[1] / "fixtures" / "hostile"
+SHORT = {"COURSE_CELL_TIMEOUT": "5", "COURSE_EXERCISE_TIMEOUT": "8", "COURSE_MEMORY_LIMIT_GB": "2",
+         "COURSE_FILE_LIMIT_MB": "8"}  # as tests/test_hostile.py's
+
+
+@pytest.fixture(scope="module")
+def hostile_folder(tmp_path_factory):
+    """The corpus in one folder, and one socket folder: one warm server and one zygote serve them all."""
+    import shutil
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("hostile")
+    for nb in HOSTILE.glob("*.ipynb"):
+        (folder / nb.name).write_bytes(nb.read_bytes())
+    d = Path(tempfile.mkdtemp(prefix="cw-"))
+    yield folder, d
+    _stop_servers(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
