@@ -15,7 +15,7 @@ from test_teaching import _cells, _squash, reference_lines
 
 
 def _solution_cell(lesson, name: str) -> str:
-    from graders.notebook import defining_cell, graded_cells
+    from graders.engine.notebook import defining_cell, graded_cells
 
     cell = defining_cell(graded_cells(_cells(lesson.solution_path)), name)
     assert cell is not None, (lesson.id, name)

@@ -297,8 +297,8 @@ def _alone(lesson, keep: str, names) -> bool:
 @pytest.mark.parametrize("lesson, names", SHARED)
 def test_a_shared_step_grades_each_exercise_on_its_own(lesson, names, tmp_path):
     """One exercise of a shared step written, the others left as stubs: the written one passes with its full
-    points (unless it calls a stubbed partner: then it too is not_implemented, never failed), each stub is
-    not_implemented, and the cell itself runs."""
+    points (unless it calls a stubbed partner: then it fails with "fix <partner> first", never "not implemented",
+    issue 28), each stub is not_implemented, and the cell itself runs."""
     from harness import check_in_process, explain, with_code
 
     (cell, _), = [(c, n) for c, n in steps(lesson) if n == names]
@@ -307,9 +307,14 @@ def test_a_shared_step_grades_each_exercise_on_its_own(lesson, names, tmp_path):
         result = check_in_process(lesson, path, names)
         assert not result.notes, result.notes
         for ex in result.exercises:
-            expected = "passed" if ex.id == keep and _alone(lesson, keep, names) else "not_implemented"
+            if ex.id == keep:
+                expected = "passed" if _alone(lesson, keep, names) else "failed"
+            else:
+                expected = "not_implemented"
             assert ex.status == expected, f"{keep} written:\n" + explain(ex)
             assert ex.points == (ex.max_points if expected == "passed" else 0)
+            if expected == "failed":  # its own code is written: the stub it calls is what to fix
+                assert "first" in ex.reason and any(f"`{n}`" in ex.reason for n in names if n != keep), ex.reason
 
 
 def test_reset_of_one_exercise_restores_its_shared_step(tmp_path):
