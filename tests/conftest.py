@@ -118,8 +118,6 @@ def _no_child_outside_e2e(request, monkeypatch):
 # tree (2026-12-01, 23:45 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
 # run and reported, and listed in the closing note of that stop. Remove an entry when its test passes again.
 QUARANTINED = {
-    "tests/e2e/test_feedback_e2e.py::test_file_commands_do_not_import_torch":
-        "a file command imports torch after the merges (the settings/safe_text/warm imports): find which",
     "tests/e2e/test_attacks.py::test_grade_batch_of_attackers_and_honest_classmates":
         "class grading of attackers after the sandbox (issue 30) and seats (issue 29) merges",
     "tests/e2e/test_gradescope_bundle_e2e.py::test_setup_sh_builds_as_root_in_a_fresh_venv_and_starts_the_sandbox":
