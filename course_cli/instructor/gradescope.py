@@ -58,6 +58,9 @@ fi
 "$ROOT/venv/bin/python" -c 'import course_cli.instructor.gradescope, graders.{module}; print("the course is installed")'
 # start the sandbox: grade the lesson's solution in it, as every submission will be graded
 cd "$ROOT/source/course"
+# a smoke child first: the build fails here, with the fixing command, when the sandbox cannot start at all
+"$ROOT/venv/bin/python" -m course_cli.sandboxed.sandbox smoke || {{
+    echo "the course's sandbox (bubblewrap) cannot start in this image; see the message above" >&2; exit 1; }}
 "$ROOT/venv/bin/python" -m course_cli.instructor.gradescope selftest --lesson {lesson}
 """
 

@@ -101,8 +101,8 @@ def test_gradescope_run_autograder_with_a_broken_sandbox_writes_no_score(tmp_pat
 def test_setup_sh_runs_a_smoke_child_that_fails_the_build(tmp_path):
     from course_cli.instructor import gradescope
 
-    setup = gradescope.SETUP.format(extra="", module="lesson01_sdpa")
-    assert "python -m course_cli.sandboxed.sandbox smoke ||" in setup and "exit 1" in setup
+    setup = gradescope.SETUP.format(extra="", module="lesson01_sdpa", lesson="lesson01")
+    assert '-m course_cli.sandboxed.sandbox smoke ||' in setup and "exit 1" in setup
     d = fake_bwrap(tmp_path / "fakebin")
     env = {**os.environ, "PATH": f"{d}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-m", "course_cli.sandboxed.sandbox", "smoke"], env=env,
