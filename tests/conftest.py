@@ -122,8 +122,6 @@ QUARANTINED = {
         "class grading of attackers after the sandbox (issue 30) and seats (issue 29) merges",
     "tests/e2e/test_gradescope_bundle_e2e.py::test_setup_sh_builds_as_root_in_a_fresh_venv_and_starts_the_sandbox":
         "two setup.sh designs met in the merge (issue 32's selftest, issue 30's smoke child)",
-    "tests/e2e/test_lesson02_e2e.py::test_grader_imports_without_dynamo":
-        "a grader import pulls torch._dynamo after the merges (the dispatch-level recorder of issue 28?)",
     "tests/e2e/test_cluster_e2e.py::test_a_killed_client_resumes_to_the_uninterrupted_output":
         "the killed client's journal differs from the uninterrupted run's after the executor seam (issue 27)",
     "tests/e2e/test_lesson09.py::test_lesson01_attention_is_caught_by_the_memory_check":
