@@ -17,6 +17,8 @@ from course_cli.sandboxed import warm
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from graders.registry import LESSONS, ROOT, find_lesson
 from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
+pytestmark = [pytest.mark.skipif(__import__("course_cli.sandboxed.warm", fromlist=["x"])._under_tmp(),
+                                 reason="the course or its venv lives under /tmp: warm checks are off there (cold)")]
 
 
 @pytest.mark.slow
