@@ -29,12 +29,15 @@ def fake_bwrap(folder: Path, real_first: int = 0) -> Path:
     """A `bwrap` that fails as bubblewrap does when it cannot make its namespaces; the first `real_first` calls
     go to the real one."""
     folder.mkdir(parents=True, exist_ok=True)
-    count = folder / "count"
-    count.write_text("0")
     script = folder / "bwrap"
+    # mkdir is atomic: of children started at once, exactly `real_first` get a slot (a read-then-write
+    # counter let two parallel students both through)
     script.write_text(f"""#!/bin/sh
-n=$(cat {count}); echo $((n + 1)) > {count}
-if [ "$n" -lt {real_first} ]; then exec {REAL_BWRAP or '/bin/false'} "$@"; fi
+i=0
+while [ "$i" -lt {real_first} ]; do
+  if mkdir {folder}/slot-$i 2>/dev/null; then exec {REAL_BWRAP or '/bin/false'} "$@"; fi
+  i=$((i + 1))
+done
 echo "bwrap: setting up uid map: Permission denied" >&2
 exit 1
 """)
@@ -49,6 +52,10 @@ def broken(tmp_path, monkeypatch):
         monkeypatch.setenv("PATH", f"{d}:{os.environ['PATH']}")
         monkeypatch.setattr(sandbox, "_BWRAP", (True, ""))  # it looked fine when the run started
         monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 5.0)
+        # no trusted reference kept from an earlier test in this process: the class's reference child is the
+        # first bwrap call
+        from course_cli.sandboxed import grading
+        monkeypatch.setattr(grading, "_TRUSTED", {})
         return d
     return make
 
