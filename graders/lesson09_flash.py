@@ -649,7 +649,7 @@ MISTAKES = (
             edits={"s = s * torch.exp(m - m_safe) + torch.exp(": "s = s + torch.exp("}),
     Mistake("online_logsumexp", "lse_nan_after_masked_block", "a row whose first block is all -inf (masked) comes "
             "out NaN: with the running max still -inf, exp(m - m_new) is exp(-inf - (-inf)). Subtract 0 while the "
-            "max is -inf: `m_safe = m_new.masked_fill(m_new == float(\"-inf\"), 0.0)`.",
+            "max is -inf: subtract a copy of the new max with its -inf entries set to 0 (masked_fill).",
             edits={'m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)': "m_safe = m_new"}),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",

@@ -118,22 +118,10 @@ def _no_child_outside_e2e(request, monkeypatch):
 # tree (2026-12-01, 23:45 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
 # run and reported, and listed in the closing note of that stop. Remove an entry when its test passes again.
 QUARANTINED = {
-    "tests/e2e/test_attacks.py::test_grade_batch_of_attackers_and_honest_classmates":
-        "class grading of attackers after the sandbox (issue 30) and seats (issue 29) merges",
     "tests/e2e/test_gradescope_bundle_e2e.py::test_setup_sh_builds_as_root_in_a_fresh_venv_and_starts_the_sandbox":
         "two setup.sh designs met in the merge (issue 32's selftest, issue 30's smoke child)",
-    "tests/e2e/test_cluster_e2e.py::test_a_killed_client_resumes_to_the_uninterrupted_output":
-        "the killed client's journal differs from the uninterrupted run's after the executor seam (issue 27)",
-    "tests/e2e/test_lesson09.py::test_lesson01_attention_is_caught_by_the_memory_check":
-        "lesson 09's memory check under issue 28's new recorder and diagnoses",
-    "tests/e2e/test_distribution.py::":
-        "the student distribution after issue 29's hidden twins and issue 30's child build met in strip_grader",
     "tests/e2e/test_seat_comparison.py::test_every_seat_gives_the_same_verdict_per_student_and_exercise":
         "one seat disagrees after the merges of issues 30, 32 and 33 (Gradescope or the warm check cell)",
-    "tests/e2e/test_warm_e2e.py::test_batch_gradescope_and_nbgrader_grade_fresh":
-        "the warm grader (issue 33) against issue 29's NOT GRADED and issue 30's sandbox errors",
-    "tests/e2e/test_warm_e2e.py::test_the_hostile_corpus_gets_the_same_verdicts_warm[":
-        "unreadable notebooks: the warm path's result predates issue 29's NOT GRADED fields",
 }
 
 

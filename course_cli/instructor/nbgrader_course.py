@@ -126,6 +126,7 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
 
 _IN_FLIGHT: dict[str, object] = {}
 _NOTES: dict[str, list] = {}
+_ADOPTED: dict[str, str] = {}  # student/assignment/notebook -> the note of a notebook graded under the lesson's name
 
 
 def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
@@ -133,7 +134,6 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
     the course's policy grades (`graders.engine.notebook.pick_notebook`: the only one, or the only one named like
     the lesson's), a copy of it is written under the lesson's name (the submitted file is kept), carrying the
     policy's note, and graded in its place. nbgrader alone skips it as an unknown notebook (NOT GRADED)."""
-    import json
 
     from graders.engine.notebook import pick_notebook
 
@@ -148,13 +148,11 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
     pick, note = pick_notebook(names, lesson.notebook)
     if pick is None or not note:
         return
-    try:
-        data = json.loads((folder / pick).read_text(encoding="utf-8"))
-        data.setdefault("metadata", {}).setdefault("course", {}).setdefault("notes", []).append(note)
-        text = json.dumps(data, ensure_ascii=False, indent=1)
-    except (OSError, ValueError, AttributeError, TypeError):  # not a notebook: graded as itself, NOT GRADED
-        text = (folder / pick).read_bytes().decode("utf-8", "replace")
+    text = (folder / pick).read_bytes().decode("utf-8", "replace")
     (folder / lesson.notebook).write_text(text, encoding="utf-8")
+    # kept here, not in the notebook: RepairCells drops every note a submission's metadata brings
+    # (nbgrader passes the ids as given on its command line, "*" often: the folder submitted/<student>/<lesson> says)
+    _ADOPTED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = note
     notebooks[:] = [str(folder / lesson.notebook)] + [n for n in notebooks if Path(n).name != pick]
 
 
@@ -193,6 +191,9 @@ class RepairCells(NbGraderPreprocessor):
             course.pop("notes", None)
         elif course is not None:
             del nb.metadata["course"]
+        adopted = _ADOPTED.pop(_key(resources), None)
+        if adopted:
+            _note(nb, adopted)
         for i, cell in enumerate(nb.cells, start=1):
             meta = cell.get("metadata")
             if not isinstance(meta, dict):

@@ -192,6 +192,7 @@ def _python_files() -> dict:
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user and user in sys.path and os.path.isdir(user):  # pip install --user: a site-packages folder too
         sites.add(os.path.realpath(user))
+    sites |= _pth_sites(sites)
     dirs += sorted(sites)
     # the base interpreter's own site-packages, inside its standard library, is not this environment's
     for sub in ("site-packages", "dist-packages"):
@@ -200,6 +201,27 @@ def _python_files() -> dict:
             mask.append(base_sp)
     files = [f for f in dict.fromkeys(files) if f != exe]
     return {"exe": exe, "links": links, "files": files, "dirs": [d for d in dirs if os.path.isdir(d)], "mask": mask}
+
+
+def _pth_sites(sites: "set[str]") -> "set[str]":
+    """The site-packages folders that a .pth file in one of `sites` names (a venv that borrows another
+    environment's packages): the child's interpreter reads the same .pth and needs them. Only folders named
+    site-packages or dist-packages: a .pth line naming any other folder (an editable checkout) shows nothing."""
+    found = set()
+    for sp in sites:
+        for pth in sorted(Path(sp).glob("*.pth"))[:200]:
+            try:
+                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()[:1000]
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                d = os.path.realpath(os.path.join(sp, line))
+                if os.path.isdir(d) and os.path.basename(d) in ("site-packages", "dist-packages"):
+                    found.add(d)
+    return found - sites
 
 
 def _hidden(shown: "list[str]") -> list[str]:

@@ -186,6 +186,8 @@ class Domain:
     dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ((argument, (dtype, ...)), ...): the first is the usual
     layouts: tuple[tuple[str, tuple[str, ...]], ...] = ()
     examples: int = 6
+    # False for an exercise that takes no tensor (sizes and counts in, numbers out): no dtype or layout to vary
+    tensors: bool = True
 
     def choices(self) -> list[tuple[str, tuple]]:
         """Every choice a drawn example makes, as (name, values): args, then `dtype of X`, `layout of X`."""

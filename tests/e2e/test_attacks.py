@@ -416,12 +416,13 @@ def test_grade_batch_of_attackers_and_honest_classmates(tmp_path, short_limits):
     assert out.read_text() == text, "the results file changed after grading"
     assert not marker.exists()
     assert not _processes_with(marker.name)
-    rows = [row for row in csv.DictReader(text.splitlines()) if row["exercise"] != "TOTAL"]
+    every = list(csv.DictReader(text.splitlines()))
+    rows = [row for row in every if row["exercise"] != "TOTAL"]
     scores = {}
     for row in rows:
         scores[row["student"]] = scores.get(row["student"], 0.0) + float(row["points"])
-    students = {row["student"] for row in rows}
-    assert len(students) == 2 + len(attacks) + 4, students  # nobody dropped, the batch completed
+    students = {row["student"] for row in every}
+    assert len(students) == 2 + len(attacks) + 4, "\n".join(sorted(students))  # nobody dropped, the batch completed
     assert scores["alice"] == scores["bob"] == 10.0  # classmates keep their marks
     assert {s: p.read_bytes() for s, p in honest.items()} == original  # and their files
     for student, score in scores.items():
@@ -430,8 +431,10 @@ def test_grade_batch_of_attackers_and_honest_classmates(tmp_path, short_limits):
     assert "ATTACK-SUCCEEDED" not in text
     assert any(s.startswith("'=HYPERLINK") for s in students)  # a formula-looking name is neutralised
     assert not any(s.startswith("=") for s in students)
-    meta_rows = [row for row in rows if row["student"] == "mallory_meta"]
-    assert meta_rows and all(row["status"] == "error" for row in meta_rows)
+    # malformed metadata: that notebook alone is NOT GRADED (one TOTAL row, no points, the reason)
+    meta_rows = [row for row in every if row["student"] == "mallory_meta"]
+    assert [row["exercise"] for row in meta_rows] == ["TOTAL"] and meta_rows[0]["status"] == "NOT GRADED"
+    assert meta_rows[0]["points"] == "" and "mallory_meta" not in scores
     assert "metadata" in meta_rows[0]["reason"]
     assert r.exit_code == 1  # some submission could not be graded (the malformed one)
 

@@ -140,8 +140,11 @@ def test_a_killed_client_resumes_to_the_uninterrupted_output(klass, local, tmp_p
     out = tmp_path / "results.json"
     journal = Path(str(out) + ".journal")
     env = {**os.environ, **ENV_LIMITS, "PYTHONPATH": str(ROOT)}
+    # the uninterrupted run's hidden seed (a fresh process would draw its own, and the hidden checks' messages
+    # hold numbers of their inputs); --resume then keeps the journal's
+    seed = str(local["data"]["hidden_seed"])
     proc = subprocess.Popen([sys.executable, "-m", "course_cli", "grade", str(klass), "--lesson", "lesson01",
-                             "--out", str(out)], env=env, cwd=tmp_path, start_new_session=True,
+                             "--out", str(out), "--seed", seed], env=env, cwd=tmp_path, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     graded = lambda: journal.read_bytes().count(b"\n") - 1 if journal.exists() else 0  # noqa: E731

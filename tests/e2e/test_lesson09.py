@@ -231,6 +231,14 @@ def flash_attention(q, k, v, causal=False, block_q=64, block_k=64):
 
 
 def test_lesson01_attention_is_caught_by_the_memory_check(tmp_path):
+    # lesson 09's child sees no solution its own solution does not import (lesson 01's is hidden), so
+    # import_lesson("lesson01") there is the student's own lesson 01: a student who finished it
+    import shutil
+
+    from graders.registry import find_lesson
+
+    l01 = find_lesson("lesson01")
+    shutil.copy(l01.solution_path, tmp_path / l01.notebook)
     path = with_code(L09, "flash_attention", FLASH_VIA_LESSON01, tmp_path, "lesson01.ipynb")
     (ex,) = grade_notebook(L09, path, ["flash_attention"]).exercises
     assert ex.status == "failed", explain(ex)

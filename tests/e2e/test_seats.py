@@ -135,7 +135,13 @@ def test_nbgrader_grades_a_renamed_notebook_with_the_note(tmp_path):
     notebooks = [str(folder / "mine.ipynb")]
     adopt_renamed(assignment="lesson01", student="*", notebooks=notebooks)
     assert notebooks == [str(folder / L01.notebook)] and (folder / "mine.ipynb").exists()
+    # the note is the course's (RepairCells drops any a submission's metadata brings), given when it is graded
+    from course_cli.instructor import nbgrader_course as nc
+
     nb = nbformat.read(folder / L01.notebook, as_version=4)
+    nb.metadata.setdefault("course", {})["notes"] = ["a note the student wrote"]
+    resources = {"nbgrader": {"notebook": "lesson01_sdpa", "student": "s1", "assignment": "lesson01"}}
+    nb, _ = nc.RepairCells().preprocess(nb, resources)
     assert nb.metadata["course"]["notes"] == [renamed_note("mine.ipynb", L01.notebook)]
     again = [str(folder / L01.notebook), str(folder / "mine.ipynb")]
     adopt_renamed(assignment="lesson01", student="*", notebooks=again)  # by name now: nothing to do

@@ -150,7 +150,7 @@ def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatc
     monkeypatch.setattr(warm, "_grade_warm", used)
     monkeypatch.setattr(warm.Zygote, "__init__", used)
     monkeypatch.setattr(warm.Server, "__init__", used)
-    from course_cli.classes.batch import grade_submission
+    from course_cli.classes.dispatch import grade_submission
 
     assert grade_submission(L01, "alice", L01.solution_path).all_passed
 

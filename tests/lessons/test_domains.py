@@ -61,8 +61,19 @@ def test_every_value_is_drawn_with_the_rest_at_default(lesson, exercise, domain)
             alone = tuple(v if i == j else 0 for i in range(len(choices)))
             assert alone in picks, f"{exercise}: {name}={values[v]!r} is never drawn alone"
     assert any(sum(c > 0 for c in p) >= 2 for p in picks), "no drawn combination"
-    assert any(n.startswith("dtype of") or n.startswith("layout of") for n, _ in choices), \
-        f"{exercise}: no dtype or layout varied"
+    if domain.tensors:
+        assert any(n.startswith("dtype of") or n.startswith("layout of") for n, _ in choices), \
+            f"{exercise}: no dtype or layout varied"
+    else:
+        assert not any(n.startswith(("dtype of", "layout of")) for n, _ in choices), \
+            f"{exercise}: a domain without tensors varies a dtype or layout"
+
+
+def test_every_exercise_declares_its_domain():
+    """Issue 28: every exercise of every lesson is tested over a declared domain."""
+    declared = {(l.id, e) for l, e, _ in DECLARED}
+    missing = [f"{l.id}.{e.name}" for l in LESSONS for e in l.exercises if (l.id, e.name) not in declared]
+    assert not missing, f"{len(missing)} exercises declare no domain: {', '.join(missing)}"
 
 
 @pytest.mark.lesson10
