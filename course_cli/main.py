@@ -66,6 +66,12 @@ def cli() -> None:
 
     Example: course check lesson01
     """
+    from course_cli.settings import Limits
+
+    try:  # a limit set to something that is not a number: said here, before any command runs
+        Limits.from_env()
+    except ValueError as exc:
+        raise CourseError(f"{exc} (see docs/architecture.md, Settings and environment variables)") from None
 
 
 @cli.command("list")

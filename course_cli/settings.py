@@ -29,27 +29,49 @@ class Limits:
     notebook_timeout: float = 600.0  # a student's whole notebook
     output: int = 1 * MiB  # printed text kept
     file: int = 32 * MiB  # any one file the child writes
-    processes: int = max(256, 8 * (os.cpu_count() or 1))  # pids.max, threads included
+    processes: int = 0  # pids.max, threads included; 0: 8 per core of the machine the child runs on, at least 256
     tmp: int = 64 * MiB  # the child's private /tmp
+    shm: int = 32 * MiB  # the child's private /dev/shm
+    write: int = 256 * MiB  # everything the child writes: /tmp, /dev/shm and its output folder together
+
+    # field -> (environment variable, its unit in bytes or 1): the one table from_env and the docs read
+    ENV = {"memory": ("COURSE_MEMORY_LIMIT_GB", GiB), "cell_timeout": ("COURSE_CELL_TIMEOUT", 1),
+           "exercise_timeout": ("COURSE_EXERCISE_TIMEOUT", 1),
+           "gpu_exercise_timeout": ("COURSE_GPU_EXERCISE_TIMEOUT", 1),
+           "notebook_timeout": ("COURSE_NOTEBOOK_TIMEOUT", 1), "output": ("COURSE_OUTPUT_LIMIT_MB", MiB),
+           "file": ("COURSE_FILE_LIMIT_MB", MiB), "processes": ("COURSE_PROCESS_LIMIT", 1),
+           "tmp": ("COURSE_TMP_LIMIT_MB", MiB), "shm": ("COURSE_SHM_LIMIT_MB", MiB),
+           "write": ("COURSE_WRITE_LIMIT_MB", MiB)}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Limits":
         env = os.environ if env is None else env
-        d = cls()
-
-        def num(name: str, default: float, scale: float = 1.0) -> float:
+        values = {}
+        for field in dataclasses.fields(cls):
+            name, unit = cls.ENV[field.name]
             raw = env.get(name)
-            return default if raw in (None, "") else float(raw) * scale
+            if raw in (None, ""):
+                continue
+            try:
+                value = float(raw) * unit
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not a number") from None
+            values[field.name] = int(value) if isinstance(field.default, int) else value
+        return cls(**values)
 
-        return cls(memory=int(num("COURSE_MEMORY_LIMIT_GB", d.memory / GiB, GiB)),
-                   cell_timeout=num("COURSE_CELL_TIMEOUT", d.cell_timeout),
-                   exercise_timeout=num("COURSE_EXERCISE_TIMEOUT", d.exercise_timeout),
-                   gpu_exercise_timeout=num("COURSE_GPU_EXERCISE_TIMEOUT", d.gpu_exercise_timeout),
-                   notebook_timeout=num("COURSE_NOTEBOOK_TIMEOUT", d.notebook_timeout),
-                   output=int(num("COURSE_OUTPUT_LIMIT_MB", d.output / MiB, MiB)),
-                   file=int(num("COURSE_FILE_LIMIT_MB", d.file / MiB, MiB)),
-                   processes=int(num("COURSE_PROCESS_LIMIT", d.processes)),
-                   tmp=int(num("COURSE_TMP_LIMIT_MB", d.tmp / MiB, MiB)))
+    def pids(self) -> int:
+        """The process limit on this machine (the one given, else by its cores: a Dask worker's own)."""
+        return self.processes or max(256, 8 * (os.cpu_count() or 1))
+
+    def env(self) -> dict[str, str]:
+        """These limits as the environment variables from_env reads (for a process that reads its own)."""
+        out = {}
+        for field in dataclasses.fields(self):
+            name, unit = self.ENV[field.name]
+            value = getattr(self, field.name)
+            if value != field.default:
+                out[name] = repr(value / unit) if unit != 1 else repr(value)
+        return out
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from .engine.probe import RecordingMode
 from torch.utils._pytree import tree_leaves
 
 from .engine.compare import close, describe
@@ -46,7 +46,7 @@ INTERPRETER = (Config("cpu", "float32"), Config("cpu", "float16"))
 # What the student's code does, seen from below: every aten op it runs passes through this mode.
 
 
-class OpRecorder(TorchDispatchMode):
+class OpRecorder(RecordingMode):
     """Records the largest tensor any op creates (views and in-place results do not count: they
     allocate nothing), the output sizes of matrix products, and the names of the ops that ran."""
 

@@ -118,10 +118,6 @@ def _no_child_outside_e2e(request, monkeypatch):
 # tree (2026-12-01, 23:45 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
 # run and reported, and listed in the closing note of that stop. Remove an entry when its test passes again.
 QUARANTINED = {
-    "tests/e2e/test_gradescope_bundle_e2e.py::test_setup_sh_builds_as_root_in_a_fresh_venv_and_starts_the_sandbox":
-        "two setup.sh designs met in the merge (issue 32's selftest, issue 30's smoke child)",
-    "tests/e2e/test_seat_comparison.py::test_every_seat_gives_the_same_verdict_per_student_and_exercise":
-        "one seat disagrees after the merges of issues 30, 32 and 33 (Gradescope or the warm check cell)",
 }
 
 
@@ -133,3 +129,4 @@ def _quarantine(items) -> None:
                                                       "json_not_notebook.ipynb", "json_list.ipynb", "not_json.ipynb",
                                                       "null_source.ipynb", "truncated.ipynb"))):
                 item.add_marker(pytest.mark.xfail(reason=f"quarantined after the merges: {why}", strict=False))
+

@@ -206,3 +206,12 @@ def check_one(lesson: Lesson, path: Path, exercise: str):
     """`grade_one`, in process (for the course's own fixtures): only `exercise`'s ExerciseResult."""
     (ex,) = check_in_process(lesson, path, [exercise]).exercises
     return ex
+
+
+def set_limit(monkeypatch, field: str, value) -> None:
+    """One of the sandbox's limits (course_cli/settings.py Limits field) for this test, through the environment
+    variable the run reads (so in process, in a CLI command and in the processes the test starts alike)."""
+    from course_cli.settings import Limits
+
+    name, unit = Limits.ENV[field]
+    monkeypatch.setenv(name, repr(value / unit) if unit != 1 else repr(value))

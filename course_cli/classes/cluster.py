@@ -40,9 +40,6 @@ from graders.engine.results import LessonResult
 from course_cli.sandboxed import sandbox
 from course_cli.classes.journal import file_digest, result_from_dict, result_to_dict
 
-# what a task takes from the client's sandbox module (the limits; PROCESS_LIMIT follows each worker's cores)
-LIMITS = ("MEMORY_LIMIT", "CELL_TIMEOUT", "EXERCISE_TIMEOUT", "GPU_EXERCISE_TIMEOUT", "NOTEBOOK_TIMEOUT",
-          "OUTPUT_LIMIT", "FILE_LIMIT")
 MAX_WORKER_DEATHS = 2  # Dask's allowed-failures: a task may lose this many workers, then it is an error row
 IN_FLIGHT = 500  # tasks submitted ahead of the results (at least 4 per worker thread): bounded client memory
 
@@ -51,12 +48,10 @@ class ClusterError(RuntimeError):
     """The cluster could not grade (no scheduler, a lost scheduler, workers with other graders)."""
 
 
-def sandbox_limits() -> dict:
-    return {name: getattr(sandbox, name) for name in LIMITS if hasattr(sandbox, name)}
-
-
 def client_run() -> dict:
-    """The client's run settings (--insecure, the hidden checks' seed, fixed here) as data for its tasks."""
+    """The client's run settings (the sandbox's limits, --insecure, the hidden checks' seed, fixed here) as data
+    for its tasks; a worker grades under them (a limit left at its default, the process count, follows the
+    worker's own cores)."""
     from course_cli.settings import resolved
 
     return resolved().to_dict()
@@ -68,11 +63,9 @@ def client_run() -> dict:
 _WORKER_KEYS: dict[str, str] = {}  # lesson id -> the reference key of this worker's course code
 
 
-def _worker_sandbox(limits: dict) -> None:
-    """Grade under the client's limits; refuse (ClusterError) where the sandbox is missing (the client's choices,
-    --insecure and the seed, are the run settings the task grades under: grade_task)."""
-    for name, value in limits.items():
-        setattr(sandbox, name, value)
+def _worker_sandbox() -> None:
+    """Refuse (ClusterError) where the sandbox is missing (the client's choices, its limits, --insecure and the
+    seed, are the run settings the task grades under: grade_task)."""
     # Dask's nanny sets MALLOC_TRIM_THRESHOLD_ for its workers (distributed.nanny.pre-spawn-environ); the
     # grading children get the environment a local pool's children get
     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
@@ -85,7 +78,7 @@ def _worker_sandbox(limits: dict) -> None:
 
 
 def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, digest: str | None,
-               reference, reference_key: str, limits: dict, run: dict | None = None) -> dict:
+               reference, reference_key: str, run: dict | None = None) -> dict:
     """Grade one submission on a worker with the client's reference (`reference`, or None: the one the
     ReferencePlugin gave this worker); the result as `journal.result_to_dict`."""
     from graders.registry import find_lesson
@@ -102,15 +95,15 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
     from course_cli.settings import Run, current, using
 
     with using(Run.from_dict(run) if run else current()):
-        return _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key, limits)
+        return _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key)
 
 
-def _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key, limits) -> dict:
+def _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key) -> dict:
     from course_cli.classes.cluster_plugin import SHIPPED
     from course_cli.classes.dispatch import grade_submission
     from course_cli.sandboxed.grading import Reference
 
-    _worker_sandbox(limits)
+    _worker_sandbox()
     if reference is None:
         reference = SHIPPED.get((lesson_id, reference_key))
         if reference is None:
@@ -191,7 +184,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
     hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
-    limits, env = sandbox_limits(), client_run()
+    env = client_run()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)
     try:
@@ -233,7 +226,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
             except OSError:
                 content = None  # graded where it is: the same error row as a local run gives
             digest = digests.get(student) or file_digest(Path(path))
-            return ex.submit(task, lesson.id, student, str(path), content, digest, None, key, limits, env,
+            return ex.submit(task, lesson.id, student, str(path), content, digest, None, key, env,
                              key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200])
 
         def on_result(item, future) -> bool:

@@ -243,7 +243,7 @@ def selftest(lesson: Lesson) -> int:
     if not ok:
         print(f"the sandbox cannot start here: {why}. {GRADESCOPE_USERNS}", file=sys.stderr)
         return 1
-    from course_cli.classes.batch import grade_submission
+    from course_cli.classes.dispatch import grade_submission
 
     t0 = time.monotonic()
     result = grade_submission(lesson, "selftest", lesson.solution_path)

@@ -14,19 +14,19 @@ graded", never a score.
 
 The child's limits:
 
-  time     per cell and per exercise: an alarm inside the child (CELL_TIMEOUT / EXERCISE_TIMEOUT) and, for a
+  time     per cell and per exercise: an alarm inside the child (Limits.cell_timeout / .exercise_timeout) and, for a
            child that ignores signals, from here, on this process's clock: the phases and their limits are
            planned before the child starts (`_schedule`); the child's `progress` file only moves it forward
            through them and only shortens its deadline; a phase GRACE seconds past its limit gets the whole
-           sandbox killed; per notebook (NOTEBOOK_TIMEOUT): past it the whole sandbox is killed
-  memory   RLIMIT_AS (MEMORY_LIMIT), reported as "ran out of memory"; and where a cgroup can be made (v1's
+           sandbox killed; per notebook (.notebook_timeout): past it the whole sandbox is killed
+  memory   RLIMIT_AS (.memory), reported as "ran out of memory"; and where a cgroup can be made (v1's
            memory controller, or v2's memory.max), a memory cgroup for heap and tmpfs pages together, so
            the kernel kills in the child's cgroup, never the grader
-  output   prints are capped at OUTPUT_LIMIT bytes inside the child (the rest is dropped and reported as
-           "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (FILE_LIMIT,
+  output   prints are capped at .output bytes inside the child (the rest is dropped and reported as
+           "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (.file,
            SIGXFSZ ignored, so a write past it fails with "File too large"); all it writes together by
-           WRITE_LIMIT: /tmp a tmpfs of TMP_LIMIT, /dev/shm of SHM_LIMIT, its output folder the rest (watched)
-  processes  a cgroup `pids.max` (PROCESS_LIMIT, threads included) when the cgroup tree is writable
+           .write: /tmp a tmpfs of .tmp, /dev/shm of .shm, its output folder the rest (watched)
+  processes  a cgroup `pids.max` (.processes, threads included) when the cgroup tree is writable
            (root, or a delegated cgroup); the sandbox has no /sys, so the child cannot raise it or leave the
            cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
            group, and every process in its cgroup), and its folder removed (`remove_tree`, never recursion)
@@ -52,21 +52,9 @@ from pathlib import Path
 from graders.registry import ROOT
 
 from course_cli.sandboxed import readback
-MEMORY_LIMIT = int(float(os.environ.get("COURSE_MEMORY_LIMIT_GB", "4")) * 2**30)
-CELL_TIMEOUT = float(os.environ.get("COURSE_CELL_TIMEOUT", "20"))
-EXERCISE_TIMEOUT = float(os.environ.get("COURSE_EXERCISE_TIMEOUT", "30"))
-# on a GPU the first calls compile (Triton kernels, SDPA's and cuDNN's plans): that counts against the limit
-GPU_EXERCISE_TIMEOUT = float(os.environ.get("COURSE_GPU_EXERCISE_TIMEOUT", "120"))
-NOTEBOOK_TIMEOUT = float(os.environ.get("COURSE_NOTEBOOK_TIMEOUT", "600"))  # a student's whole notebook
+# The limits (memory, time, output, files, processes, /tmp, /dev/shm, writes) are the run's: course_cli/settings.py's
+# Limits, read by `limits()` when a child starts, never at import.
 STARTUP_ALLOWANCE = 60.0  # importing torch on a busy machine, on top of the notebook's limit
-OUTPUT_LIMIT = int(float(os.environ.get("COURSE_OUTPUT_LIMIT_MB", "1")) * 2**20)  # printed text kept
-FILE_LIMIT = int(float(os.environ.get("COURSE_FILE_LIMIT_MB", "32")) * 2**20)  # any one file the child writes
-PROCESS_LIMIT = int(os.environ.get("COURSE_PROCESS_LIMIT", str(max(256, 8 * (os.cpu_count() or 1)))))
-TMP_LIMIT = int(float(os.environ.get("COURSE_TMP_LIMIT_MB", "64")) * 2**20)  # the child's private /tmp
-# everything the child writes, on every writable filesystem together: /tmp (TMP_LIMIT), /dev/shm (SHM_LIMIT),
-# its output folder (the rest); its / and /dev are read-only
-WRITE_LIMIT = int(float(os.environ.get("COURSE_WRITE_LIMIT_MB", "256")) * 2**20)
-SHM_LIMIT = int(float(os.environ.get("COURSE_SHM_LIMIT_MB", "32")) * 2**20)  # the child's private /dev/shm
 GRACE = 3.0  # seconds past a cell's or an exercise's limit before the sandbox is killed from outside
 
 
@@ -224,6 +212,14 @@ def _pth_sites(sites: "set[str]") -> "set[str]":
     return found - sites
 
 
+def limits():
+    """The limits of the run this process is in (course_cli/settings.py: a command's options, a Dask task's
+    shipped settings, else the environment's now)."""
+    from course_cli.settings import current
+
+    return current().limits
+
+
 def _hidden(shown: "list[str]") -> list[str]:
     """The folders to cover with an empty read-only tmpfs: the course checkout, the grader's working folder,
     the reference cache and the graded folders, wherever one lies inside a folder the sandbox shows."""
@@ -245,7 +241,8 @@ def _hidden(shown: "list[str]") -> list[str]:
     return [c for c in out if not any(c != o and _inside(c, o) for o in out)]
 
 
-def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None) -> list[str]:
+def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None,
+                lim=None) -> list[str]:
     """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
     paths, this Python, its standard library and site-packages, the course code the child imports, the
     `visible` paths and its own output folder. Nothing is bound because of where the grader was started.
@@ -256,8 +253,9 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders:
     for k, v in env.items():
         argv += ["--setenv", k, v]
     # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_LIMIT if device != "cuda" else 8 * TMP_LIMIT),
-             "--tmpfs", "/tmp", "--size", str(SHM_LIMIT), "--tmpfs", "/dev/shm"]
+    lim = lim or limits()
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp if device != "cuda" else 8 * lim.tmp),
+             "--tmpfs", "/tmp", "--size", str(lim.shm), "--tmpfs", "/dev/shm"]
     shown = []
     for top in _SYSTEM_TOPS:
         if os.path.islink(top):
@@ -691,7 +689,8 @@ class Child:
         if self.timed_out:
             if self.notebook_limit is not None:
                 return (f"timed out while {where}: the notebook ran past its time limit of {self.notebook_limit:g} s "
-                        f"(+{STARTUP_ALLOWANCE:g} s to start; at most COURSE_NOTEBOOK_TIMEOUT={NOTEBOOK_TIMEOUT:g} s); "
+                        f"(+{STARTUP_ALLOWANCE:g} s to start; at most COURSE_NOTEBOOK_TIMEOUT="
+                        f"{limits().notebook_timeout:g} s); "
                         f"an infinite loop?")
             return f"timed out while {where} (limit {self.deadline - self.started:.0f} s); an infinite loop?"
         rc = self.returncode
@@ -703,7 +702,8 @@ class Child:
             if sig == "SIGKILL":
                 return f"the grading process was killed while {where} (out of memory?)"
             if sig == "SIGXFSZ":
-                return f"output limit exceeded: a file grew past {FILE_LIMIT / 2**20:g} MiB while {where}"
+                return (f"output limit exceeded: a file grew past {float(self.job.get('file_limit') or 0) / 2**20:g} MiB "
+                        f"while {where}")
             return f"the grading process died with {sig} while {where}"
         err = self.text("stderr.txt", 600).strip().splitlines()
         tail = f": {err[-1][:300]}" if err else ""
@@ -792,12 +792,14 @@ def remove_tree(path: "Path | str") -> None:
             pass
 
 
-def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None):
+def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None, file_limit: int | None = None):
+    file_limit = file_limit or limits().file
+
     def apply():
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
         for cg in dict.fromkeys(c for c in (cgroup, mem_cgroup) if c is not None):
             try:
@@ -821,11 +823,12 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     sandboxed = bwrap_status()[0]
     if strict and not sandboxed:
         require_sandbox()
+    lim = limits()
     out = Path(tempfile.mkdtemp(prefix="course-"))
-    ex_t = exercise_timeout or (max(EXERCISE_TIMEOUT, GPU_EXERCISE_TIMEOUT) if cuda else EXERCISE_TIMEOUT)
+    ex_t = exercise_timeout or (max(lim.exercise_timeout, lim.gpu_exercise_timeout) if cuda else lim.exercise_timeout)
     job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
-           "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": CELL_TIMEOUT,
-           "exercise_timeout": ex_t, "output_limit": OUTPUT_LIMIT, "file_limit": FILE_LIMIT,
+           "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": lim.cell_timeout,
+           "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
            "hidden_seed": hidden_seed}
     import json
 
@@ -833,17 +836,17 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     env = {**child_env(device, bench, sandboxed), **(extra_env or {})}
     # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
     # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
-    memory = None if cuda else (2 * MEMORY_LIMIT if bench else MEMORY_LIMIT)
+    memory = None if cuda else (2 * lim.memory if bench else lim.memory)
     command = [sys.executable, "-m", "course_cli.sandboxed.child", str(out / "job.json")]
     if sandboxed:
         # a student's child sees the graders without any answer (course_cli.sandboxed.child_build);
         # the reference child, which runs the solved notebook and the mistakes, sees them whole
         graders = None if mistakes else _child_build(module)
-        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders) + command
-    cgroup = _new_cgroup(PROCESS_LIMIT)
+        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders, lim) + command
+    cgroup = _new_cgroup(lim.pids())
     # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
     # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
-    mem_cap = (2 * MEMORY_LIMIT if memory is None or bench else MEMORY_LIMIT) + WRITE_LIMIT + (7 * TMP_LIMIT if cuda else 0)
+    mem_cap = (2 * lim.memory if memory is None or bench else lim.memory) + lim.write + (7 * lim.tmp if cuda else 0)
     mem_cgroup = None
     if cgroup is not None and _memory_base() == _cgroup_base():  # cgroup v2: one cgroup holds both limits
         try:
@@ -859,7 +862,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=setup_err if setup_err is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup))
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup, lim.file))
     except BaseException:
         for cg in (cgroup, mem_cgroup):
             if cg is not None:
@@ -869,17 +872,17 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
             setup_err.close()
         raise
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
-    # student's notebook at most NOTEBOOK_TIMEOUT; the reference child (mistakes=True) runs trusted code
-    work = CELL_TIMEOUT * max(1, len(cells)) + ex_t * len(exercises) + (ex_t if bench else 0)
+    # student's notebook at most the notebook limit; the reference child (mistakes=True) runs trusted code
+    work = lim.cell_timeout * max(1, len(cells)) + ex_t * len(exercises) + (ex_t if bench else 0)
     notebook_limit = None
     if mistakes:
         work += ex_t * 20
     elif not bench:
-        work = notebook_limit = min(work, NOTEBOOK_TIMEOUT)
+        work = notebook_limit = min(work, lim.notebook_timeout)
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
                  notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
                  mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
-                 write_limit=max(0, WRITE_LIMIT - TMP_LIMIT - SHM_LIMIT) if sandboxed else WRITE_LIMIT,
+                 write_limit=max(0, lim.write - lim.tmp - lim.shm) if sandboxed else lim.write,
                  setup_err=setup_err)
 
 

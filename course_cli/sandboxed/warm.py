@@ -446,12 +446,13 @@ class Zygote:
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         argv = sandbox._bwrap_argv(self.jobs, "cpu", visible, env) + [
             sys.executable, "-m", "course_cli.sandboxed.zygote", str(theirs.fileno()), lesson.module]
-        self.cgroup = sandbox._new_cgroup(sandbox.PROCESS_LIMIT)
+        lim = sandbox.limits()
+        self.cgroup = sandbox._new_cgroup(lim.pids())
         with open(log_dir / f"zygote-{os.getpid()}.log", "ab") as err:
             self.proc = subprocess.Popen(argv, cwd=str(self.jobs), env=env, pass_fds=(theirs.fileno(),),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                          start_new_session=True,
-                                         preexec_fn=sandbox._limits(sandbox.MEMORY_LIMIT, self.cgroup))
+                                         preexec_fn=sandbox._limits(lim.memory, self.cgroup, file_limit=lim.file))
         theirs.close()
         self.ready = None
 
@@ -480,10 +481,10 @@ class Zygote:
         out = Path(tempfile.mkdtemp(dir=self.jobs))
         job = {**job, "out": str(out)}
         (out / "job.json").write_text(json.dumps(job))
+        lim = sandbox.limits()
         try:
             send(self.sock, {"op": "check", "job": str(out / "job.json"), "out": str(out),
-                             "limits": {"memory": sandbox.MEMORY_LIMIT, "file": sandbox.FILE_LIMIT,
-                                        "tmp": sandbox.TMP_LIMIT}})
+                             "limits": {"memory": lim.memory, "file": lim.file, "tmp": lim.tmp}})
             ready, _, _ = select.select([self.sock], [], [], SILENCE)
             msg, fds = recv(self.sock, want_fds=True) if ready else (None, [])
         except OSError as exc:
@@ -494,10 +495,10 @@ class Zygote:
             self.broken = True
             raise WarmUnavailable(f"the zygote did not start the check ({msg})")
         ex_t = float(job["exercise_timeout"])
-        work = min(sandbox.CELL_TIMEOUT * max(1, len(job["cells"])) + ex_t * len(job["exercises"]),
-                   sandbox.NOTEBOOK_TIMEOUT)  # as sandbox.start's budget for a student's notebook
+        work = min(lim.cell_timeout * max(1, len(job["cells"])) + ex_t * len(job["exercises"]),
+                   lim.notebook_timeout)  # as sandbox.start's budget for a student's notebook
         child = _warm_child_class()(_ZygoteProc(self, fds[0]), out, time.monotonic() + sandbox.STARTUP_ALLOWANCE + work,
-                                    sandbox.MEMORY_LIMIT, job, notebook_limit=work, sandboxed=True)
+                                    lim.memory, job, notebook_limit=work, sandboxed=True)
         child.zygote = self
         return child
 
@@ -550,10 +551,11 @@ def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises,
         def _start_student(self, device: str):
             if device != "cpu":
                 return super()._start_student(device)
+            lim = sandbox.limits()
             job = {"module": lesson.module, "cells": cells, "exercises": self.names, "device": "cpu",
                    "mistakes": False, "only_public": self.only_public, "bench": False,
-                   "cell_timeout": sandbox.CELL_TIMEOUT, "exercise_timeout": sandbox.EXERCISE_TIMEOUT,
-                   "output_limit": sandbox.OUTPUT_LIMIT, "file_limit": sandbox.FILE_LIMIT, "hidden_seed": None}
+                   "cell_timeout": lim.cell_timeout, "exercise_timeout": lim.exercise_timeout,
+                   "output_limit": lim.output, "file_limit": lim.file, "hidden_seed": None}
             return zygote.start(job)
 
     return WarmGrading()

@@ -56,7 +56,18 @@ class CallRecorder(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class AtenRecorder(TorchDispatchMode):
+class RecordingMode(TorchDispatchMode):
+    """A dispatch mode that only watches (its __torch_dispatch__ compiles nothing). torch wraps a mode's
+    __torch_dispatch__ in `_disable_dynamo` unless told otherwise, and the first call through that wrapper
+    imports torch._dynamo: seconds inside the first exercise's time limit (the cause of "softmax: timeout" on a
+    busy machine). Subclass this instead of TorchDispatchMode."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # (read by torch ≥ 2.12's __init_subclass__; harmless before)
+        return False
+
+
+class AtenRecorder(RecordingMode):
     """The forbidden calls seen from below, at the dispatcher: the aten ops the watched functions end in
     (torch.softmax is aten._softmax, SDPA on the CPU aten._scaled_dot_product_flash_attention_for_cpu, ...).
     `torch._C.DisableTorchFunction()` switches CallRecorder off, and `torch.ops.aten._softmax(...)` never

@@ -33,6 +33,7 @@ from course_cli.sandboxed.grading import grade_notebook
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from harness import with_code
+from harness import set_limit
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -288,8 +289,8 @@ def forged(kind: str) -> str:
 def short_limits(monkeypatch):
     """Short limits, and a secret in the grader's environment: in this process's, and in that of another
     process of the grader's user (as /proc/PID/environ shows it)."""
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 2.0)
-    monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 6.0)
+    set_limit(monkeypatch, "cell_timeout", 2.0)
+    set_limit(monkeypatch, "exercise_timeout", 6.0)
     monkeypatch.setattr(sandbox, "GRACE", 2.0)
     monkeypatch.setenv("COURSE_TEST_SECRET_TOKEN", SECRET)
     holder = subprocess.Popen(["sleep", "600"], env={**os.environ, "COURSE_TEST_SECRET_TOKEN": SECRET})

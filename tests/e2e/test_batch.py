@@ -15,14 +15,15 @@ from course_cli.sandboxed import sandbox
 from course_cli.main import cli
 from graders.registry import find_lesson
 from harness import mistakes_of, with_code, with_mistake
+from harness import set_limit
 
 L01 = find_lesson("lesson01")
 
 
 @pytest.fixture
 def flat(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 2.0)
-    monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 3.0)
+    set_limit(monkeypatch, "cell_timeout", 2.0)
+    set_limit(monkeypatch, "exercise_timeout", 3.0)
     folder = tmp_path / "subs"
     folder.mkdir()
     shutil.copy(L01.solution_path, folder / "alice.ipynb")

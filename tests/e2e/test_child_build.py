@@ -24,6 +24,7 @@ import pytest
 from course_cli.sandboxed.child_build import child_build
 from course_cli.sandboxed import sandbox
 from graders.registry import LESSONS, find_lesson
+from harness import set_limit
 
 # (graded lesson's grader module, line) the probes' test doubles share with a solution or a mistake's text
 KNOWN = {
@@ -115,7 +116,7 @@ def softmax(x, dim=-1):
 def test_a_student_child_can_read_no_answer(tmp_path, monkeypatch):
     from course_cli.sandboxed.grading import grade_notebook
 
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 240.0)  # it reads every file it can
+    set_limit(monkeypatch, "cell_timeout", 240.0)  # it reads every file it can
 
     L = find_lesson("lesson01")
     wanted = needles(L.number)

@@ -14,6 +14,7 @@ from course_cli.sandboxed.grading import Reference, grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
 from test_hostile import EXERCISES, EXPECTED, L01, ROOT_USER, _cgroup_available, _describe, _leftovers, _short_limits, results  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from harness import set_limit
 
 
 @pytest.mark.parametrize("name", [n for n, c in EXPECTED.items() if c.get("kind") != "unknown_lesson"])
@@ -55,7 +56,7 @@ def test_output_never_floods_the_disk_or_the_result(results):
 @pytest.mark.skipif(not _cgroup_available(), reason="no writable pids cgroup here: no process limit to test")
 def test_process_limit_stops_a_fork_loop_and_everything_is_killed(tmp_path, monkeypatch):
     _short_limits(monkeypatch)
-    monkeypatch.setattr(sandbox, "PROCESS_LIMIT", 48)
+    set_limit(monkeypatch, "processes", 48)
     code = ("import os, time\nkids = 0\ntry:\n    while kids < 10_000:\n        if os.fork() == 0:\n"
             "            os.setsid()\n            os.execvp('sleep', ['sleep', '311'])\n        kids += 1\n"
             "finally:\n    print('forked', kids)\n")
@@ -77,8 +78,8 @@ def test_notebook_time_limit_kills_the_child_and_says_so(tmp_path, monkeypatch):
     """A cell that outlives the per-notebook limit (its own, per-cell, limit being longer)."""
     import nbformat
 
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 120.0)
-    monkeypatch.setattr(sandbox, "NOTEBOOK_TIMEOUT", 2.0)
+    set_limit(monkeypatch, "cell_timeout", 120.0)
+    set_limit(monkeypatch, "notebook_timeout", 2.0)
     monkeypatch.setattr(sandbox, "STARTUP_ALLOWANCE", 20.0)
     nb = nbformat.read(L01.solution_path, as_version=4)
     nb.cells.insert(2, nbformat.v4.new_code_cell(

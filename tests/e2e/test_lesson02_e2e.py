@@ -20,3 +20,14 @@ def test_grader_imports_without_dynamo():
     # one property, public with its hidden twin (issue 29: hidden checks add inputs, never properties)
     assert lower_right and any(c.hidden for c in lower_right) and any(not c.hidden for c in lower_right)
     assert len({c.property for c in lower_right}) == 1
+
+
+def test_grading_lesson01_never_imports_dynamo():
+    """The first call through a dispatch mode would import torch._dynamo (seconds, inside the first exercise's
+    time limit) unless the mode says it compiles nothing (graders.engine.probe.RecordingMode)."""
+    code = ("import sys; sys.path.insert(0, 'tests'); from harness import check_in_process; "
+            "from graders.registry import find_lesson; L = find_lesson('lesson01'); "
+            "r = check_in_process(L, L.solution_path); "
+            "print({e.status for e in r.exercises}, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "{'passed'} False", out.stdout + out.stderr[-2000:]

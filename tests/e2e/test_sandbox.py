@@ -11,6 +11,7 @@ from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
 from harness import explain, with_code
+from harness import set_limit
 
 L01 = find_lesson("lesson01")
 SOFTMAX = "softmax"
@@ -19,8 +20,8 @@ SDPA = "scaled_dot_product_attention"
 
 @pytest.fixture
 def short_limits(monkeypatch):
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 2.0)
-    monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 3.0)
+    set_limit(monkeypatch, "cell_timeout", 2.0)
+    set_limit(monkeypatch, "exercise_timeout", 3.0)
 
 
 def no_traceback(result):
@@ -109,7 +110,7 @@ def test_infinite_loop_at_top_level_times_out_the_cell_and_grading_goes_on(tmp_p
 
 
 def test_memory_bomb_is_an_error_that_says_so(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "MEMORY_LIMIT", 2 * 2**30)
+    set_limit(monkeypatch, "memory", 2 * 2**30)
     code = ("def softmax(x, dim=-1):\n    hog = []\n    while True:\n        hog.append(bytearray(2**27))\n")
     result = grade_notebook(L01, with_code(L01, SOFTMAX, code, tmp_path), [SOFTMAX])
     ex = result.exercises[0]

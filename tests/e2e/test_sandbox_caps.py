@@ -18,6 +18,7 @@ from course_cli.main import cli
 from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
+from harness import set_limit
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -113,7 +114,7 @@ for pid in pids:
 
 @needs_sandbox
 def test_filling_the_output_folder_is_that_students_error_alone(tmp_path, monkeypatch, own_tmp):
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 20.0)
+    set_limit(monkeypatch, "cell_timeout", 20.0)
     subs = tmp_path / "subs"
     for student in ("alice", "bob", "mallory"):
         (subs / student / "lesson01").mkdir(parents=True)
@@ -166,8 +167,8 @@ def test_remove_tree_removes_deep_and_unreadable_folders(tmp_path):
 @needs_sandbox
 @pytest.mark.skipif(sandbox._memory_base() is None, reason="no memory cgroup can be made here")
 def test_memory_of_forked_processes_together_kills_the_child_not_the_grader(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "MEMORY_LIMIT", 2 * 2**30)
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 40.0)
+    set_limit(monkeypatch, "memory", 2 * 2**30)
+    set_limit(monkeypatch, "cell_timeout", 40.0)
     result = grade_notebook(L01, notebook(tmp_path / "fork.ipynb", FORK_MEMORY))
     assert result.score == 0.0
     text = " ".join(result.notes) + str(result.to_dict())

@@ -21,6 +21,7 @@ from course_cli.main import cli
 from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import grade_notebook
 from graders.registry import find_lesson
+from harness import set_limit
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -113,8 +114,8 @@ for name in itertools.cycle(names):
 @needs_sandbox
 def test_a_phase_renaming_cell_is_stopped_near_its_own_limit(tmp_path, monkeypatch):
     cell_t, ex_t, grace = 3.0, 6.0, 2.0
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", cell_t)
-    monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", ex_t)
+    set_limit(monkeypatch, "cell_timeout", cell_t)
+    set_limit(monkeypatch, "exercise_timeout", ex_t)
     monkeypatch.setattr(sandbox, "GRACE", grace)
     # 40 quick cells before it: the notebook's whole budget is large
     path = notebook(tmp_path / "renamer.ipynb", *["x = 1"] * 40, RENAMER)

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from course_cli.main import cli
 from course_cli.sandboxed import sandbox
 from graders.registry import ROOT, find_lesson
+from harness import set_limit
 
 L01 = find_lesson("lesson01")
 REAL_BWRAP = shutil.which("bwrap")
@@ -51,7 +52,7 @@ def broken(tmp_path, monkeypatch):
         d = fake_bwrap(tmp_path / "fakebin", real_first)
         monkeypatch.setenv("PATH", f"{d}:{os.environ['PATH']}")
         monkeypatch.setattr(sandbox, "_BWRAP", (True, ""))  # it looked fine when the run started
-        monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 5.0)
+        set_limit(monkeypatch, "cell_timeout", 5.0)
         # no trusted reference kept from an earlier test in this process: the class's reference child is the
         # first bwrap call
         from course_cli.sandboxed import grading

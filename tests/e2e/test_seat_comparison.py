@@ -151,7 +151,9 @@ def seats(tmp_path_factory):
             assert float(row["raw_score"]) == pytest.approx(sum(pts.values()))
     # the note a renamed notebook gets, in nbgrader's autograded notebook (and so in its feedback)
     graded = nbformat.read(course / "autograded" / "renamed" / L01.id / L01.notebook, as_version=4)
-    if renamed_note("my attention.ipynb", L01.notebook) in graded.cells[0].source:
+    from course_cli.safe_text import for_markdown  # the notes cell is markdown: its text escaped as such
+
+    if for_markdown(renamed_note("my attention.ipynb", L01.notebook), 1000) in graded.cells[0].source:
         got["nbgrader"]["renamed"]["note"] = renamed_note("my attention.ipynb", L01.notebook)
 
     # Gradescope's run_autograder, one submission at a time

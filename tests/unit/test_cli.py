@@ -37,3 +37,22 @@ def test_readme_lists_every_public_command():
     for name, command in cli.commands.items():
         if not command.hidden:
             assert f"course {name}" in readme, f"README does not mention `course {name}`"
+
+
+def test_a_limit_that_is_not_a_number_is_a_clean_error(monkeypatch):
+    monkeypatch.setenv("COURSE_CELL_TIMEOUT", "twenty")
+    r = CliRunner().invoke(cli, ["list"])
+    assert r.exit_code not in (0, None) and "Traceback" not in r.output, r.output
+    assert "COURSE_CELL_TIMEOUT='twenty' is not a number" in r.output
+
+
+def test_limits_are_read_when_a_run_starts_not_at_import(monkeypatch):
+    """The sandbox asks the run for its limits when it starts a child: a value set after import is the one used."""
+    from course_cli.sandboxed import sandbox
+    from course_cli.settings import Limits, Run, using
+
+    monkeypatch.setenv("COURSE_CELL_TIMEOUT", "7")
+    assert sandbox.limits().cell_timeout == 7.0
+    with using(Run(Limits(cell_timeout=3.0, processes=48))):
+        assert sandbox.limits().cell_timeout == 3.0 and sandbox.limits().pids() == 48
+    assert Limits.from_env(Limits(memory=2 * 2**30, file=8 * 2**20).env()) == Limits(memory=2 * 2**30, file=8 * 2**20)

@@ -37,8 +37,8 @@ L01 = find_lesson("lesson01")
 # the `cluster` extra (pip install -e ".[cluster]"); without it only the journal and the local pool are tested
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
                                 reason="the cluster extra (dask, distributed) is not installed")
-LIMITS = {"CELL_TIMEOUT": 3.0, "EXERCISE_TIMEOUT": 6.0}  # the hang ends soon; two cores, several children
-ENV_LIMITS = {"COURSE_CELL_TIMEOUT": "3", "COURSE_EXERCISE_TIMEOUT": "6"}  # the same, for a child process
+# the hang ends soon; two cores, several children (the run's limits: in process, the CLI and child processes)
+ENV_LIMITS = {"COURSE_CELL_TIMEOUT": "3", "COURSE_EXERCISE_TIMEOUT": "6"}
 
 
 def _result(student: str) -> LessonResult:
@@ -101,7 +101,7 @@ def test_a_journal_of_another_lesson_or_other_graders_is_refused_and_a_fresh_sta
 
 def test_a_worker_with_other_graders_refuses_to_grade():
     with pytest.raises(cluster.ClusterError, match="install the same version of the course"):
-        cluster.grade_task("lesson01", "alice", "/nowhere.ipynb", b"{}", None, None, "not-this-key", {})
+        cluster.grade_task("lesson01", "alice", "/nowhere.ipynb", b"{}", None, None, "not-this-key")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -110,8 +110,8 @@ def test_a_worker_with_other_graders_refuses_to_grade():
 @pytest.fixture(scope="module")
 def limits():
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in LIMITS.items():
-            mp.setattr(sandbox, name, value)
+        for name, value in ENV_LIMITS.items():
+            mp.setenv(name, value)
         yield
 
 

@@ -48,6 +48,10 @@ def code_reads() -> dict[str, set[str]]:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             for name in reads(ast.parse(path.read_text(encoding="utf-8"))):
                 out.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    from course_cli.settings import Limits  # the limits' variables: read by Limits.from_env from its ENV table
+
+    for name, _ in Limits.ENV.values():
+        out.setdefault(name, set()).add("course_cli/settings.py")
     return out
 
 

@@ -17,6 +17,7 @@ from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import Reference, grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
+from harness import set_limit
 
 HERE = Path(__file__).parents[1] / "fixtures" / "hostile"
 EXPECTED = json.loads((HERE / "expected.json").read_text())
@@ -26,10 +27,10 @@ ROOT_USER = os.geteuid() == 0
 
 
 def _short_limits(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(sandbox, "CELL_TIMEOUT", 3.0)
-    mp.setattr(sandbox, "EXERCISE_TIMEOUT", 8.0)  # several children share two cores here
-    mp.setattr(sandbox, "MEMORY_LIMIT", 2 * 2**30)
-    mp.setattr(sandbox, "FILE_LIMIT", 8 * 2**20)
+    set_limit(mp, "cell_timeout", 3.0)
+    set_limit(mp, "exercise_timeout", 8.0)  # several children share two cores here
+    set_limit(mp, "memory", 2 * 2**30)
+    set_limit(mp, "file", 8 * 2**20)
 
 
 def _leftovers(marker: str) -> list[int]:

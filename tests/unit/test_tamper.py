@@ -14,6 +14,7 @@ from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import grade_notebook
 from graders.engine import clean
 from graders.registry import find_lesson
+from harness import set_limit
 
 L01 = find_lesson("lesson01")
 WRONG = "def softmax(x, dim=-1):\n    return (x - x.amax(dim=dim, keepdim=True)).exp()  # not normalised\n"
@@ -71,9 +72,9 @@ def notebook(tmp_path, tamper: str, name: str):
 
 @pytest.fixture
 def short_limits(monkeypatch):
-    monkeypatch.setattr(sandbox, "CELL_TIMEOUT", 5.0)
-    monkeypatch.setattr(sandbox, "EXERCISE_TIMEOUT", 10.0)
-    monkeypatch.setattr(sandbox, "NOTEBOOK_TIMEOUT", 30.0)  # a child wrecked by patched builtins ends sooner
+    set_limit(monkeypatch, "cell_timeout", 5.0)
+    set_limit(monkeypatch, "exercise_timeout", 10.0)
+    set_limit(monkeypatch, "notebook_timeout", 30.0)  # a child wrecked by patched builtins ends sooner
     monkeypatch.setattr(sandbox, "STARTUP_ALLOWANCE", 15.0)
 
 
