@@ -90,7 +90,7 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
         print(f"{exercise}: graded by the course's autograder step, outside this kernel")
         return None
 
-    from course_cli.sandboxed.warm import grade_cells  # warm when it can be, else cold (the same verdict)
+    from course_cli.sandboxed.warm import grade_cells, stay_with  # warm when it can be, else cold (the same verdict)
     from course_cli.render import blocked_by, exercise_html, exercise_plain
 
     try:
@@ -103,6 +103,7 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
         from graders.registry import STUDENT_DISTRIBUTION
 
         hidden = not STUDENT_DISTRIBUTION
+    stay_with(os.getpid())  # the warm grader ends with this kernel (or when idle)
     result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", names, only_public=not hidden)
     ex = next(e for e in result.exercises if e.id == exercise)
     blockers = blocked_by(lesson_obj.id, result).get(exercise)

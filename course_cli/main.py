@@ -364,8 +364,9 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return
     if lesson:  # the check cells' warm grader, loading while JupyterLab starts
-        from course_cli.sandboxed.warm import prestart
+        from course_cli.sandboxed.warm import prestart, stay_with
 
+        stay_with(os.getpid())  # JupyterLab takes this process over: the server ends with it
         prestart(_lesson(lesson))
     os.execvpe(exe, argv, {**os.environ, **env})
 

@@ -138,6 +138,9 @@ def run(job: dict) -> None:
     from graders import engine
 
     torch.manual_seed(0)
+    from graders.engine import draws
+
+    draws.given(job.get("draws"))  # the reference child's draws: no Hypothesis import here when they cover all
     hidden_seed = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
     module = __import__(job["module"], fromlist=["CHECKS"])
     configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
@@ -238,6 +241,8 @@ def run(job: dict) -> None:
             _save(torch, obs, out / f"mistake-{mistake.id}.pt")
 
     _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
+    if job.get("mistakes"):  # the reference child: what it drew, for the students' children
+        _write(out / "draws.json", json.dumps(draws.made()))
     _write(progress, "done")
 
 

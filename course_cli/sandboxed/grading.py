@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 from pathlib import Path
 
@@ -183,8 +184,18 @@ class Reference:
     child that runs only the solved notebook, and kept in this process's memory, out of reach of the
     submissions' children, which could write to the cache folder."""
 
-    def __init__(self, exercises: dict, mistakes: dict):
+    def __init__(self, exercises: dict, mistakes: dict, draws: dict | None = None):
         self.exercises, self.mistakes = exercises, mistakes
+        self.draws = draws or {}  # the examples its child drew over the declared domains (engine/draws.py)
+
+    @staticmethod
+    def draws_at_hand(lesson: Lesson, path: Path | None, device: str = "cpu") -> dict:
+        """The reference's draws for a student's child, before its observations are read: from this process's
+        trusted reference, or the file beside the cached one ({} when there is none: the child draws)."""
+        if path is None:
+            ref = _TRUSTED.get((lesson.id, device, hidden_seed()))
+            return ref.draws if ref is not None else {}
+        return _read_draws(path.with_suffix(".draws.json"))
 
     @staticmethod
     def inject(lesson: Lesson, reference: "Reference", device: str = "cpu") -> None:
@@ -237,18 +248,22 @@ class Reference:
                     "mistakes": {}}
             for f in child.out.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
+            drawn = _read_draws(child.out / "draws.json")
             child.cleanup()
             bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
             if bad:
                 raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
             data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
-                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"])
+                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"], drawn)
                 return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             torch.save(data, tmp)
             os.replace(tmp, path)
+            side = path.with_suffix(f".{os.getpid()}.draws.tmp")
+            side.write_text(json.dumps(drawn))
+            os.replace(side, path.with_suffix(".draws.json"))
         data = _load(path)
         if not (isinstance(data, dict) and isinstance(data.get("exercises"), dict)
                 and isinstance(data.get("mistakes"), dict)
@@ -257,7 +272,19 @@ class Reference:
                 raise RuntimeError(f"the reference observations in {path} cannot be read; reinstall the course")
             path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
             return Reference.finish(lesson, *Reference.start(lesson, device), device)
-        return Reference(data["exercises"], data["mistakes"])
+        return Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")))
+
+
+def _read_draws(path: Path) -> dict:
+    """A reference child's draws.json: {key: [[index, ...], ...]}; {} when absent or not that shape (the
+    student's child then draws; engine/draws.py checks each entry again)."""
+    from course_cli.sandboxed import readback
+
+    try:
+        data = readback.read_json(path, 4 * 2**20)
+    except Exception:  # noqa: BLE001 - missing, too big, not JSON: drawn again
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error",
@@ -297,9 +324,11 @@ class Grading:
             # your own folder, for `import_lesson(..., mine=True)` (and the student distribution's import_lesson)
             visible.append(Path(self.cwd))
             env["COURSE_WORKSPACE"] = str(self.cwd)
+        drawn = getattr(self.reference, "draws", {}) if self.reference is not None else \
+            Reference.draws_at_hand(self.lesson, self.ref_path, "cpu")
         return sandbox.start(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
                              cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
-                             hidden_seed=hidden_seed() if self.trusted else None)
+                             hidden_seed=hidden_seed() if self.trusted else None, draws=drawn)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student

@@ -813,7 +813,8 @@ def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = N
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
-          strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None) -> Child:
+          strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None,
+          draws: dict | None = None) -> Child:
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
 
     `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
@@ -829,7 +830,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
            "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": lim.cell_timeout,
            "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
-           "hidden_seed": hidden_seed}
+           "hidden_seed": hidden_seed, "draws": draws or {}}
     import json
 
     (out / "job.json").write_text(json.dumps(job))

@@ -189,6 +189,30 @@ def from_wire(data: dict):
 # the client: what `course check`, the check cell and `course watch` call
 
 _SPAWNED: list[subprocess.Popen] = []
+_OWNER: "list | None" = None  # [pid, its start time]: the process whose life the server follows (stay_with)
+
+
+def _started(pid: int) -> str | None:
+    """The start time of process `pid` (its /proc stat's 22nd field: a PID reused later has another), or None
+    when it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def stay_with(pid: int) -> None:
+    """The warm server this process starts or uses ends when process `pid` ends (a notebook's kernel, `course
+    watch`, JupyterLab), besides after COURSE_WARM_IDLE seconds idle. `course check` from a shell names none:
+    its server waits for the next check until the idle limit."""
+    global _OWNER
+    started = _started(pid)
+    _OWNER = [pid, started] if started else None
+
+
+def _alive(owner) -> bool:
+    return _started(owner[0]) == owner[1]
 
 
 def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm: bool = True):
@@ -220,7 +244,8 @@ def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: 
 
 def prestart(lesson, cwd=None) -> None:
     """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
-    `course lab` replaces with JupyterLab); never waits for it."""
+    `course lab` replaces with JupyterLab: `stay_with(os.getpid())` first makes the server end with it); never
+    waits for it."""
     if not enabled():
         return
     try:
@@ -266,9 +291,9 @@ def _spawn(path: Path, key: str, lesson: str | None, cwd: str | None) -> subproc
     for p in list(_SPAWNED):  # reap servers this process started that have since exited
         if p.poll() is not None:
             _SPAWNED.remove(p)
-    argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key]
-    if lesson:
-        argv += [lesson, cwd or ""]
+    argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key, lesson or "", cwd or ""]
+    if _OWNER:
+        argv += [str(_OWNER[0]), _OWNER[1]]
     log = open(path.with_suffix(".log"), "ab")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
@@ -346,7 +371,7 @@ def _grade_warm(req: dict):
             _stop(conn, reply)  # stale (older course code): replaced
             continue
         try:
-            _send(conn, req)
+            _send(conn, {**req, "owner": _OWNER} if _OWNER else req)
             while True:
                 msg = _recv(conn, SILENCE)
                 if msg is None:
@@ -555,7 +580,8 @@ def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises,
             job = {"module": lesson.module, "cells": cells, "exercises": self.names, "device": "cpu",
                    "mistakes": False, "only_public": self.only_public, "bench": False,
                    "cell_timeout": lim.cell_timeout, "exercise_timeout": lim.exercise_timeout,
-                   "output_limit": lim.output, "file_limit": lim.file, "hidden_seed": None}
+                   "output_limit": lim.output, "file_limit": lim.file, "hidden_seed": None,
+                   "draws": getattr(reference, "draws", {})}
             return zygote.start(job)
 
     return WarmGrading()
@@ -575,6 +601,7 @@ class Server:
         self.last = time.monotonic()
         self.busy = 0
         self.done = False
+        self.owners: list = []  # [pid, start time] of the processes it follows: it ends when all have
         self.disabled_until = 0.0
         # Every grading runs on one worker thread: torch gives each thread that computes its own pool of
         # OpenMP threads, and a thread per check would leave a pool behind per check.
@@ -697,6 +724,10 @@ class Server:
                     return
                 if msg.get("op") != "grade":
                     return
+                owner = msg.get("owner")
+                if (isinstance(owner, list) and len(owner) == 2 and isinstance(owner[0], int)
+                        and isinstance(owner[1], str) and owner not in self.owners and len(self.owners) < 64):
+                    self.owners.append(owner)
                 box: dict = {}
                 done = threading.Event()
                 self.busy += 1
@@ -742,6 +773,10 @@ class Server:
                     conn, _ = listener.accept()
                 except TimeoutError:
                     if not self.busy and time.monotonic() - self.last > IDLE:
+                        break
+                    if not self.busy and self.owners and not any(_alive(o) for o in self.owners):
+                        print(f"{time.strftime('%H:%M:%S')} the processes it served have ended: exiting",
+                              file=sys.stderr, flush=True)
                         break
                     continue
                 self.last = time.monotonic()
@@ -810,16 +845,19 @@ def main(argv: list[str]) -> None:
         print(f"stopped {stop_all()} warm grader(s)")
         return
     if argv[:1] != ["serve"] or len(argv) < 3:
-        sys.exit("usage: python -m course_cli.sandboxed.warm serve SOCKET KEY [LESSON CWD] | stop")
+        sys.exit("usage: python -m course_cli.sandboxed.warm serve SOCKET KEY [LESSON CWD [OWNER_PID OWNER_START]] | stop")
     path, key = Path(argv[1]), argv[2]
-    lesson, cwd = (argv[3], argv[4] or None) if len(argv) >= 5 else (None, None)
+    lesson, cwd = (argv[3] or None, argv[4] or None) if len(argv) >= 5 else (None, None)
+    owners = [[int(argv[5]), argv[6]]] if len(argv) >= 7 and argv[5].isdigit() else []
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     from course_cli.sandboxed import sandbox
 
     if not sandbox.bwrap_status()[0]:
         print(f"warm checks need the sandbox: {sandbox.bwrap_status()[1]}", file=sys.stderr)
         return  # clients fall back to cold checks
-    Server(path, key).serve(lesson, cwd)
+    server = Server(path, key)
+    server.owners += owners
+    server.serve(lesson, cwd)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -19,6 +20,9 @@ def watch(lesson, path: Path, workspace: Path, exercises, interval: float = 0.5,
     from course_cli.render import make_console, render_result
     from course_cli.student.checking import check_and_record
 
+    from course_cli.sandboxed.warm import stay_with
+
+    stay_with(os.getpid())  # the warm grader ends when this watch does (or when idle)
     console = make_console()
     last = None
     try:

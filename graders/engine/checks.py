@@ -218,6 +218,8 @@ def _domain_judge(domain: Domain, judge: Judge) -> Judge:
                 continue  # the reference cannot take it: outside the domain (tests/test_domains.py)
             if "raised" in sub_s:
                 msg = f"raised {sub_s['raised']}"
+            elif sub_s.get("choice") != sub_r["choice"]:
+                msg = "ran on other examples than the ones drawn (the grader's draws were changed)"
             else:
                 try:
                     msg = judge(sub_s, sub_r, ctx)

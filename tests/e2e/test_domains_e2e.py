@@ -22,3 +22,28 @@ def test_the_draws_depend_on_the_seed_only():
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert other == str(draw_examples(domain, 99))
     assert draw_examples(domain, 99) != draw_examples(domain, 100)
+
+
+@pytest.mark.slow
+def test_the_reference_child_hands_its_draws_to_the_students(tmp_path, monkeypatch):
+    """The reference child writes what it drew beside the cached reference; a student's check reads them into
+    its child's job (so that child need not import Hypothesis), and grades the same as without them."""
+    import json
+
+    from course_cli.sandboxed import grading
+
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(grading, "CACHE_DIR", tmp_path / "cache")
+    lesson, exercise, domain = next((l, e, d) for l, e, d in DECLARED if l.id == "lesson10" and e == "filter_logits")
+    first = grading.grade_notebook(lesson, lesson.solution_path, [exercise])
+    (side,) = (tmp_path / "cache").glob(f"{lesson.id}-cpu-*.draws.json")
+    drawn = json.loads(side.read_text())
+    checks = CHECKS_OF(importlib.import_module(lesson.module))
+    public = [c for c in checks.of(exercise) if not c.hidden and "declared domain" in c.name]
+    assert public and all(any(k.startswith(f"{domain.examples}:") for k in drawn) for _ in public)
+    starts = []
+    real = grading.sandbox.start
+    monkeypatch.setattr(grading.sandbox, "start", lambda *a, **k: starts.append(k.get("draws")) or real(*a, **k))
+    again = grading.grade_notebook(lesson, lesson.solution_path, [exercise])
+    assert starts and starts[-1] == drawn  # the student's child was handed the reference's draws
+    assert [e.status for e in again.exercises] == [e.status for e in first.exercises] == ["passed"]

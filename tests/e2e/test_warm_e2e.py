@@ -258,3 +258,35 @@ def test_a_killed_server_s_jobs_folder_is_swept_by_the_next(tmp_path, run_dir):
     time.sleep(0.5)
     check(nb, run_dir)
     assert not any(p.exists() for p in left)
+
+
+@pytest.mark.slow
+def test_the_server_ends_with_the_process_it_follows(tmp_path, run_dir):
+    """A notebook's kernel (or `course watch`, or JupyterLab) names itself with warm.stay_with: when it ends, its
+    server goes within seconds, long before the idle limit."""
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    code = ("import os, sys, time\n"
+            "from course_cli.sandboxed import warm\n"
+            "from graders.registry import find_lesson\n"
+            "warm.stay_with(os.getpid())\n"
+            "print(warm.grade_notebook(find_lesson('lesson01'), sys.argv[1]).score, flush=True)\n"
+            "time.sleep(600)\n")
+    kernel = subprocess.Popen([sys.executable, "-c", code, str(nb)], env=_env(run_dir, COURSE_WARM_IDLE="900"),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert kernel.stdout.readline().strip() == "10.0"
+        pid = server_pid(run_dir)
+        assert warm_checks(run_dir) == 1  # graded by the server, which now follows the kernel
+        os.kill(pid, 0)
+    finally:
+        kernel.kill()
+        kernel.wait()
+    for _ in range(300):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the server outlived the process it follows")

@@ -268,3 +268,26 @@ def test_an_output_on_the_wrong_device_fails_and_is_named():
     assert _verdict(check, cuda, student, {"output": out, "__devices__": {"output": "cpu"}}).status == "passed"
     assert _off_device({"output": out, "n": 3}, torch.device("cuda")) == {"output": "cpu"}
     assert _off_device({"output": out}, torch.device("cpu")) == {}
+
+
+def test_draws_handed_over_are_used_without_hypothesis(monkeypatch):
+    """A student's child given the reference child's draws (its job's "draws") uses them and never imports
+    Hypothesis; draws that do not fit the domain's shape are drawn again."""
+    import sys
+
+    from graders.engine import draws
+    from graders.engine.checks import Arg, Domain
+
+    domain = Domain(args=(Arg("a", (1, 2, 3)), Arg("b", ("x", "y"))), tensors=False, examples=2)
+    made = draws.draw_examples(domain, 7)  # drawn here (Hypothesis)
+    handed = draws.made()
+    key = draws._key(domain, 7)
+    assert handed[key] == [list(p) for p in made]
+    try:
+        draws.given(handed)
+        monkeypatch.setitem(sys.modules, "hypothesis", None)  # importing it now would fail
+        assert draws.draw_examples(domain, 7) == made
+        draws.given({key: [[5, 0]]})  # index 5 is outside a: ignored
+        assert key not in draws._GIVEN
+    finally:
+        draws.given({})

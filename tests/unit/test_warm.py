@@ -226,3 +226,16 @@ def hostile_folder(tmp_path_factory):
     shutil.rmtree(d, ignore_errors=True)
 
 
+
+
+def test_a_followed_process_is_recognised_by_its_pid_and_start_time():
+    me = [os.getpid(), warm._started(os.getpid())]
+    assert me[1] is not None and warm._alive(me)
+    assert not warm._alive([os.getpid(), "0"])  # the same PID with another start time: a reused PID
+    assert warm._started(2**22 + 12345) is None  # no such process
+    before = warm._OWNER
+    try:
+        warm.stay_with(os.getpid())
+        assert warm._OWNER == me
+    finally:
+        warm._OWNER = before
