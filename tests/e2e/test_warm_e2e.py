@@ -232,14 +232,7 @@ def test_a_dead_zygote_is_replaced_and_an_idle_server_exits(tmp_path, run_dir):
         os.killpg(c, signal.SIGKILL)
     assert check(nb, run_dir, COURSE_WARM_IDLE="6") == first
     assert server_pid(run_dir) == pid and warm_checks(run_dir) == 2  # the same server, a new zygote
-    for _ in range(300):  # idle for 6 s: it goes, and takes its zygote along
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the idle server did not exit")
+    assert _gone(pid), "the idle server did not exit"  # idle for 6 s: it goes, and takes its zygote along
     assert not list((run_dir / "attention-course").glob("w-*.pid"))
     assert not list((run_dir / "attention-course").glob("w-*.sock"))
 
@@ -282,11 +275,15 @@ def test_the_server_ends_with_the_process_it_follows(tmp_path, run_dir):
     finally:
         kernel.kill()
         kernel.wait()
-    for _ in range(300):
+    assert _gone(pid), "the server outlived the process it follows"
+
+
+def _gone(pid: int, seconds: float = 30.0) -> bool:
+    """Whether process `pid` ends within `seconds`."""
+    for _ in range(int(seconds * 10)):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            break
+            return True
         time.sleep(0.1)
-    else:
-        pytest.fail("the server outlived the process it follows")
+    return False
