@@ -1,0 +1,95 @@
+"""Lessons 01-03 over their declared domains (issue 28, item 1): wrong code the older checks let through
+fails the exercise's domain check, and the message names the simplest input that shows it.
+
+Each case is an implementation no earlier check rejected (the old probes draw float32 on the CPU, with the
+default arguments); the expected example text is derived from the domain itself (`example_text` over the
+choices the test names, the rest at their defaults), never typed in by hand."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from graders.engine.checks import CHECKS_OF, example_text
+from graders.registry import find_lesson
+from harness import check_one, explain, with_code
+
+DOMAIN_CHECK = "over its declared domain (drawn examples, the simplest failure shown)"
+
+
+def _expected_start(lesson, exercise: str, **choices) -> str:
+    """"fails for dim=0": the message's start for the example with `choices` and the rest at default."""
+    (domain,) = CHECKS_OF(importlib.import_module(lesson.module)).domains[exercise]
+    defaults = {n: v[0] for n, v in domain.choices()}
+    unknown = set(choices) - set(defaults)
+    assert not unknown, f"{exercise}'s domain has no choice {sorted(unknown)}"
+    for name, value in choices.items():
+        assert value in dict(domain.choices())[name], f"{name}={value!r} is not in {exercise}'s domain"
+    return f"fails for {example_text({**defaults, **choices}, defaults)}"
+
+
+def _fails_only_the_domain(lesson, exercise: str, code: str, tmp_path, **simplest):
+    ex = check_one(lesson, with_code(lesson, exercise, code, tmp_path), exercise)
+    assert ex.status == "failed", explain(ex)
+    failed = [c for c in ex.checks if c.status == "failed"]
+    # the older checks passed this code: only the domain check (and its hidden twin, if any) fails
+    assert {c.name.removesuffix(" (fresh inputs)") for c in failed} == {DOMAIN_CHECK}, explain(ex)
+    start = _expected_start(lesson, exercise, **simplest)
+    assert failed[0].message.startswith(start), (start, failed[0].message)
+    return failed[0].message
+
+
+# ----------------------------------------------------------------------------------------------
+# lesson01
+
+L01 = find_lesson("lesson01")
+
+# The max is subtracted only along the last axis; other dims take the textbook formula, which overflows.
+SOFTMAX_STABLE_ON_LAST_AXIS_ONLY = '''
+def softmax(x, dim=-1):
+    if dim in (-1, x.dim() - 1):
+        x = x - x.amax(dim=-1, keepdim=True)
+    e = x.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''
+
+# Masked scores filled with -1e9: exact zeros in float32, but float16 cannot hold -1e9.
+SDPA_MINUS_1E9 = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+'''
+
+# The mask added as a float32 bias: float16 and bfloat16 scores become float32.
+SDPA_FLOAT_BIAS = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores + (1.0 - mask.float()) * -1e9
+    weights = softmax(scores, dim=-1)
+    return weights @ v, weights
+'''
+
+
+@pytest.mark.lesson01
+def test_softmax_stable_only_along_the_last_axis_fails_for_another_dim(tmp_path):
+    msg = _fails_only_the_domain(L01, "softmax", SOFTMAX_STABLE_ON_LAST_AXIS_ONLY, tmp_path, dim=0)
+    assert "NaN/inf" in msg and "huge" in msg
+
+
+@pytest.mark.lesson01
+def test_sdpa_masked_with_minus_1e9_fails_in_float16(tmp_path):
+    msg = _fails_only_the_domain(L01, "scaled_dot_product_attention", SDPA_MINUS_1E9, tmp_path,
+                                 **{"dtype of q, k, v": "float16"})
+    assert "raised RuntimeError" in msg
+
+
+@pytest.mark.lesson01
+def test_sdpa_with_a_float32_bias_fails_in_float16(tmp_path):
+    msg = _fails_only_the_domain(L01, "scaled_dot_product_attention", SDPA_FLOAT_BIAS, tmp_path,
+                                 **{"dtype of q, k, v": "float16"})
+    assert "raised RuntimeError" in msg and "Half" in msg  # float32 weights @ float16 v
