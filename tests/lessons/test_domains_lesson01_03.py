@@ -93,3 +93,35 @@ def test_sdpa_with_a_float32_bias_fails_in_float16(tmp_path):
     msg = _fails_only_the_domain(L01, "scaled_dot_product_attention", SDPA_FLOAT_BIAS, tmp_path,
                                  **{"dtype of q, k, v": "float16"})
     assert "raised RuntimeError" in msg and "Half" in msg  # float32 weights @ float16 v
+
+
+# ----------------------------------------------------------------------------------------------
+# lesson02
+
+L02 = find_lesson("lesson02")
+
+# `device` honoured only when t_k is given: the square mask is always made on the CPU.
+CAUSAL_DEVICE_ON_ONE_PATH = '''
+def causal_mask(t_q, t_k=None, device=None):
+    if t_k is None:
+        return torch.ones(t_q, t_q, dtype=torch.bool).tril()
+    return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)
+'''
+
+# The bias made on the default device, whatever the mask's.
+ADDITIVE_ON_THE_CPU = '''
+def to_additive(mask, dtype=torch.float32):
+    return torch.full(mask.shape, float("-inf"), dtype=dtype).masked_fill(mask, 0.0)
+'''
+
+
+@pytest.mark.lesson02
+def test_causal_mask_ignoring_device_for_a_square_mask_fails_on_meta(tmp_path):
+    msg = _fails_only_the_domain(L02, "causal_mask", CAUSAL_DEVICE_ON_ONE_PATH, tmp_path, device='"meta"')
+    assert "meta device" in msg
+
+
+@pytest.mark.lesson02
+def test_to_additive_made_on_the_cpu_fails_for_a_mask_elsewhere(tmp_path):
+    msg = _fails_only_the_domain(L02, "to_additive", ADDITIVE_ON_THE_CPU, tmp_path, **{"device of mask": "meta"})
+    assert "meta" in msg  # made on the CPU, or raised mixing a CPU bias with a meta mask
