@@ -125,3 +125,42 @@ def test_causal_mask_ignoring_device_for_a_square_mask_fails_on_meta(tmp_path):
 def test_to_additive_made_on_the_cpu_fails_for_a_mask_elsewhere(tmp_path):
     msg = _fails_only_the_domain(L02, "to_additive", ADDITIVE_ON_THE_CPU, tmp_path, **{"device of mask": "meta"})
     assert "meta" in msg  # made on the CPU, or raised mixing a CPU bias with a meta mask
+
+
+# ----------------------------------------------------------------------------------------------
+# lesson03
+
+L03 = find_lesson("lesson03")
+
+
+def _solution_with(lesson, exercise: str, old: str, new: str) -> str:
+    """The solved definition of `exercise` with one exact edit (the escape is a small change of correct code)."""
+    from harness import solution_cell_index
+    import nbformat
+
+    nb = nbformat.read(lesson.solution_path, as_version=4)
+    src = nb.cells[solution_cell_index(nb, exercise)].source
+    assert src.count(old) == 1, old
+    return src.replace(old, new)
+
+
+@pytest.mark.lesson03
+def test_mha_taking_values_from_the_query_fails_when_only_key_is_given(tmp_path):
+    code = _solution_with(L03, "MultiHeadAttention", "value = key if value is None else value",
+                          "value = value if value is not None else query")
+    _fails_only_the_domain(L03, "MultiHeadAttention", code, tmp_path, **{"key, value": "given, None"})
+
+
+@pytest.mark.lesson03
+def test_csa_ignoring_bias_false_fails_for_bias_false(tmp_path):
+    code = _solution_with(L03, "CausalSelfAttention", "self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)",
+                          "self.qkv_proj = nn.Linear(d_model, 3 * d_model)")
+    _fails_only_the_domain(L03, "CausalSelfAttention", code, tmp_path, bias=False)
+
+
+@pytest.mark.lesson03
+def test_gqa_without_biases_fails_for_bias_true(tmp_path):
+    code = _solution_with(L03, "GroupedQueryAttention", "self.q_proj = nn.Linear(d_model, d_model, bias=bias)",
+                          "self.q_proj = nn.Linear(d_model, d_model, bias=False)")
+    msg = _fails_only_the_domain(L03, "GroupedQueryAttention", code, tmp_path, bias=True)
+    assert "q_proj.bias" in msg
