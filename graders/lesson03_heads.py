@@ -424,21 +424,21 @@ def mha_grads(ctx):
     return {**obs, "gradient of query": query.grad, "gradient of key": key.grad}
 
 
-# The declared domain of MultiHeadAttention: one head and D heads, bias=False, dropout 0, 0.1 and 0.5 in eval
+# The declared domain of MultiHeadAttention: one head and D heads, bias=False, dropout 0 and 0.5 in eval
 # and training mode (in training with dropout > 0: the output differs from eval mode, and back in eval mode it is
-# the reference's), self-attention, cross-attention (Tk ≠ Tq both ways, one key, a long memory) and value
+# the reference's), self-attention, cross-attention (Tk ≠ Tq both ways, one key, a long memory of 200) and value
 # defaulting to key, every mask shape, need_weights, a batch of 1, a call with other shapes first, a second
 # instance built after the first; query, key and value in float32 or float64, laid out any way.
 MHA_DOMAIN = Domain(
-    args=(Arg("d_model, num_heads", ("24, 4", "24, 1", "24, 24", "8, 2")), Arg("bias", (True, False)),
-          Arg("dropout, mode", ("0.0, eval", "0.5, eval", "0.0, train", "0.5, train", "0.1, train")),
+    args=(Arg("d_model, num_heads", ("24, 4", "24, 1", "24, 24")), Arg("bias", (True, False)),
+          Arg("dropout, mode", ("0.0, eval", "0.5, eval", "0.0, train", "0.5, train")),
           Arg("key, value", ("None, None", "given, given", "given, None")),
-          Arg("Tq, Tk", ("5, 7", "7, 5", "1, 1", "1, 9", "3, 200")),
+          Arg("Tq, Tk", ("5, 7", "7, 5", "1, 1", "3, 200")),
           Arg("mask", ("none", "(Tq, Tk)", "(B, 1, 1, Tk)", "(B, H, Tq, Tk)")), Arg("need_weights", (False, True)),
           Arg("B", (2, 1)), Arg("calls", ("one", "after a call with other shapes")),
           Arg("instances", ("one", "a second one built after it"))),
     dtypes=(("query, key, value", ("float32", "float64")),),
-    layouts=(("query", _LAYOUTS), ("key", _LAYOUTS), ("value", _LAYOUTS)), examples=5)
+    layouts=(("query", _LAYOUTS), ("key", _LAYOUTS), ("value", ("contiguous", "transposed"))), examples=3)
 
 
 def _attention_call(ctx, module, ex, call, eval_call=None):
@@ -618,7 +618,7 @@ CSA_DOMAIN = Domain(
           Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 5", "1, 1", "3, 200")),
           Arg("calls", ("one", "after a call with other shapes")),
           Arg("instances", ("one", "a second one built after it"))),
-    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=5)
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
 
 
 @CHECKS.domain("CausalSelfAttention", CSA_DOMAIN, _same_at_dtype())
@@ -768,7 +768,7 @@ GQA_DOMAIN = Domain(
           Arg("bias", (False, True)), Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 7", "1, 1", "2, 200")),
           Arg("calls", ("one", "after a call with other shapes")),
           Arg("instances", ("one", "a second one built after it"))),
-    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=5)
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
 
 
 @CHECKS.domain("GroupedQueryAttention", GQA_DOMAIN, _same_at_dtype())
