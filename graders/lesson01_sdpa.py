@@ -10,8 +10,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .engine.compare import close
+from .engine.compare import close, tolerance
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, agrees_with, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson01")
 
@@ -106,6 +108,50 @@ def softmax_grad(ctx):
         return {"gradient of x": None}
     return {"gradient of x": x.grad}
 
+
+# The declared domain of softmax: any rank (1 to 4 dims), a row of one entry and a wide one (1000), `dim`
+# omitted, given as -1, or any other axis (negative and positive), x in float32, float64 or bfloat16, laid out
+# any way. Every example is called three times: random entries, with -inf entries, and with huge magnitudes
+# (±1e4) along its dim, so stability and exact zeros are tested on every axis.
+SOFTMAX_DOMAIN = Domain(
+    args=(Arg("shape", ("2, 3, 5", "7", "4, 6", "2, 3, 4, 5", "1, 1", "3, 1000")),
+          Arg("dim", ("omitted", -1, 0, 1, -2, 2))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")),),
+    layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
+
+_ENTRIES = ("random entries", "some entries -inf", "huge entries (±1e4)")
+
+
+def _softmax_domain_judge(s, r, ctx):
+    for key in _ENTRIES:
+        out, ref = s.get(f"output, {key}"), r[f"output, {key}"]
+        if isinstance(out, torch.Tensor) and out.shape == ref.shape and key == "some entries -inf":
+            leaked = out[r["-inf at"]]
+            if leaked.numel() and (leaked != 0).any():
+                return (f"entries that are -inf in the input must get weight exactly 0, got up to "
+                        f"{leaked.abs().max().item():.3g}")
+        if isinstance(out, torch.Tensor) and not torch.isfinite(out).all() and torch.isfinite(ref).all():
+            return (f"with {key}: {int((~torch.isfinite(out)).sum())} NaN/inf values where the reference has "
+                    f"none: subtract the max along `dim` (the dim you sum over) before exponentiating")
+        msg = close(out, ref, f"output, {key}", tol=tolerance(ref.dtype).scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.domain("softmax", SOFTMAX_DOMAIN, _softmax_domain_judge)
+def softmax_domain(ctx, ex):
+    shape = tuple(int(n) for n in ex["shape"].split(", "))
+    d = -1 if ex["dim"] == "omitted" else ex["dim"]
+    where = ctx.bernoulli(*shape, p=0.4)
+    where.narrow(d, 0, 1).fill_(False)  # one finite entry along dim in every slice
+    x = ctx.randn(*shape, scale=3.0)
+    obs = {"-inf at": where}
+    for key, xi in zip(_ENTRIES, (x, x.masked_fill(where, float("-inf")), x * 3e3)):
+        xi = relaid(xi.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+        obs[f"output, {key}"] = (ctx.call(ctx.target, xi) if ex["dim"] == "omitted"
+                                 else ctx.call(ctx.target, xi, dim=ex["dim"]))
+    return obs
 
 # ----------------------------------------------------------------------------------------------
 # scaled_dot_product_attention(q, k, v, mask=None) -> (output, weights)
@@ -203,6 +249,50 @@ def sdpa_vs_torch(ctx):
             "torch output (masked)": F.scaled_dot_product_attention(q, k, v, attn_mask=mask)}
 
 
+# The declared domain of attention: ranks 2 to 5 (no leading dim, batch, batch and heads, three), Tq ≠ Tk both
+# ways, lengths of 1 and a long key axis (512), dv ≠ dk and dk = 1 or 64, masks of every broadcast shape, q, k, v
+# in each floating dtype (the output and weights keep it), each of q, k, v and the mask laid out on its own.
+# Every example is called twice: without a mask, and with the mask drawn.
+SDPA_DOMAIN = Domain(
+    args=(Arg("leading dims", ("2, 3", "none", "2", "2, 1, 3")),
+          Arg("Tq, Tk", ("4, 6", "6, 4", "1, 1", "1, 7", "5, 5", "3, 512")),
+          Arg("dk, dv", ("8, 5", "8, 8", "1, 3", "64, 2")),
+          Arg("mask", ("(Tq, Tk)", "(B, 1, 1, Tk)", "(..., Tq, Tk)", "(Tk,)"))),
+    dtypes=(("q, k, v", ("float32", "float64", "float16", "bfloat16")),),
+    layouts=tuple((n, ("contiguous", "transposed", "strided")) for n in ("q", "k", "v", "mask")), examples=5)
+
+
+def _sdpa_domain_judge(s, r, ctx):
+    for key in ("output", "weights", "output, masked", "weights, masked"):
+        msg = close(s.get(key), r[key], key, tol=tolerance(r[key].dtype).scaled(2))
+        if msg:
+            return msg
+    return None
+
+
+def _sdpa_mask(ctx, kind: str, lead: tuple, tq: int, tk: int) -> torch.Tensor:
+    """A boolean mask of the kind named, broadcastable to (*lead, Tq, Tk); every query sees key 0 or more."""
+    shape = {"(Tq, Tk)": (tq, tk), "(B, 1, 1, Tk)": (*lead[:1], *(1,) * (len(lead) - 1), 1, tk),
+             "(..., Tq, Tk)": (*lead, tq, tk), "(Tk,)": (tk,)}[kind]
+    m = ctx.bernoulli(*shape, p=0.6)
+    m[..., 0] = True
+    return m
+
+
+@CHECKS.domain("scaled_dot_product_attention", SDPA_DOMAIN, _sdpa_domain_judge)
+def sdpa_domain(ctx, ex):
+    lead = () if ex["leading dims"] == "none" else tuple(int(n) for n in ex["leading dims"].split(", "))
+    tq, tk = (int(n) for n in ex["Tq, Tk"].split(", "))
+    dk, dv = (int(n) for n in ex["dk, dv"].split(", "))
+    dt = getattr(torch, ex["dtype of q, k, v"])
+    q, k, v = (relaid(ctx.randn(*lead, t, d).to(dt), ex[f"layout of {n}"])
+               for n, t, d in (("q", tq, dk), ("k", tk, dk), ("v", tk, dv)))
+    mask = relaid(_sdpa_mask(ctx, ex["mask"], lead, tq, tk), ex["layout of mask"])
+    out, weights = _attend(ctx, q, k, v)
+    out_m, weights_m = _attend(ctx, q, k, v, mask)
+    return {"output": out, "weights": weights, "output, masked": out_m, "weights, masked": weights_m}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -240,6 +330,14 @@ MISTAKES = (
                    "weights = softmax(scores, dim=-1)":
                        "weights = softmax(scores, dim=-1)\n"
                        "    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)"}),
+    Mistake("scaled_dot_product_attention", "mask_large_negative", "masked scores are filled with −1e9, which "
+            "float16 cannot hold (masked_fill overflows): fill them with float('-inf'), exact in every dtype.",
+            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, -1e9)"}),
+    Mistake("scaled_dot_product_attention", "float_mask_added", "the mask is added as a float32 bias "
+            "((~mask).float() * −1e9), which turns float16 and bfloat16 scores into float32: keep the input's dtype "
+            "by filling the scores where the mask is False with -inf (masked_fill).",
+            edits={'scores = scores.masked_fill(~mask, float("-inf"))':
+                       "scores = scores + (~mask).float() * -1e9"}),
     Mistake("scaled_dot_product_attention", "k_T", "`k.T` reverses every axis of a batched tensor; swap only the "
             "last two with `k.transpose(-2, -1)` (or `k.mT`).",
             edits={"k.transpose(-2, -1)": "k.T"}),

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from .engine.compare import close
+from .engine.checks import Arg, Domain, JudgeContext
+from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, made_on_meta, on_meta, same
 
 CHECKS = Checks("lesson02")
@@ -196,6 +198,44 @@ def causal_meta(ctx):
     return on_meta(ctx.call(ctx.target, 4, 6, device="meta"))
 
 
+# The declared domain of causal_mask: square (t_k omitted or equal), t_k > t_q (a KV cache) and t_k < t_q (rows
+# with no key), one query, and a long one (100 queries over 300 keys); `device` omitted, None, the string "cpu",
+# torch.device("cpu") or "meta" (the device honoured on every path, the dtype bool).
+_DEVICES = {"None": None, '"cpu"': "cpu", 'torch.device("cpu")': torch.device("cpu"), '"meta"': "meta"}
+CAUSAL_DOMAIN = Domain(
+    args=(Arg("t_q, t_k", ("5, omitted", "5, 5", "3, 8", "1, 6", "6, 4", "3, 1", "1, omitted", "100, 300")),
+          Arg("device", ("omitted", *_DEVICES))), examples=4, tensors=False)
+
+
+def _made_like(s, r, what: str) -> str | None:
+    """The student's mask (or bias) against the reference's, on the device it was asked for; a result on the
+    meta device is judged by its device, shape and dtype (it holds no values)."""
+    if r.get("device") == "meta" or s.get("device") == "meta":
+        return made_on_meta(what)(s, r, None)
+    if s.get("device") != r.get("device"):
+        return (f"{what} came back on {s.get('device')!r}, not on {r.get('device')!r}: make every tensor on the "
+                f"device asked for")
+    return None
+
+
+def _causal_domain_judge(s, r, ctx):
+    msg = _made_like(s, r, "the mask")
+    if msg or r.get("device") == "meta":
+        return msg
+    return masks_equal("mask")(s, r, ctx)
+
+
+@CHECKS.domain("causal_mask", CAUSAL_DOMAIN, _causal_domain_judge)
+def causal_domain(ctx, ex):
+    t_q, t_k = ex["t_q, t_k"].split(", ")
+    args = (int(t_q),) if t_k == "omitted" else (int(t_q), int(t_k))
+    kwargs = {} if ex["device"] == "omitted" else {"device": _DEVICES[ex["device"]]}
+    m = ctx.call(ctx.target, *args, **kwargs)
+    if isinstance(m, torch.Tensor) and m.is_meta or ex["device"] == '"meta"':
+        return on_meta(m)
+    return {"mask": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
+
+
 # ----------------------------------------------------------------------------------------------
 # padding_mask(lengths, t) -> BoolTensor[B, 1, 1, t], True at real keys
 
@@ -257,6 +297,24 @@ def padding_device(ctx):
               made_on_meta("padding_mask(lengths, 5)"), CPU, hidden=True)
 def padding_meta(ctx):
     return on_meta(ctx.call(ctx.target, torch.empty(2, dtype=torch.long, device="meta"), 5))
+
+
+# The declared domain of padding_mask: batches of four, one and two sequences with lengths from 0 to t (all
+# padding, none), t from 1 to 300, `lengths` as int64 or int32, contiguous or a strided view.
+PADDING_DOMAIN = Domain(
+    args=(Arg("lengths", ("mixed, 4 sequences", "one sequence", "0 and t", "all 0", "all t")), Arg("t", (7, 1, 300))),
+    dtypes=(("lengths", ("int64", "int32")),), layouts=(("lengths", ("contiguous", "strided")),), examples=4)
+
+
+@CHECKS.domain("padding_mask", PADDING_DOMAIN, masks_equal("mask"))
+def padding_domain(ctx, ex):
+    t = ex["t"]
+    values = {"mixed, 4 sequences": [min(3, t), t, 1, min(5, t)], "one sequence": [max(t - 1, 1)], "0 and t": [0, t],
+              "all 0": [0, 0], "all t": [t, t, t]}[ex["lengths"]]
+    lengths = torch.tensor(values, dtype=getattr(torch, ex["dtype of lengths"]))
+    if ex["layout of lengths"] == "strided":
+        lengths = torch.stack([lengths, torch.zeros_like(lengths)], dim=-1)[:, 0]  # every other entry of a wider row
+    return {"mask": ctx.call(ctx.target, lengths, t)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,6 +379,18 @@ def _window_below_one(s, r, ctx):
 @CHECKS.probe("sliding_window_mask", "a window below 1 raises ValueError", _window_below_one, CPU)
 def window_below_one(ctx):
     return {f"sliding_window_mask(5, {w})": _raised(ctx, 5, w) for w in (0, -2)}
+
+
+# The declared domain of sliding_window_mask: t from 1 to 64, windows of 1, 2, 3, t − 1, t, t + 1 and far wider.
+WINDOW_DOMAIN = Domain(args=(Arg("t", (6, 1, 2, 64)), Arg("window", (3, 1, 2, "t - 1", "t", "t + 1", 1000))),
+                       examples=4, tensors=False)
+
+
+@CHECKS.domain("sliding_window_mask", WINDOW_DOMAIN, masks_equal("mask"))
+def window_domain(ctx, ex):
+    t, w = ex["t"], ex["window"]
+    w = {"t - 1": t - 1, "t": t, "t + 1": t + 1}.get(w, w)
+    return {"mask": ctx.call(ctx.target, t, w)}  # a window below 1 (t = 1, t - 1) raises: outside the domain
 
 
 # ----------------------------------------------------------------------------------------------
@@ -389,6 +459,36 @@ def additive_in_sdpa(ctx):
         raise WrongResult("to_additive(mask, dtype=...) should return a floating-point Tensor of the mask's shape")
     return {"output (additive mask)": F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(ctx.dtype)),
             "torch output (boolean mask)": F.scaled_dot_product_attention(q, k, v, attn_mask=mask)}
+
+
+# The declared domain of to_additive: masks of 1 to 4 dims, a single entry and a wide one, random, all True and
+# all False; `dtype` omitted or any floating dtype; the mask on the CPU or the meta device (the bias is made on
+# the mask's device), laid out any way.
+ADDITIVE_DOMAIN = Domain(
+    args=(Arg("mask shape", ("2, 1, 5, 7", "5", "3, 4", "1, 1", "2, 1, 1, 300")),
+          Arg("dtype", ("omitted", "float32", "float16", "bfloat16", "float64")),
+          Arg("mask values", ("random", "all True", "all False")), Arg("device of mask", ("cpu", "meta"))),
+    layouts=(("mask", ("contiguous", "transposed", "strided")),), examples=5)
+
+
+def _additive_domain_judge(s, r, ctx):
+    msg = _made_like(s, r, "the bias")
+    if msg or r.get("device") == "meta":
+        return msg
+    return _additive_msg(s.get("bias"), r["mask"], r["bias"].dtype, "the bias")
+
+
+@CHECKS.domain("to_additive", ADDITIVE_DOMAIN, _additive_domain_judge)
+def additive_domain(ctx, ex):
+    shape = tuple(int(n) for n in ex["mask shape"].split(", "))
+    mask = {"random": ctx.bernoulli(*shape, p=0.6), "all True": torch.ones(shape, dtype=torch.bool),
+            "all False": torch.zeros(shape, dtype=torch.bool)}[ex["mask values"]]
+    mask = relaid(mask.to(ex["device of mask"]), ex["layout of mask"])
+    bias = (ctx.call(ctx.target, mask) if ex["dtype"] == "omitted"
+            else ctx.call(ctx.target, mask, dtype=getattr(torch, ex["dtype"])))
+    if ex["device of mask"] == "meta":
+        return on_meta(bias)
+    return {"bias": bias, "mask": mask, "device": bias.device.type if isinstance(bias, torch.Tensor) else None}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -539,6 +639,56 @@ def attn_leading(ctx):
     return obs
 
 
+# The declared domain of masked_attention: ranks 2 to 5, t_q ≠ t_k both ways, lengths of 1 and a long key axis
+# (300), d_v ≠ d, masks of every broadcast shape, among them masks that leave queries with no key (a
+# bottom-right causal mask with t_q > t_k, a sequence of length 0), q, k, v in each floating dtype, each of q,
+# k, v and the mask laid out on its own.
+MASKED_DOMAIN = Domain(
+    args=(Arg("leading dims", ("2, 3", "none", "2", "2, 1, 3")),
+          Arg("t_q, t_k", ("5, 7", "7, 4", "1, 1", "1, 6", "3, 300")), Arg("d, d_v", ("8, 5", "1, 3", "64, 2")),
+          Arg("mask", ("(t_q, t_k) causal", "(B, 1, 1, t_k) padding, a length 0", "(..., t_q, t_k) random",
+                       "(t_k,)", "causal & padding"))),
+    dtypes=(("q, k, v", ("float32", "float64", "float16", "bfloat16")),),
+    layouts=tuple((n, ("contiguous", "transposed", "strided")) for n in ("q", "k", "v", "mask")), examples=3)
+
+
+def _domain_mask(ctx, kind: str, lead: tuple, t_q: int, t_k: int) -> torch.Tensor:
+    causal = torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)  # bottom-right
+    b = lead[0] if lead else 1
+    lengths = torch.tensor([t_k] + [(3 * i) % (t_k + 1) for i in range(b - 1)])[:b]  # (b,): t_k, 0, ...
+    padding = (torch.arange(t_k) < lengths[:, None]).view(b, *(1,) * max(len(lead) - 1, 0), 1, t_k)
+    if not lead:
+        padding = padding.view(1, t_k)
+    if kind == "(t_q, t_k) causal":
+        return causal
+    if kind == "(B, 1, 1, t_k) padding, a length 0":
+        return padding
+    if kind == "(..., t_q, t_k) random":
+        return _rand_mask(ctx, *lead, t_q, t_k)
+    if kind == "(t_k,)":
+        return _rand_mask(ctx, t_k)
+    return causal & padding
+
+
+def _masked_domain_judge(s, r, ctx):
+    dtype = str(r["output"].dtype).removeprefix("torch.")  # judged at the example's own dtype
+    return _empty_rows_zero(s, r, JudgeContext(Config("cpu", dtype)))
+
+
+@CHECKS.domain("masked_attention", MASKED_DOMAIN, _masked_domain_judge)
+def masked_domain(ctx, ex):
+    lead = () if ex["leading dims"] == "none" else tuple(int(n) for n in ex["leading dims"].split(", "))
+    t_q, t_k = (int(n) for n in ex["t_q, t_k"].split(", "))
+    d, d_v = (int(n) for n in ex["d, d_v"].split(", "))
+    dt = getattr(torch, ex["dtype of q, k, v"])
+    q, k, v = (relaid(ctx.randn(*lead, t, n).to(dt), ex[f"layout of {name}"])
+               for name, t, n in (("q", t_q, d), ("k", t_k, d), ("v", t_k, d_v)))
+    mask = _domain_mask(ctx, ex["mask"], lead, t_q, t_k)
+    empty = ~mask.any(-1).expand(*lead, t_q) if lead else ~mask.any(-1).expand(t_q)
+    out = ctx.call(ctx.target, q, k, v, relaid(mask, ex["layout of mask"]))
+    return {"output": out, "empty rows": empty}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -569,6 +719,10 @@ MISTAKES = (
     Mistake("to_additive", "times_inf", "multiplying the inverted mask by −inf gives 0 × −inf = NaN where the mask "
             "is True: select the two values instead (torch.where or masked_fill).",
             edits={'zeros.masked_fill(~mask, float("-inf"))': '(~mask).to(dtype) * float("-inf")'}),
+    Mistake("to_additive", "additive_no_device", "the bias is made on the default device, not the mask's: build it "
+            "with device=mask.device (or from the mask itself, torch.zeros_like / masked_fill), so it can be added "
+            "to scores living on a GPU.",
+            edits={"torch.zeros(mask.shape, dtype=dtype, device=mask.device)": "torch.zeros(mask.shape, dtype=dtype)"}),
     Mistake("masked_attention", "nan_rows", "a query whose mask row is all False gets softmax over all −inf scores, "
             "which is NaN: detect rows with no visible key (mask.any(-1)) and give them zeros.",
             edits={"scores = scores.masked_fill(~visible, 0.0)": "pass",

@@ -19,7 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .engine.compare import close, first_failure
+from .engine.compare import close, first_failure, tolerance
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")
@@ -105,6 +107,51 @@ def _course_mha(ctx, d_model: int, num_heads: int, weights: dict, bias: bool = T
 
 
 # ----------------------------------------------------------------------------------------------
+# Declared domains: shared pieces
+
+_LAYOUTS = ("contiguous", "transposed", "strided")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in text.split(", "))
+
+
+def _same_at_dtype(scale: float = 3.0):
+    """A domain judge: each tensor the reference observed matches at the tolerance of its own dtype (times
+    `scale`); every other observation (a flag, None-ness) is equal."""
+    def judge(s, r, ctx):
+        for key, want in r.items():
+            if isinstance(want, torch.Tensor):
+                msg = close(s.get(key), want, key, tol=tolerance(want.dtype).scaled(scale))
+            elif s.get(key) != want:
+                msg = _FLAG_MESSAGES.get(key, f"{key}: {s.get(key)!r}, expected {want!r}")
+            else:
+                msg = None
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+_FLAG_MESSAGES = {
+    "weights is None": "the second item of the pair should be the weights (B, H, Tq, Tk) with need_weights=True, "
+                       "and None otherwise",
+    "train differs from eval": "in training mode with dropout > 0 the output equals the eval-mode output: apply "
+                               "dropout (to the attention weights) when self.training is True",
+}
+
+
+def _prepare(ctx, module, ex, first_call):
+    """The module's state before the drawn call: another instance built after it (no shared global state), a
+    call with other shapes first (no state kept from it)."""
+    if ex.get("instances") == "a second one built after it":
+        ctx.call(ctx.target, *ex["__other__"])
+    if ex.get("calls") == "after a call with other shapes":
+        first_call()
+    return module
+
+
+# ----------------------------------------------------------------------------------------------
 # split_heads(x, num_heads) -> (B, H, T, D/H)
 
 
@@ -123,6 +170,20 @@ def split_not_divisible(ctx):
     return {"D=10, num_heads=4": ctx.raised(ctx.target, ctx.randn(2, 5, 10), 4)}
 
 
+# The declared domain of split_heads: one head and D heads (Dh = 1), a batch and a length of 1, a long sequence,
+# x in float32, float64 or bfloat16, laid out any way.
+SPLIT_DOMAIN = Domain(
+    args=(Arg("B, T, D", ("2, 5, 24", "1, 1, 24", "3, 7, 8", "2, 300, 48")), Arg("num_heads", (4, 1, "D", 2))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("split_heads", SPLIT_DOMAIN, _same_at_dtype(1.0))
+def split_domain(ctx, ex):
+    B, T, Dm = _ints(ex["B, T, D"])
+    x = relaid(ctx.randn(B, T, Dm).to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+    return {"output": ctx.call(ctx.target, x, Dm if ex["num_heads"] == "D" else ex["num_heads"])}
+
+
 # ----------------------------------------------------------------------------------------------
 # merge_heads(x) -> (B, T, H·Dh)
 
@@ -134,6 +195,26 @@ def merge_values(ctx):
     y = ctx.randn(2, 5, 3, 8).transpose(1, 2)  # (B, H, T, Dh), a non-contiguous view like split_heads' output
     return {"output for a contiguous input": ctx.call(ctx.target, x),
             "output for a transposed (non-contiguous) input": ctx.call(ctx.target, y)}
+
+
+# The declared domain of merge_heads: one head, Dh = 1, a batch and a length of 1, a long sequence; the input
+# contiguous (as weights @ v gives it) or a transpose(1, 2) view of (B, T, H, Dh) (as split_heads gives it);
+# float32, float64 or bfloat16, laid out any way.
+MERGE_DOMAIN = Domain(
+    args=(Arg("B, H, T, Dh", ("2, 4, 5, 6", "1, 1, 1, 6", "2, 1, 5, 6", "2, 6, 5, 1", "2, 8, 300, 4")),
+          Arg("made as", ("a (B, H, T, Dh) tensor", "transpose(1, 2) of (B, T, H, Dh)"))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("merge_heads", MERGE_DOMAIN, _same_at_dtype(1.0))
+def merge_domain(ctx, ex):
+    B, H_, T, Dh = _ints(ex["B, H, T, Dh"])
+    dt = getattr(torch, ex["dtype of x"])
+    if ex["made as"] == "a (B, H, T, Dh) tensor":
+        x = relaid(ctx.randn(B, H_, T, Dh).to(dt), ex["layout of x"])
+    else:
+        x = relaid(ctx.randn(B, T, H_, Dh).to(dt), ex["layout of x"]).transpose(1, 2)
+    return {"output": ctx.call(ctx.target, x)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -343,6 +424,70 @@ def mha_grads(ctx):
     return {**obs, "gradient of query": query.grad, "gradient of key": key.grad}
 
 
+# The declared domain of MultiHeadAttention: one head and D heads, bias=False, dropout 0 and 0.5 in eval
+# and training mode (in training with dropout > 0: the output differs from eval mode, and back in eval mode it is
+# the reference's), self-attention, cross-attention (Tk ≠ Tq both ways, one key, a long memory of 200) and value
+# defaulting to key, every mask shape, need_weights, a batch of 1, a call with other shapes first, a second
+# instance built after the first; query, key and value in float32 or float64, laid out any way.
+MHA_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads", ("24, 4", "24, 1", "24, 24")), Arg("bias", (True, False)),
+          Arg("dropout, mode", ("0.0, eval", "0.5, eval", "0.0, train", "0.5, train")),
+          Arg("key, value", ("None, None", "given, given", "given, None")),
+          Arg("Tq, Tk", ("5, 7", "7, 5", "1, 1", "3, 200")),
+          Arg("mask", ("none", "(Tq, Tk)", "(B, 1, 1, Tk)", "(B, H, Tq, Tk)")), Arg("need_weights", (False, True)),
+          Arg("B", (2, 1)), Arg("calls", ("one", "after a call with other shapes")),
+          Arg("instances", ("one", "a second one built after it"))),
+    dtypes=(("query, key, value", ("float32", "float64")),),
+    layouts=(("query", _LAYOUTS), ("key", _LAYOUTS), ("value", ("contiguous", "transposed"))), examples=3)
+
+
+def _attention_call(ctx, module, ex, call, eval_call=None):
+    """The drawn call in the drawn mode: in training with dropout > 0, whether it differs from eval mode, then
+    the eval-mode call (deterministic, compared with the reference)."""
+    p, mode = ex["dropout, mode"].split(", ")
+    if mode == "eval":
+        return call(), {}
+    module.train()
+    if float(p) == 0.0:
+        return call(), {}
+    torch.manual_seed(ctx.seed)
+    train = call()
+    module.eval()
+    ev = call()
+    a, b = (train[0], ev[0]) if isinstance(train, tuple) else (train, ev)
+    return ev, {"train differs from eval": bool(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                                                and a.shape == b.shape and not torch.allclose(a, b))}
+
+
+@CHECKS.domain("MultiHeadAttention", MHA_DOMAIN, _same_at_dtype())
+def mha_domain(ctx, ex):
+    d, h = _ints(ex["d_model, num_heads"])
+    p = float(ex["dropout, mode"].split(", ")[0])
+    dt = getattr(torch, ex["dtype of query, key, value"])
+    module = _load(ctx, _build(ctx, d, h, dropout=p, bias=ex["bias"]), _weights(ctx, _proj_shapes(d, bias=ex["bias"])))
+    module.to(dt)
+    B = ex["B"]
+    tq, tk = _ints(ex["Tq, Tk"])
+    tk = tq if ex["key, value"] == "None, None" else tk
+    query = relaid(ctx.randn(B, tq, d).to(dt), ex["layout of query"])
+    key = relaid(ctx.randn(B, tk, d).to(dt), ex["layout of key"])
+    value = relaid(ctx.randn(B, tk, d).to(dt), ex["layout of value"])
+    args = {"None, None": (query,), "given, given": (query, key, value), "given, None": (query, key)}[ex["key, value"]]
+    kwargs = {"need_weights": True} if ex["need_weights"] else {}
+    if ex["mask"] != "none":
+        shape = {"(Tq, Tk)": (tq, tk), "(B, 1, 1, Tk)": (B, 1, 1, tk), "(B, H, Tq, Tk)": (B, h, tq, tk)}[ex["mask"]]
+        mask = ctx.bernoulli(*shape, p=0.6)
+        mask[..., 0] = True  # every query sees a key
+        kwargs["mask"] = mask
+    ex = {**ex, "__other__": (16, 2)}
+    _prepare(ctx, module, ex, lambda: _call_mha(ctx, module, ctx.randn(B + 1, tq + 2, d).to(dt)))
+    (out, weights), extra = _attention_call(ctx, module, ex, lambda: _call_mha(ctx, module, *args, **kwargs))
+    obs = {"output": out, "weights is None": weights is None, **extra}
+    if ex["need_weights"]:
+        obs["weights"] = weights
+    return obs
+
+
 # ----------------------------------------------------------------------------------------------
 # CausalSelfAttention(d_model, num_heads, dropout=0.0, bias=True): fused qkv_proj, forward(x, is_causal=True)
 
@@ -464,6 +609,36 @@ def csa_fast_path(ctx):
                                            "the memory-efficient backend": [SDPBackend.EFFICIENT_ATTENTION]})
 
 
+# The declared domain of CausalSelfAttention: one head and D heads, bias=False, dropout in eval and training mode,
+# is_causal omitted, True or False, a batch and a length of 1 and a long sequence, a call with other shapes
+# first, a second instance built after the first; x in float32 or float64, laid out any way.
+CSA_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads", ("24, 4", "24, 1", "24, 24", "64, 4")), Arg("bias", (True, False)),
+          Arg("dropout, mode", ("0.0, eval", "0.5, eval", "0.0, train", "0.5, train")),
+          Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 5", "1, 1", "3, 200")),
+          Arg("calls", ("one", "after a call with other shapes")),
+          Arg("instances", ("one", "a second one built after it"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
+
+
+@CHECKS.domain("CausalSelfAttention", CSA_DOMAIN, _same_at_dtype())
+def csa_domain(ctx, ex):
+    d, h = _ints(ex["d_model, num_heads"])
+    p = float(ex["dropout, mode"].split(", ")[0])
+    dt = getattr(torch, ex["dtype of x"])
+    shapes = {"qkv_proj.weight": (3 * d, d), "out_proj.weight": (d, d)}
+    if ex["bias"]:
+        shapes.update({"qkv_proj.bias": (3 * d,), "out_proj.bias": (d,)})
+    module = _load(ctx, _build(ctx, d, h, dropout=p, bias=ex["bias"]), _weights(ctx, shapes)).to(dt)
+    B, T = _ints(ex["B, T"])
+    x = relaid(ctx.randn(B, T, d).to(dt), ex["layout of x"])
+    kwargs = {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]}
+    ex = {**ex, "__other__": (16, 2)}
+    _prepare(ctx, module, ex, lambda: ctx.call(module, ctx.randn(B + 1, T + 2, d).to(dt)))
+    out, extra = _attention_call(ctx, module, ex, lambda: _tensor(ctx, ctx.call(module, x, **kwargs)))
+    return {"output": out, **extra}
+
+
 # ----------------------------------------------------------------------------------------------
 # repeat_kv(x, n_rep) -> (B, Hkv·n_rep, T, Dh): output head h uses KV head h // n_rep
 
@@ -474,6 +649,19 @@ def repeat_values(ctx):
     return {"output with n_rep=2": ctx.call(ctx.target, x, 2),
             "output with n_rep=4": ctx.call(ctx.target, x, n_rep=4),
             "output with n_rep=1": ctx.call(ctx.target, x, 1)}
+
+
+# The declared domain of repeat_kv: one KV head, a batch and a length of 1, a long sequence, n_rep of 1 to 8,
+# x in float32, float64 or bfloat16, laid out any way (split_heads hands it a transposed view).
+REPEAT_DOMAIN = Domain(
+    args=(Arg("B, Hkv, T, Dh", ("2, 3, 5, 4", "1, 1, 1, 4", "2, 1, 5, 4", "2, 2, 200, 8")), Arg("n_rep", (2, 1, 4, 8))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("repeat_kv", REPEAT_DOMAIN, _same_at_dtype(1.0))
+def repeat_domain(ctx, ex):
+    x = relaid(ctx.randn(*_ints(ex["B, Hkv, T, Dh"])).to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+    return {"output": ctx.call(ctx.target, x, ex["n_rep"])}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -572,6 +760,30 @@ def gqa_fast_path(ctx):
                                            [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]})
 
 
+# The declared domain of GroupedQueryAttention: MQA (one KV head), MHA (as many as query heads), one head of
+# each, bias=True, is_causal omitted, True or False, a batch and a length of 1 and a long sequence, a call with
+# other shapes first, a second instance built after the first; x in float32 or float64, laid out any way.
+GQA_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads, num_kv_heads", ("24, 6, 2", "24, 6, 1", "24, 6, 6", "16, 4, 2", "8, 1, 1")),
+          Arg("bias", (False, True)), Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 7", "1, 1", "2, 200")),
+          Arg("calls", ("one", "after a call with other shapes")),
+          Arg("instances", ("one", "a second one built after it"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
+
+
+@CHECKS.domain("GroupedQueryAttention", GQA_DOMAIN, _same_at_dtype())
+def gqa_domain(ctx, ex):
+    d, h, kv = _ints(ex["d_model, num_heads, num_kv_heads"])
+    dt = getattr(torch, ex["dtype of x"])
+    weights = _weights(ctx, _proj_shapes(d, kv_dim=kv * (d // h), bias=ex["bias"]))
+    module = _load(ctx, _build(ctx, d, h, kv, bias=ex["bias"]), weights).to(dt)
+    B, T = _ints(ex["B, T"])
+    x = relaid(ctx.randn(B, T, d).to(dt), ex["layout of x"])
+    kwargs = {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]}
+    _prepare(ctx, module, {**ex, "__other__": (16, 4, 1)}, lambda: ctx.call(module, ctx.randn(B + 1, T + 2, d).to(dt)))
+    return {"output": _tensor(ctx, ctx.call(module, x, **kwargs))}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -602,6 +814,13 @@ MISTAKES = (
     Mistake("MultiHeadAttention", "averaged_weights", "the weights are averaged over the heads (B, Tq, Tk); return "
             "one map per head, (B, H, Tq, Tk).",
             edits={"(weights if need_weights else None)": "(weights.mean(dim=1) if need_weights else None)"}),
+    Mistake("MultiHeadAttention", "value_defaults_to_query", "with `key` given and `value` None the values are "
+            "taken from the query; attending over one memory means value is key: `value = key if value is None`.",
+            edits={"value = key if value is None else value": "value = query if value is None else value"}),
+    Mistake("CausalSelfAttention", "bias_ignored", "`bias` is not passed to the projections, so bias=False still "
+            "builds biases: give both nn.Linear layers bias=bias.",
+            edits={"nn.Linear(d_model, 3 * d_model, bias=bias)": "nn.Linear(d_model, 3 * d_model)",
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model)"}),
     Mistake("CausalSelfAttention", "qkv_interleaved", "the fused projection is split per head (q, k, v interleaved "
             "inside each head's slice); its output is [q | k | v], three blocks of D features: chunk(3, dim=-1) "
             "first, then split the heads.",
@@ -614,6 +833,14 @@ MISTAKES = (
     Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head h % "
             "Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
             edits={"if n_rep == 1:": "return x.repeat(1, n_rep, 1, 1)\n    if n_rep == 1:"}),
+    Mistake("GroupedQueryAttention", "gqa_bias_ignored", "the projections are built without biases whatever "
+            "`bias` says: pass bias=bias to all four nn.Linear layers (bias=True must build q_proj.bias, ...).",
+            edits={"self.q_proj = nn.Linear(d_model, d_model, bias=bias)": "self.q_proj = nn.Linear(d_model, d_model, bias=False)",
+                   "self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)":
+                       "self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)",
+                   "self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)":
+                       "self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)",
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model, bias=False)"}),
     Mistake("GroupedQueryAttention", "tiled_kv", "the KV heads are tiled with `repeat` (h % Hkv) instead of grouped: "
             "query head h must use KV head h // n_rep, as repeat_kv or enable_gqa=True do.",
             edits={"repeat_kv(split_heads(self.k_proj(x), self.num_kv_heads), n_rep)":
