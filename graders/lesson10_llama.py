@@ -263,15 +263,24 @@ def attn_names(ctx):
             "num_kv_heads=1": _shapes(ctx.call(ctx.target, 36, 6, 1))}
 
 
+# Each input breaks one rule the spec lists, and its label names that rule.
+_ATTN_BAD = (("num_heads=5 does not divide d_model=36", (36, 5, 5), "num_heads"),
+             ("num_kv_heads=4 does not divide num_heads=6", (36, 6, 4), "num_kv_heads"),
+             ("head size 30 / 6 = 5 is odd (RoPE rotates pairs)", (30, 6, 2), None))
+
+
 def _attn_bad_judge(s, r, ctx):
-    return (expect_value_error(s["num_heads=6, num_kv_heads=4"], "LlamaAttention(36, 6, 4)", "num_kv_heads")
-            or expect_value_error(s["d_model=36, num_heads=5"], "LlamaAttention(36, 5, 5)", "num_heads"))
+    for label, args, name in _ATTN_BAD:
+        msg = expect_value_error(s[label], f"LlamaAttention{args} ({label})", name)
+        if msg:
+            return msg
+    return None
 
 
-@CHECKS.probe("LlamaAttention", "ValueError when num_kv_heads does not divide num_heads", _attn_bad_judge, CPU)
+@CHECKS.probe("LlamaAttention", "ValueError when num_heads does not divide d_model, num_kv_heads does not divide "
+              "num_heads, or the head size is odd", _attn_bad_judge, CPU)
 def attn_bad(ctx):
-    return {"num_heads=6, num_kv_heads=4": ctx.raised(ctx.target, 36, 6, 4),
-            "d_model=36, num_heads=5": ctx.raised(ctx.target, 36, 5, 5)}
+    return {label: ctx.raised(ctx.target, *args) for label, args, _ in _ATTN_BAD}
 
 
 def _gqa_hint(s, r):
