@@ -910,7 +910,7 @@ def llama_block_size(ctx):
 # models used in turn, each with its own cache (no state shared between instances), token ids in int64 or int32,
 # laid out any way.
 LLAMA_DOMAIN = Domain(
-    args=(Arg("config.vocab_size", (67, 1, 300)), Arg("config.block_size", (24, 40)), Arg("config.n_layer", (2, 1, 3)),
+    args=(Arg("config.vocab_size", (67, 1)), Arg("config.block_size", (24, 40)), Arg("config.n_layer", (1, 2)),
           Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
           Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
           Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
@@ -918,7 +918,7 @@ LLAMA_DOMAIN = Domain(
           Arg("B", (2, 1)), Arg("T", (5, 1, 17)), Arg("targets", ("none", "given")),
           Arg("cache", ("none", "pieces of 3, 1, then the rest", "7 cached, then all T")),
           Arg("models", ("one", "two, used in turn"))),
-    dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=4)
+    dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=2)
 
 
 def _llama_domain_judge(s, r, ctx):
@@ -936,8 +936,7 @@ def llama_domain(ctx, ex):
     V, B, T, window = cfg.vocab_size, ex["B"], ex["T"], cfg.window
     names = ("A", "B") if ex["models"] != "one" else ("A",)
     models = {}
-    for n, name in enumerate(names):
-        ctx.manual_seed()
+    for n, name in enumerate(names):  # every parameter set by name: the model's own init draws do not matter
         models[name] = _fill(ctx.call(ctx.target, cfg), ctx.seed + n).eval()
     idx = {name: relaid(_tokens(ctx, B, T, vocab=V).to(getattr(torch, ex["dtype of idx"])), ex["layout of idx"])
            for name in names}
