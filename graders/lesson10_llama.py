@@ -214,6 +214,26 @@ def swiglu_grads(ctx):
     return {"gradient of x": x.grad, **{f"gradient of {n}": p.grad for n, p in mlp.named_parameters()}}
 
 
+# The declared domain of SwiGLU: both sizes from 1 up to a wide hidden layer, bias on or off, x of any rank
+# (the spec's (..., D)), long, in float32 or float64 (the module cast to it), laid out any way.
+_SWIGLU_SHAPES = {"(B, T, D)": lambda t, d: (2, t, d), "(D,)": lambda t, d: (d,), "(T, D)": lambda t, d: (t, d),
+                  "(B, H, T, D)": lambda t, d: (2, 2, t, d)}
+SWIGLU_DOMAIN = Domain(
+    args=(Arg("d_model, hidden_dim", ("20, 44", "1, 1", "64, 172")), Arg("bias", (False, True)),
+          Arg("shape of x", tuple(_SWIGLU_SHAPES)), Arg("T", (7, 1, 256))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=4)
+
+
+@CHECKS.domain("SwiGLU", SWIGLU_DOMAIN, same("output"))
+def swiglu_domain(ctx, ex):
+    ctx.manual_seed()
+    d, hidden = (int(n) for n in ex["d_model, hidden_dim"].split(", "))
+    dtype = getattr(torch, ex["dtype of x"])
+    mlp = _fill(ctx.call(ctx.target, d, hidden, bias=ex["bias"]), ctx.seed).to(dtype)
+    x = relaid(ctx.randn(*_SWIGLU_SHAPES[ex["shape of x"]](ex["T"], d)).to(dtype), ex["layout of x"])
+    return {"output": ctx.call(mlp, x)}
+
+
 # ----------------------------------------------------------------------------------------------
 # swiglu_hidden_dim
 
@@ -245,6 +265,23 @@ def hidden_bad(ctx):
     return {"d_model=0": ctx.raised(ctx.target, 0), "multiple_of=0": ctx.raised(ctx.target, 64, 0)}
 
 
+# The declared domain of swiglu_hidden_dim: widths from 1 to Llama 3 70B's, every multiple_of from 1 (no rounding,
+# where the order of the two truncations shows) to 4096, with and without a multiplier (below and above 1).
+HIDDEN_DOMAIN = Domain(
+    args=(Arg("d_model", (4096, 1, 3, 768, 5120, 8192)),
+          Arg("multiple_of, ffn_dim_multiplier", ("256, None", "1, None", "8, None", "1024, 1.3", "4096, 1.3",
+                                                  "1, 1.3", "256, 0.5", "1, 2.0"))),
+    examples=6, tensors=False)
+
+
+@CHECKS.domain("swiglu_hidden_dim", HIDDEN_DOMAIN, _ints_judge("width"))
+def hidden_domain(ctx, ex):
+    multiple, mult = ex["multiple_of, ffn_dim_multiplier"].split(", ")
+    width = ctx.call(ctx.target, ex["d_model"], multiple_of=int(multiple),
+                     ffn_dim_multiplier=None if mult == "None" else float(mult))
+    return {"width": {"the width": width}}
+
+
 # ----------------------------------------------------------------------------------------------
 # LlamaAttention (and its sliding_window_mask)
 
@@ -263,15 +300,24 @@ def attn_names(ctx):
             "num_kv_heads=1": _shapes(ctx.call(ctx.target, 36, 6, 1))}
 
 
+# Each input breaks one rule the spec lists, and its label names that rule.
+_ATTN_BAD = (("num_heads=5 does not divide d_model=36", (36, 5, 5), "num_heads"),
+             ("num_kv_heads=4 does not divide num_heads=6", (36, 6, 4), "num_kv_heads"),
+             ("head size 30 / 6 = 5 is odd (RoPE rotates pairs)", (30, 6, 2), None))
+
+
 def _attn_bad_judge(s, r, ctx):
-    return (expect_value_error(s["num_heads=6, num_kv_heads=4"], "LlamaAttention(36, 6, 4)", "num_kv_heads")
-            or expect_value_error(s["d_model=36, num_heads=5"], "LlamaAttention(36, 5, 5)", "num_heads"))
+    for label, args, name in _ATTN_BAD:
+        msg = expect_value_error(s[label], f"LlamaAttention{args} ({label})", name)
+        if msg:
+            return msg
+    return None
 
 
-@CHECKS.probe("LlamaAttention", "ValueError when num_kv_heads does not divide num_heads", _attn_bad_judge, CPU)
+@CHECKS.probe("LlamaAttention", "ValueError when num_heads does not divide d_model, num_kv_heads does not divide "
+              "num_heads, or the head size is odd", _attn_bad_judge, CPU)
 def attn_bad(ctx):
-    return {"num_heads=6, num_kv_heads=4": ctx.raised(ctx.target, 36, 6, 4),
-            "d_model=36, num_heads=5": ctx.raised(ctx.target, 36, 5, 5)}
+    return {label: ctx.raised(ctx.target, *args) for label, args, _ in _ATTN_BAD}
 
 
 def _gqa_hint(s, r):
@@ -537,6 +583,51 @@ def rolling_bad(ctx):
     return {"window=0": ctx.raised(ctx.target, 0)}
 
 
+# The declared domain of RollingKVCache: windows from 1 to past every position given, chunks that pass the window
+# one at a time or all at once, one to three layers, any (B, H, Dh), float32 or float64, k and v each laid out
+# any way, and two caches used in turn (each keeps its own positions: no state shared between instances).
+_ROLLING_STEPS = {"3, 2, 1, 4, 1": (3, 2, 1, 4, 1), "one at a time, 9 times": (1,) * 9,
+                  "12 at once, then 1, 1": (12, 1, 1), "5, 5, 5": (5, 5, 5)}
+ROLLING_DOMAIN = Domain(
+    args=(Arg("window", (4, 1, 3, 32)), Arg("steps", tuple(_ROLLING_STEPS)), Arg("layer_idx", ("0, 1", "0", "0, 1, 2")),
+          Arg("B, H, Dh", ("2, 3, 5", "1, 1, 8")), Arg("caches", ("one", "two, used in turn"))),
+    dtypes=(("k, v", ("float32", "float64")),),
+    layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
+    examples=4)
+
+
+def _rolling_domain_judge(s, r, ctx):
+    if s["lengths"] != r["lengths"]:
+        return f"len(cache) after each step read {s['lengths']}, expected {r['lengths']} (every position seen)"
+    for key, want in r.items():
+        if isinstance(want, torch.Tensor):
+            msg = close(s.get(key), want, key)
+            if msg:
+                return msg
+    return None
+
+
+@CHECKS.domain("RollingKVCache", ROLLING_DOMAIN, _rolling_domain_judge)
+def rolling_domain(ctx, ex):
+    B, H, Dh = (int(n) for n in ex["B, H, Dh"].split(", "))
+    layers = [int(n) for n in ex["layer_idx"].split(", ")]
+    dtype = getattr(torch, ex["dtype of k, v"])
+    names = ("A", "B") if ex["caches"] != "one" else ("A",)
+    caches = {name: ctx.call(ctx.target, ex["window"]) for name in names}
+    obs, lengths = {}, {name: [] for name in names}
+    for step, t in enumerate(_ROLLING_STEPS[ex["steps"]]):
+        for name, cache in caches.items():  # in turn: A's layers, then B's, step by step
+            for layer in layers:
+                k = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of k"])
+                v = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of v"])
+                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                obs[f"cache {name}: keys returned for layer {layer} at step {step + 1}"] = k_all
+                obs[f"cache {name}: values returned for layer {layer} at step {step + 1}"] = v_all
+            lengths[name].append(len(cache))
+    obs["lengths"] = lengths if len(names) > 1 else lengths["A"]
+    return obs
+
+
 # ----------------------------------------------------------------------------------------------
 # LlamaConfig
 
@@ -581,6 +672,35 @@ def config_fields(ctx):
     for kwargs, _name in _BAD_CONFIGS:
         obs[_call_text(kwargs)] = ctx.raised(Config, **{**_REQUIRED, **kwargs})
     return obs
+
+
+# The declared domain of LlamaConfig: every field at a non-default value and at the edges of its valid range
+# (sizes of 1, MHA and MQA, a head size of 2, an odd n_head, a window of 1 and past block_size, a tiny norm_eps),
+# each of which must be accepted and kept as given.
+CONFIG_DOMAIN = Domain(
+    args=(Arg("vocab_size", (67, 1, 128256)), Arg("block_size", (24, 1, 8192)), Arg("n_layer", (2, 1, 32)),
+          Arg("n_head, n_kv_head, n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "1, 1, 2", "3, 3, 12", "32, 8, 4096")),
+          Arg("hidden_dim", (52, 1, 14336)), Arg("rope_base", (10000.0, 500000.0, 10.0)),
+          Arg("norm_eps", (1e-5, 1e-6, 1e-12, 0.5)), Arg("window", (None, 1, 24, 4096)),
+          Arg("tie_embeddings", (False, True))),
+    examples=6, tensors=False)
+
+
+def _config_domain_judge(s, r, ctx):
+    if s["fields"] != r["fields"]:
+        diff = [f"{k}={s['fields'].get(k)!r} (given {v!r})" for k, v in r["fields"].items() if s["fields"].get(k) != v]
+        return "a valid config should keep every field as given: " + ", ".join(diff)
+    return None
+
+
+@CHECKS.domain("LlamaConfig", CONFIG_DOMAIN, _config_domain_judge)
+def config_domain(ctx, ex):
+    import dataclasses
+
+    heads, kv, d = (int(n) for n in ex["n_head, n_kv_head, n_embd"].split(", "))
+    kwargs = {k: v for k, v in ex.items() if k != "n_head, n_kv_head, n_embd"}
+    made = ctx.call(ctx.target, **kwargs, n_head=heads, n_kv_head=kv, n_embd=d)
+    return {"fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -784,6 +904,66 @@ def llama_block_size(ctx):
             "window=4: 5 new tokens after 22": ctx.raised(windowed, _tokens(ctx, 1, 5), cache=rolling)["raised"]}
 
 
+# The declared domain of Llama: every config field at a non-default value (norm_eps large enough to show where it
+# goes, a window from 1 to past the sequence, a tied head), a batch of 1, sequences from 1 token to block_size,
+# targets or none, a cache fed in pieces of other lengths or after 7 cached positions (the start offset), two
+# models used in turn, each with its own cache (no state shared between instances), token ids in int64 or int32,
+# laid out any way.
+LLAMA_DOMAIN = Domain(
+    args=(Arg("config.vocab_size", (67, 1)), Arg("config.block_size", (24, 40)), Arg("config.n_layer", (1, 2)),
+          Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
+          Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
+          Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
+          Arg("config.window", (None, 1, 3, 64)), Arg("config.tie_embeddings", (False, True)),
+          Arg("B", (2, 1)), Arg("T", (5, 1, 17)), Arg("targets", ("none", "given")),
+          Arg("cache", ("none", "pieces of 3, 1, then the rest", "7 cached, then all T")),
+          Arg("models", ("one", "two, used in turn"))),
+    dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=2)
+
+
+def _llama_domain_judge(s, r, ctx):
+    return same(*[k for k, v in r.items() if isinstance(v, torch.Tensor)])(s, r, ctx)
+
+
+@CHECKS.domain("Llama", LLAMA_DOMAIN, _llama_domain_judge)
+def llama_domain(ctx, ex):
+    heads, kv = (int(n) for n in ex["config.n_head, config.n_kv_head"].split(", "))
+    d, hidden = (int(n) for n in ex["config.n_embd, config.hidden_dim"].split(", "))
+    cfg = _Config(vocab_size=ex["config.vocab_size"], block_size=ex["config.block_size"], n_layer=ex["config.n_layer"],
+                  n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=hidden, rope_base=ex["config.rope_base"],
+                  norm_eps=ex["config.norm_eps"], window=ex["config.window"],
+                  tie_embeddings=ex["config.tie_embeddings"])
+    V, B, T, window = cfg.vocab_size, ex["B"], ex["T"], cfg.window
+    names = ("A", "B") if ex["models"] != "one" else ("A",)
+    models = {}
+    for n, name in enumerate(names):  # every parameter set by name: the model's own init draws do not matter
+        models[name] = _fill(ctx.call(ctx.target, cfg), ctx.seed + n).eval()
+    idx = {name: relaid(_tokens(ctx, B, T, vocab=V).to(getattr(torch, ex["dtype of idx"])), ex["layout of idx"])
+           for name in names}
+    targets = {name: _tokens(ctx, B, T, vocab=V) for name in names} if ex["targets"] == "given" else None
+    caches = {name: (_Rolling(window) if window else _Cache()) for name in names} if ex["cache"] != "none" else None
+    if ex["cache"] == "7 cached, then all T":
+        for name in names:
+            _forward(ctx, models[name], _tokens(ctx, B, 7, vocab=V), cache=caches[name])
+        cuts = [(0, T)]
+    elif ex["cache"] == "none":
+        cuts = [(0, T)]
+    else:
+        cuts = [(a, b) for a, b in ((0, 3), (3, 4), (4, T)) if a < min(b, T)]
+        cuts = [(a, min(b, T)) for a, b in cuts]
+    obs: dict = {}
+    for a, b in cuts:
+        for name in names:  # in turn: each model its own piece, its own cache
+            kwargs = {"cache": caches[name]} if caches else {}
+            if targets:
+                kwargs["targets"] = targets[name][:, a:b]
+            logits, loss = _forward(ctx, models[name], idx[name][:, a:b], **kwargs)
+            obs.setdefault(f"logits of model {name}", []).append(logits)
+            if targets:
+                obs.setdefault(f"loss of model {name}, per call", []).append(loss.reshape(1))
+    return {k: torch.cat(v, dim=1 if k.startswith("logits") else 0) for k, v in obs.items()}
+
+
 INIT = dict(vocab_size=67, block_size=32, n_layer=4, n_head=4, n_kv_head=2, n_embd=128, hidden_dim=352)
 
 
@@ -957,6 +1137,55 @@ def load_bad(ctx):
             "a layer more than n_layer": ctx.raised(ctx.target, _Skeleton(cfg), more)}
 
 
+# The declared domain of load_llama_state_dict: one layer or three, MQA to MHA, another width, a tied model from a
+# checkpoint with or without lm_head.weight, extra keys some checkpoints carry (rotary_emb.inv_freq buffers:
+# ignored), the checkpoint in another dtype or layout (the parameters keep the model's dtype), a float64 model,
+# and the checkpoint changed after loading (the parameters hold copies, not the checkpoint's tensors).
+LOAD_DOMAIN = Domain(
+    args=(Arg("config.n_layer", (3, 1)), Arg("config.n_kv_head", (2, 1, 6)),
+          Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
+          Arg("config.tie_embeddings, lm_head.weight", ("False, in the checkpoint", "True, absent",
+                                                        "True, present (equal to the embedding)")),
+          Arg("extra keys", ("none", "rotary_emb.inv_freq of each layer")),
+          Arg("after loading", ("nothing", "the checkpoint's tensors changed in place"))),
+    dtypes=(("model", ("float32", "float64")), ("state_dict", ("float32", "float64", "bfloat16"))),
+    layouts=(("state_dict", ("contiguous", "transposed", "strided")),), examples=4)
+
+
+def _load_domain_judge(s, r, ctx):
+    for key in ("the same Parameter objects", "tied: lm_head.weight is embed.weight"):
+        if s[key] != r[key]:
+            return (f"{key}: {s[key]} (expected {r[key]}): copy each tensor into the model's existing parameters "
+                    f"(param.copy_ under torch.no_grad()), never replace them")
+    return _load_judge("loaded")(s, r, ctx)
+
+
+@CHECKS.domain("load_llama_state_dict", LOAD_DOMAIN, _load_domain_judge)
+def load_domain(ctx, ex):
+    d, hidden = (int(n) for n in ex["config.n_embd, config.hidden_dim"].split(", "))
+    tied, head = ex["config.tie_embeddings, lm_head.weight"].split(", ", 1)
+    cfg = _Config(n_layer=ex["config.n_layer"], n_kv_head=ex["config.n_kv_head"], n_embd=d, hidden_dim=hidden,
+                  tie_embeddings=tied == "True")
+    sd = hf_llama_state_dict(cfg, ctx.seed, tied=head == "absent")
+    if head.startswith("present"):
+        sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
+    if ex["extra keys"] != "none":
+        for i in range(cfg.n_layer):
+            sd[f"model.layers.{i}.self_attn.rotary_emb.inv_freq"] = torch.rand(d // cfg.n_head // 2)
+    dtype = getattr(torch, ex["dtype of state_dict"])
+    sd = {k: relaid(v.to(dtype), ex["layout of state_dict"]) for k, v in sd.items()}
+    model = _Skeleton(cfg).to(getattr(torch, ex["dtype of model"]))
+    before = [id(p) for p in model.parameters()]
+    ctx.call(ctx.target, model, sd)
+    if ex["after loading"] != "nothing":
+        with torch.no_grad():
+            for v in sd.values():
+                v.add_(1.0)
+    return {"loaded": {name: p.detach().clone() for name, p in model.named_parameters()},
+            "the same Parameter objects": [id(p) for p in model.parameters()] == before,
+            "tied: lm_head.weight is embed.weight": model.lm_head.weight is model.embed.weight}
+
+
 # ----------------------------------------------------------------------------------------------
 # filter_logits
 
@@ -1103,6 +1332,32 @@ def costs_values(ctx):
     return {"costs": out}
 
 
+# The declared domain of decoder_costs: every config field at a non-default value (the ones that change no cost
+# too), sizes from 1 to Llama 3 8B's, MHA and MQA, a tied head, 1 token to 15T, and the KV cache in any dtype:
+# 8 bytes (float64) down to 1 (int8, float8).
+COSTS_DOMAIN = Domain(
+    args=(Arg("config.vocab_size", (67, 1, 128256)), Arg("config.block_size", (24, 1, 8192)),
+          Arg("config.n_layer", (2, 1, 32)),
+          Arg("config.n_head, config.n_kv_head, config.n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "32, 8, 4096")),
+          Arg("config.hidden_dim", (52, 1, 14336)), Arg("config.tie_embeddings", (False, True)),
+          Arg("config.rope_base, config.norm_eps, config.window", ("10000.0, 1e-05, None", "500000.0, 1e-06, 4")),
+          Arg("tokens", (1000, 1, 15 * 10 ** 12)),
+          Arg("dtype", ("bfloat16", "float32", "float16", "float64", "int8", "float8_e4m3fn"))),
+    examples=6, tensors=False)
+
+
+@CHECKS.domain("decoder_costs", COSTS_DOMAIN, _costs_judge)
+def costs_domain(ctx, ex):
+    heads, kv, d = (int(n) for n in ex["config.n_head, config.n_kv_head, config.n_embd"].split(", "))
+    base, eps, window = ex["config.rope_base, config.norm_eps, config.window"].split(", ")
+    cfg = _Config(vocab_size=ex["config.vocab_size"], block_size=ex["config.block_size"], n_layer=ex["config.n_layer"],
+                  n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=ex["config.hidden_dim"],
+                  tie_embeddings=ex["config.tie_embeddings"], rope_base=float(base), norm_eps=float(eps),
+                  window=None if window == "None" else int(window))
+    costs = ctx.call(ctx.target, cfg, ex["tokens"], dtype=getattr(torch, ex["dtype"]))
+    return {"costs": {"the costs": dict(costs) if isinstance(costs, dict) else costs}}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, as edits of the solved cells
 
@@ -1155,6 +1410,33 @@ MISTAKES = (
             "rotates with base 10000: Llama 3 uses rope_base=500000, and a checkpoint trained with it attends to the "
             "wrong positions. Pass self.rope_base to apply_rope_half.",
             edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope_half(t, positions)"}),
+    Mistake("swiglu_hidden_dim", "multiplier_truncated_once", "the multiplier is applied to 8·D/3 before it is "
+            "truncated: Llama truncates twice, `int(2 * 4 * d_model / 3)` first, then int(multiplier × that) (with "
+            "multiple_of=1 the one-unit difference shows).",
+            edits={"hidden = int(ffn_dim_multiplier * hidden)": "hidden = int(ffn_dim_multiplier * 2 * 4 * d_model / 3)"}),
+    Mistake("RollingKVCache", "trim_only_when_full", "the store is updated only once the join passes the window; "
+            "until then each update's new positions are lost: store the last `window` of the join at every update "
+            "(while the cache is not full, that is the whole join).",
+            edits={"        self.keys[layer_idx] = k_all[..., -self.window:, :]":
+                   "        if k_all.shape[-2] > self.window:\n            self.keys[layer_idx] = k_all[..., -self.window:, :]",
+                   "        self.values[layer_idx] = v_all[..., -self.window:, :]":
+                   "            self.values[layer_idx] = v_all[..., -self.window:, :]"}),
+    Mistake("LlamaConfig", "rejects_mha", "a config with n_kv_head equal to n_head is rejected, but it is valid: plain "
+            "multi-head attention, each query head with its own KV head. Raise only when n_kv_head does not divide "
+            "n_head.",
+            edits={"if self.n_head % self.n_kv_head:": "if self.n_head % self.n_kv_head or self.n_kv_head >= self.n_head:"}),
+    Mistake("Llama", "final_norm_eps_default", "the final RMSNorm is built with its default eps, not config.norm_eps: "
+            "every norm of the model, the final one too, takes the config's eps (a checkpoint's rms_norm_eps).",
+            edits={"self.norm = L05.RMSNorm(D, eps=config.norm_eps)": "self.norm = L05.RMSNorm(D)"}),
+    Mistake("load_llama_state_dict", "param_data_assigned", "each parameter's .data is replaced by the checkpoint's "
+            "tensor, so the model shares memory with the checkpoint and takes its dtype: copy into the existing "
+            "parameter instead, `param.copy_(tensor)` under torch.no_grad().",
+            edits={"param.copy_(ours[name])": "param.data = ours[name]"}),
+    Mistake("decoder_costs", "kv_bytes_from_a_table", "the bytes per value come from a table of a few dtypes, which "
+            "fails for the others (float64 takes 8, int8 and float8 one): ask the dtype itself, `dtype.itemsize` "
+            "(or `torch.empty((), dtype=dtype).element_size()`).",
+            edits={"bytes_per_value = torch.empty((), dtype=dtype).element_size()":
+                   "bytes_per_value = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}[dtype]"}),
     Mistake("filter_logits", "top_p_drops_crossing", "top-p drops the token that crosses p, so the kept set sums "
             "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
             "tokens before it already reach p, `cumsum - probs >= p`.",

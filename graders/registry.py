@@ -737,9 +737,11 @@ LESSONS: tuple[Lesson, ...] = (
                     "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when `j <= i + "
                     "(t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in all, "
                     "its own included).",
-                    "Projections without bias; k_proj and v_proj output num_kv_heads·head_dim. `start`, when"
-                    " not given, is the cache's length before this step's update. Rotate q and k only, at "
-                    "positions start to start + T − 1.",
+                    "Projections without bias; k_proj and v_proj output num_kv_heads·head_dim. In __init__, "
+                    "raise ValueError when num_heads does not divide d_model, when num_kv_heads does not "
+                    "divide num_heads, and when the head size d_model // num_heads is odd (RoPE pairs). "
+                    "`start`, when not given, is the cache's length before this step's update. Rotate q and "
+                    "k only, at positions start to start + T − 1.",
                     "The order follows from the rules: rotate, then let the cache store this step's "
                     "(rotated) k and v and hand back everything, then repeat the KV heads for the queries, "
                     "then SDPA with your sliding_window_mask for T queries against all those keys; merge and"

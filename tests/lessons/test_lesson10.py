@@ -73,9 +73,9 @@ def sliding_window_mask(t_q, t_k, window=None, device=None):
 class LlamaAttention(nn.Module):
     def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0, window=None):
         super().__init__()
-        if d_model % num_heads or num_heads % num_kv_heads:
+        if d_model % num_heads or num_heads % num_kv_heads or (d_model // num_heads) % 2:
             raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads}, "
-                             f"and num_heads must divide d_model")
+                             f"num_heads must divide d_model and the head size be even")
         self.h, self.hkv, self.base, self.window = num_heads, num_kv_heads, rope_base, window
         dh = d_model // num_heads
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
