@@ -35,11 +35,21 @@ def test_the_lessons_07_to_10_escape_classes_have_domains():
 
 
 def _parameters(obj) -> set[str]:
+    """What a caller gives the exercise: a function's parameters; a class's __init__'s and those of the method
+    a caller then calls (forward, or update for a cache); a dataclass's fields."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        return {f.name for f in dataclasses.fields(obj)}
     if inspect.isclass(obj):
-        names = set(inspect.signature(obj.__init__).parameters) | set(inspect.signature(obj.forward).parameters)
+        names = set(inspect.signature(obj.__init__).parameters)
+        for method in ("forward", "update"):
+            if hasattr(obj, method):
+                names |= set(inspect.signature(getattr(obj, method)).parameters)
+                break
     else:
         names = set(inspect.signature(obj).parameters)
-    return names - {"self"}
+    return names - {"self", "args", "kwargs"}
 
 
 @pytest.mark.parametrize("lesson, exercise, domain", DECLARED, ids=IDS)

@@ -1,0 +1,112 @@
+"""The Gradescope bundle on the base image Gradescope documents (issue 32): Ubuntu 22.04, as root, in the
+/autograder layout. A minimal Ubuntu 22.04 root filesystem is made with debootstrap from Ubuntu's archive (with
+universe and jammy-updates, as Gradescope's image has); setup.sh runs inside it (chroot, a private mount
+namespace) exactly as Gradescope runs it, installs Ubuntu's python3.11 and bubblewrap, the course's pinned
+environment, and starts the sandbox; then run_autograder grades a solved and a stub submission there.
+
+This machine's pip sources (its wheel folders, index and CA bundle) are bound into the root so that pip reaches
+what it reaches here; nothing else of the host is visible. Skipped when not root, without debootstrap, or when
+Ubuntu's archive cannot be reached. COURSE_UBUNTU_ROOT=DIR keeps the root filesystem between runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from course_cli.main import cli
+from graders.registry import find_lesson
+
+pytestmark = pytest.mark.slow
+L01 = find_lesson("lesson01")
+ARCHIVE = "http://archive.ubuntu.com/ubuntu"
+
+
+def _reachable(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=8):
+            return True
+    except Exception:  # noqa: BLE001 - offline: skipped
+        return False
+
+
+needs_ubuntu = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("debootstrap") is None or shutil.which("unshare") is None
+    or not _reachable(f"{ARCHIVE}/dists/jammy/Release"),
+    reason="needs root, debootstrap and unshare (apt-get install debootstrap) and Ubuntu's archive")
+
+# the host's pip sources, bound read-only at the same paths (what pip reaches from this machine)
+PIP_BINDS = ["/opt/wheels", "/opt/pypi", "/opt/pypi-more", "/etc/xdg/pip", "/etc/pip.conf"]
+INSIDE = r'''
+set -e
+R="$0"
+mount --rbind /proc "$R/proc"; mount --rbind /dev "$R/dev"; mount --rbind /sys "$R/sys"
+for d in $BINDS; do
+  if [ -d "$d" ]; then mkdir -p "$R$d"; mount --bind -o ro "$d" "$R$d"
+  elif [ -f "$d" ]; then mkdir -p "$(dirname "$R$d")"; touch "$R$d"; mount --bind -o ro "$d" "$R$d"; fi
+done
+cp /etc/resolv.conf "$R/etc/resolv.conf"
+touch "$R/etc/host-ca.pem"; mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$R/etc/host-ca.pem"
+exec chroot "$R" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+  LANG=C.UTF-8 PIP_CERT=/etc/host-ca.pem PIP_RETRIES=0 PIP_TIMEOUT=5 ${FIND_LINKS:+PIP_FIND_LINKS=$FIND_LINKS} "$@"
+'''
+
+
+def inside(root: Path, *argv: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    """`argv` run as root inside the Ubuntu root filesystem at `root`."""
+    env = {**os.environ, "BINDS": " ".join(PIP_BINDS), "FIND_LINKS": os.environ.get("PIP_FIND_LINKS", "")}
+    return subprocess.run(["unshare", "-m", "sh", "-c", INSIDE, str(root), *argv], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def jammy(tmp_path_factory) -> Path:
+    kept = os.environ.get("COURSE_UBUNTU_ROOT")
+    root = Path(kept) if kept else tmp_path_factory.mktemp("ubuntu") / "jammy"
+    if not (root / "etc" / "os-release").exists():
+        r = subprocess.run(["debootstrap", "--no-check-gpg", "--variant=minbase", "--components=main,universe",
+                            "jammy", str(root), ARCHIVE], capture_output=True, text=True, timeout=1500)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+        with open(root / "etc" / "apt" / "sources.list", "a") as f:
+            f.write(f"deb {ARCHIVE} jammy-updates main universe\ndeb {ARCHIVE} jammy-security main universe\n")
+    assert 'VERSION_ID="22.04"' in (root / "etc" / "os-release").read_text()
+    yield root
+    if not kept:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@needs_ubuntu
+def test_setup_sh_and_run_autograder_on_ubuntu_22_04(jammy, tmp_path):
+    auto = jammy / "autograder"
+    shutil.rmtree(auto, ignore_errors=True)
+    (auto / "source").mkdir(parents=True)
+    zip_path = tmp_path / "autograder.zip"
+    r = CliRunner().invoke(cli, ["gradescope", L01.id, "--out", str(zip_path)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    zipfile.ZipFile(zip_path).extractall(auto / "source")
+
+    setup = inside(jammy, "bash", "/autograder/source/setup.sh")
+    log = setup.stdout + setup.stderr
+    assert setup.returncode == 0, log[-4000:]
+    assert "the sandbox works: lesson01's solution graded in it, 10/10" in log, log[-4000:]
+    assert "python3.11" in log  # Ubuntu 22.04's python3 is 3.10: the bundle brought Ubuntu's 3.11
+
+    shutil.copy(auto / "source" / "run_autograder", auto / "run_autograder")
+    for name, source, want in (("solved", L01.solution_path, 10.0), ("stub", L01.student_path, 0.0)):
+        shutil.rmtree(auto / "submission", ignore_errors=True)
+        shutil.rmtree(auto / "results", ignore_errors=True)
+        (auto / "submission").mkdir()
+        shutil.copy(source, auto / "submission" / L01.notebook)
+        run = inside(jammy, "bash", "/autograder/run_autograder", timeout=900)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        results = json.loads((auto / "results" / "results.json").read_text())
+        assert results["score"] == want, (name, results.get("output", "")[:2000])
+        assert all(t.get("visibility") in ("visible", "after_published", "hidden", "after_due_date")
+                   for t in results["tests"])
