@@ -13,6 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
+# path's zygote imports once before it forks a child per check run (else every child pays the import).
+import hypothesis.strategies  # noqa: F401
+
 from .engine.checks import Arg, Domain
 from .engine.compare import close, tolerance
 from .engine.probe import relaid
@@ -165,7 +169,7 @@ def rms_norm_vs_torch(ctx):
 # (x² overflows float16), x and weight in float32, float64, bfloat16 or float16, together or each in its own
 # dtype (the output is x's), x and weight laid out any way.
 RMS_DOMAIN = Domain(
-    args=(Arg("leading dims", ("2, 3", "none", "5", "2, 2, 3")), Arg("D", (16, 1, 1024)),
+    args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (16, 1, 1024)),
           Arg("weight", ("given", None)), Arg("eps", (1e-6, 0.5)), Arg("scale of x", (2.0, 1e-3, 300.0))),
     dtypes=(("x, weight", _XW_DTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))),
     examples=5)
@@ -369,7 +373,7 @@ def triton_layouts(ctx):
 # float32, float16 or bfloat16, x and weight laid out any way (the kernel walks contiguous rows: make them so).
 # Run through the Triton interpreter on the CPU: few, small rows.
 TRITON_DOMAIN = Domain(
-    args=(Arg("leading dims", ("3", "2, 2", "none")), Arg("D", (40, 1, 129, 1024)), Arg("eps", (1e-6, 0.5)),
+    args=(Arg("leading dims", ("3", "none", "2, 2")), Arg("D", (40, 1, 129, 1024)), Arg("eps", (1e-6, 0.5)),
           Arg("scale of x", (2.0, 1e-3, 300.0))),
     dtypes=(("x, weight", ("float32", "float16", "bfloat16")),),
     layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=4)

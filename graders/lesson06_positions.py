@@ -16,6 +16,10 @@ import math
 
 import torch
 
+# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
+# path's zygote imports once before it forks a child per check run (else every child pays the import).
+import hypothesis.strategies  # noqa: F401
+
 from .engine.checks import Arg, Domain
 from .engine.compare import Tolerance, close, tolerance
 from .engine.probe import relaid
