@@ -13,7 +13,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .engine.compare import close
+# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
+# path's zygote imports once before it forks a child per check run (else every child pays the import).
+import hypothesis.strategies  # noqa: F401
+
+from .engine.checks import Arg, Domain
+from .engine.compare import close, tolerance
+from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
@@ -44,6 +50,46 @@ def against_torch(*keys: str, scale: float = 1.0, note: str = ""):
 
 def _grads(*tensors):
     return [t.grad for t in tensors]
+
+
+# ----------------------------------------------------------------------------------------------
+# Declared domains (one check per exercise over the inputs its spec allows): shared helpers
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    """"2, 3" -> (2, 3); "none" -> ()."""
+    return () if text == "none" else tuple(int(n) for n in text.split(","))
+
+
+def _laid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """`t` in `layout`; a vector "strided" is a view of every other entry of a longer one."""
+    if t.dim() == 1 and layout == "strided":
+        wide = torch.zeros(2 * t.shape[0], dtype=t.dtype, device=t.device)
+        wide[0::2] = t
+        return wide[0::2]
+    return relaid(t, layout)
+
+
+def _same_at_dtype(*keys: str, scale: float = 1.0):
+    """A domain judge: each observation `key` matches the reference's, in the reference's dtype, within the
+    tolerance of that dtype (float32's for float32 and float64: computing a float64 input in float32 inside
+    is not wrong), times `scale`."""
+    def judge(s, r, ctx):
+        for k in keys or [k for k, v in r.items() if isinstance(v, torch.Tensor)]:
+            if k not in r:
+                continue  # not observed on this example
+            ref = r[k]
+            half = isinstance(ref, torch.Tensor) and ref.dtype in (torch.float16, torch.bfloat16)
+            tol = tolerance(ref.dtype).scaled(2) if half else ctx.tol
+            msg = close(s.get(k), ref, k, tol=tol.scaled(scale))
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+_XDTYPES = ("float32", "float64", "bfloat16")
+_LAYOUTS = ("contiguous", "transposed", "strided")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,6 +175,29 @@ def layer_norm_grads(ctx):
     (F.layer_norm(xt, (7,), wt, bt) * g).sum().backward()
     names = ("gradient of x", "gradient of weight", "gradient of bias")
     return {**dict(zip(names, _grads(x, w, b))), **{f"torch {n}": t for n, t in zip(names, _grads(xt, wt, bt))}}
+
+
+# The declared domain of layer_norm: any leading dims (none: a single vector), a row of one feature and a wide
+# one (1024), weight and bias each given or not, eps from tiny to large (0.5: where it goes shows), inputs
+# whose variance is below eps, x in float32, float64 or bfloat16 (weight and bias in x's dtype), any layout of
+# x and of weight.
+LN_DOMAIN = Domain(
+    args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (8, 1, 1024)),
+          Arg("weight", ("given", None)), Arg("bias", ("given", None)), Arg("eps", (1e-5, 1e-12, 0.5)),
+          Arg("scale of x", (2.0, 1e-3))),
+    dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=5)
+
+
+@CHECKS.domain("layer_norm", LN_DOMAIN, _same_at_dtype("output"))
+def layer_norm_domain(ctx, ex):
+    dtype, D = getattr(torch, ex["dtype of x"]), ex["D"]
+    # the mean off 0 by half the spread (a float32 mean of 1 under a spread of 1e-3 would cost honest code its
+    # digits: x − mean cancels)
+    x = ctx.randn(*_dims(ex["leading dims"]), D, scale=ex["scale of x"]) + 0.5 * ex["scale of x"]
+    x = relaid(x.to(dtype), ex["layout of x"])
+    w = _laid(ctx.randn(D).to(dtype), ex["layout of weight"]) if ex["weight"] else None
+    b = ctx.randn(D).to(dtype) if ex["bias"] else None
+    return {"output": ctx.call(ctx.target, x, weight=w, bias=b, eps=ex["eps"])}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -236,6 +305,41 @@ def LayerNorm_grads(ctx):
             "torch gradient of bias": ref.bias.grad}
 
 
+# The declared domain of LayerNorm: every __init__ argument (normalized_shape from 1 to 1024, eps, no bias, no
+# affine at all) and forward's x with any leading dims, in float32, float64 or bfloat16 (the module cast to
+# x's dtype), any layout; calls repeated with another batch and length, and a second instance alongside (no
+# state kept from a call, none shared between instances).
+LAYERNORM_DOMAIN = Domain(
+    args=(Arg("normalized_shape", (8, 1, 1024)), Arg("eps", (1e-5, 0.5)), Arg("elementwise_affine", (True, False)),
+          Arg("bias", (True, False)), Arg("leading dims", ("2, 3", "none", "1, 5, 2")),
+          Arg("calls", ("one", "then another shape", "beside a second instance"))),
+    dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=5)
+
+
+@CHECKS.domain("LayerNorm", LAYERNORM_DOMAIN, _same_at_dtype("output", "output of the second call"))
+def LayerNorm_domain(ctx, ex):
+    dtype, D = getattr(torch, ex["dtype of x"]), ex["normalized_shape"]
+    kw = dict(eps=ex["eps"], elementwise_affine=ex["elementwise_affine"], bias=ex["bias"])
+
+    def build():
+        ref = _torch_layer_norm(ctx, D, **kw)
+        ctx.manual_seed()
+        m = ctx.call(ctx.target, D, **kw)
+        m.load_state_dict(ref.state_dict())
+        return m.to(dtype)
+
+    m = build()
+    x = relaid((ctx.randn(*_dims(ex["leading dims"]), D, scale=2.0) + 1.0).to(dtype), ex["layout of x"])
+    second = ctx.randn(3, 1, D).to(dtype)  # another batch and length
+    if ex["calls"] == "one":
+        return {"output": ctx.call(m, x)}
+    if ex["calls"] == "beside a second instance":
+        other = build()  # its own parameters (the seeded draws go on): they must not leak into m
+        ctx.call(other, second)
+        return {"output": ctx.call(m, x), "output of the second call": ctx.call(other, second)}
+    return {"output": ctx.call(m, x), "output of the second call": ctx.call(m, second)}
+
+
 # ----------------------------------------------------------------------------------------------
 # batch_norm(x, eps=1e-5): training-mode statistics over (N, C, *), per channel, no affine
 
@@ -289,6 +393,23 @@ def batch_norm_grads(ctx):
     return {"gradient of x": x.grad, "torch gradient of x": xt.grad}
 
 
+# The declared domain of batch_norm: (N, C), (N, C, L) and (N, C, H, W), a batch of one sample (statistics over
+# its positions alone) and one channel, eps tiny to large, inputs whose variance is below eps, float32, float64
+# or bfloat16, any layout. (The spec's batch_norm is training-mode statistics only: no running averages,
+# momentum or eval mode to draw.)
+BN_DOMAIN = Domain(
+    args=(Arg("N, C, positions", ("4, 3, 5", "6, 3", "2, 3, 4, 5", "1, 3, 7", "4, 1, 5", "8, 16, 64")),
+          Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+    dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("batch_norm", BN_DOMAIN, _same_at_dtype("output"))
+def batch_norm_domain(ctx, ex):
+    x = ctx.randn(*_dims(ex["N, C, positions"]), scale=ex["scale of x"]) + 0.5 * ex["scale of x"]
+    x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+    return {"output": ctx.call(ctx.target, x, eps=ex["eps"])}
+
+
 # ----------------------------------------------------------------------------------------------
 # group_norm(x, num_groups, eps=1e-5): (N, C, *), statistics per sample and group of channels, no affine
 
@@ -337,6 +458,25 @@ def group_norm_grads(ctx):
     xt = x.detach().clone().requires_grad_()
     (F.group_norm(xt, 3) * g).sum().backward()
     return {"gradient of x": x.grad, "torch gradient of x": xt.grad}
+
+
+# The declared domain of group_norm: num_groups at its edges (1: one group of every channel, C: one channel a
+# group) and between, (N, C), (N, C, L) and (N, C, H, W) inputs, a batch of one, eps tiny to large, inputs
+# whose variance is below eps, float32, float64 or bfloat16, any layout.
+GN_DOMAIN = Domain(
+    args=(Arg("C, num_groups", ("6, 3", "6, 1", "6, 6", "8, 2", "32, 8")), Arg("positions", ("5", "none", "3, 4")),
+          Arg("N", (2, 1)), Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+    dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("group_norm", GN_DOMAIN, _same_at_dtype("output"))
+def group_norm_domain(ctx, ex):
+    C, G = _dims(ex["C, num_groups"])
+    # channel c centred near c (in units of the spread): a group taken from the wrong channels shows
+    x = ctx.randn(ex["N"], C, *_dims(ex["positions"]), scale=ex["scale of x"])
+    x = x + ex["scale of x"] * torch.arange(float(C)).view(1, C, *[1] * (x.dim() - 2))
+    x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+    return {"output": ctx.call(ctx.target, x, num_groups=G, eps=ex["eps"])}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -418,6 +558,30 @@ def manual_eps(ctx):
     (out_t * g).sum().backward()
     return {"output with eps=0.1": out, "torch output with eps=0.1": out_t,
             "gradient of x with eps=0.1": x.grad, "torch gradient of x with eps=0.1": xt.grad}
+
+
+# The declared domain of layer_norm_manual: forward and backward over any leading dims (none: one vector), a
+# wide row (1024), eps tiny to large, float32 or float64, x, weight and bias laid out any way, and an upstream
+# gradient that is not contiguous (as a transpose or a slice downstream hands back).
+MANUAL_DOMAIN = Domain(
+    args=(Arg("leading dims", ("3, 4", "none", "2, 2, 3")), Arg("D", (7, 1024)), Arg("eps", (1e-5, 0.5)),
+          Arg("upstream gradient", ("contiguous", "transposed"))),
+    dtypes=(("x", ("float32", "float64")),),
+    layouts=(("x", _LAYOUTS), ("weight, bias", ("contiguous", "strided"))), examples=4)
+
+
+@CHECKS.domain("layer_norm_manual", MANUAL_DOMAIN, _same_at_dtype(
+    "output", "gradient of x", "gradient of weight", "gradient of bias", scale=10))
+def manual_domain(ctx, ex):
+    dtype, D = getattr(torch, ex["dtype of x"]), ex["D"]
+    shape = (*_dims(ex["leading dims"]), D)
+    x = relaid((ctx.randn(*shape, scale=2.0) + 1.0).to(dtype), ex["layout of x"]).requires_grad_()
+    w = _laid(ctx.randn(D).to(dtype), ex["layout of weight, bias"]).requires_grad_()
+    b = _laid(ctx.randn(D).to(dtype), ex["layout of weight, bias"]).requires_grad_()
+    g = relaid(ctx.randn(*shape).to(dtype), ex["upstream gradient"])
+    out = ctx.call(ctx.target, x, w, b, eps=ex["eps"])
+    ctx.call(lambda: out.backward(g))
+    return {"output": out, "gradient of x": x.grad, "gradient of weight": w.grad, "gradient of bias": b.grad}
 
 
 # ----------------------------------------------------------------------------------------------

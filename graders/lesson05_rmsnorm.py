@@ -13,6 +13,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
+# path's zygote imports once before it forks a child per check run (else every child pays the import).
+import hypothesis.strategies  # noqa: F401
+
+from .engine.checks import Arg, Domain
+from .engine.compare import close, tolerance
+from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, same
 
 CHECKS = Checks("lesson05")
@@ -45,6 +52,53 @@ def _finite_then_same(*keys: str):
                             f"float32 before squaring, and cast the result back at the end")
         return same(*keys)(s, r, ctx)
     return judge
+
+
+# ----------------------------------------------------------------------------------------------
+# Declared domains (one check per exercise over the inputs its spec allows): shared helpers
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    """"2, 3" -> (2, 3); "none" -> ()."""
+    return () if text == "none" else tuple(int(n) for n in text.split(","))
+
+
+def _laid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """`t` in `layout`; a vector "strided" is a view of every other entry of a longer one."""
+    if t.dim() == 1 and layout == "strided":
+        wide = torch.zeros(2 * t.shape[0], dtype=t.dtype, device=t.device)
+        wide[0::2] = t
+        return wide[0::2]
+    return relaid(t, layout)
+
+
+def _dtypes(text: str) -> tuple[torch.dtype, torch.dtype]:
+    """"bfloat16" -> x and weight in bfloat16; "bfloat16 x, float32 weight" -> each its own."""
+    if "," not in text:
+        return getattr(torch, text), getattr(torch, text)
+    x, w = (part.split()[0] for part in text.split(","))
+    return getattr(torch, x), getattr(torch, w)
+
+
+def _same_at_dtype(*keys: str, scale: float = 1.0):
+    """A domain judge: each observation `key` matches the reference's, in the reference's dtype, within the
+    tolerance of that dtype (float32's for float32 and float64: the spec computes in float32), times `scale`."""
+    def judge(s, r, ctx):
+        for k in keys:
+            if k not in r:
+                continue  # not observed on this example
+            ref = r[k]
+            half = isinstance(ref, torch.Tensor) and ref.dtype in (torch.float16, torch.bfloat16)
+            msg = close(s.get(k), ref, k, tol=(tolerance(ref.dtype) if half else ctx.tol).scaled(scale))
+            if msg:
+                return msg
+        return None
+    return judge
+
+
+_LAYOUTS = ("contiguous", "transposed", "strided")
+# x and weight in one dtype, or each in its own (the output is x's dtype either way)
+_XW_DTYPES = ("float32", "float64", "bfloat16", "float16", "bfloat16 x, float32 weight", "float32 x, bfloat16 weight")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,6 +164,26 @@ def rms_norm_vs_torch(ctx):
             "torch output with eps=0.1": F.rms_norm(x, (32,), w, 0.1)}
 
 
+# The declared domain of rms_norm: any leading dims (none: one vector), a row of one feature and a wide one
+# (1024), weight given or not, eps from the default to 0.5, inputs from ~1e-3 (mean(x²) below eps) to ~300
+# (x² overflows float16), x and weight in float32, float64, bfloat16 or float16, together or each in its own
+# dtype (the output is x's), x and weight laid out any way.
+RMS_DOMAIN = Domain(
+    args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (16, 1, 1024)),
+          Arg("weight", ("given", None)), Arg("eps", (1e-6, 0.5)), Arg("scale of x", (2.0, 1e-3, 300.0))),
+    dtypes=(("x, weight", _XW_DTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))),
+    examples=5)
+
+
+@CHECKS.domain("rms_norm", RMS_DOMAIN, _same_at_dtype("output"))
+def rms_norm_domain(ctx, ex):
+    xd, wd = _dtypes(ex["dtype of x, weight"])
+    D = ex["D"]
+    x = relaid(ctx.randn(*_dims(ex["leading dims"]), D, scale=ex["scale of x"]).to(xd), ex["layout of x"])
+    w = _laid(ctx.randn(D).to(wd), ex["layout of weight"]) if ex["weight"] else None
+    return {"output": ctx.call(ctx.target, x, w, eps=ex["eps"])}
+
+
 # ----------------------------------------------------------------------------------------------
 # class RMSNorm(nn.Module): __init__(dim, eps=1e-6)
 
@@ -157,6 +231,41 @@ def rmsnorm_grad(ctx):
     (ctx.call(m, x) * ctx.randn(4, 9)).sum().backward()
     w = getattr(m, "weight", None)
     return {"gradient of x": x.grad, "gradient of weight": None if w is None else w.grad}
+
+
+# The declared domain of RMSNorm: every __init__ argument (dim from 1 to 1024, eps) and forward's x with any
+# leading dims, in float32, float64, bfloat16 or float16 while the weight stays float32 (mixed precision: the
+# output is x's dtype), any layout; calls repeated with another batch and length, and a second instance
+# alongside (no state kept from a call, none shared between instances).
+RMSNORM_DOMAIN = Domain(
+    args=(Arg("dim", (16, 1, 1024)), Arg("eps", (1e-6, 0.5)), Arg("leading dims", ("2, 3", "none", "1, 5, 2")),
+          Arg("calls", ("one", "then another shape", "beside a second instance"))),
+    dtypes=(("x", ("float32", "float64", "bfloat16", "float16")),), layouts=(("x", _LAYOUTS),), examples=4)
+
+
+@CHECKS.domain("RMSNorm", RMSNORM_DOMAIN, _same_at_dtype("output", "output of the second call"))
+def rmsnorm_domain(ctx, ex):
+    dtype, dim = getattr(torch, ex["dtype of x"]), ex["dim"]
+
+    def build():
+        theirs = nn.RMSNorm(dim, eps=ex["eps"])
+        with torch.no_grad():
+            theirs.weight.copy_(torch.randn(dim, generator=ctx.gen))
+        ctx.manual_seed()
+        mine = ctx.call(ctx.target, dim, eps=ex["eps"])
+        mine.load_state_dict(theirs.state_dict())
+        return mine  # float32 parameters
+
+    m = build()
+    x = relaid(ctx.randn(*_dims(ex["leading dims"]), dim, scale=2.0).to(dtype), ex["layout of x"])
+    second = ctx.randn(3, 1, dim).to(dtype)  # another batch and length
+    if ex["calls"] == "one":
+        return {"output": ctx.call(m, x)}
+    if ex["calls"] == "beside a second instance":
+        other = build()  # its own weight: it must not leak into m
+        ctx.call(other, second)
+        return {"output": ctx.call(m, x), "output of the second call": ctx.call(other, second)}
+    return {"output": ctx.call(m, x), "output of the second call": ctx.call(m, second)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -259,6 +368,25 @@ def triton_layouts(ctx):
             "output for a strided (6, 40) slice": _run(ctx, strided, w)}
 
 
+# The declared domain of rms_norm_triton: any leading dims (none: one row), rows of one feature, of a masked
+# tail (129) and wide (1024: one block of 1024), eps from the default to 0.5, inputs from ~1e-3 to ~300,
+# float32, float16 or bfloat16, x and weight laid out any way (the kernel walks contiguous rows: make them so).
+# Run through the Triton interpreter on the CPU: few, small rows.
+TRITON_DOMAIN = Domain(
+    args=(Arg("leading dims", ("3", "none", "2, 2")), Arg("D", (40, 1, 129, 1024)), Arg("eps", (1e-6, 0.5)),
+          Arg("scale of x", (2.0, 1e-3, 300.0))),
+    dtypes=(("x, weight", ("float32", "float16", "bfloat16")),),
+    layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=4)
+
+
+@CHECKS.domain("rms_norm_triton", TRITON_DOMAIN, _same_at_dtype("output"))
+def triton_domain(ctx, ex):
+    dtype, D = getattr(torch, ex["dtype of x, weight"]), ex["D"]
+    x = relaid(ctx.randn(*_dims(ex["leading dims"]), D, scale=ex["scale of x"]).to(dtype), ex["layout of x"])
+    w = _laid(ctx.randn(D).to(dtype), ex["layout of weight"])
+    return {"output": _run(ctx, x, w, eps=ex["eps"])}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -279,6 +407,11 @@ MISTAKES = (
     Mistake("rms_norm", "mean_abs", "the scale is mean(|x|), not the root mean square: use √(mean(x²) + eps).",
             edits={"torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)":
                        "1 / (xf.abs().mean(dim=-1, keepdim=True) + eps)"}),
+    Mistake("rms_norm", "weight_after_cast", "the weight multiplies after the cast back to x's dtype, so a float32 "
+            "weight with bfloat16 x (mixed precision) makes the output float32: multiply by weight.float() in "
+            "float32, then cast the result to x.dtype.",
+            edits={"        y = y * weight.float()\n    return y.to(x.dtype)":
+                       "        return y.to(x.dtype) * weight\n    return y.to(x.dtype)"}),
     Mistake("RMSNorm", "with_bias", "RMSNorm has no bias, only a `weight` (gain) of ones; drop the bias so the "
             "module matches nn.RMSNorm and its state dict.",
             edits={"self.weight = nn.Parameter(torch.ones(dim))":

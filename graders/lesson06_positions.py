@@ -16,7 +16,13 @@ import math
 
 import torch
 
-from .engine.compare import Tolerance, close
+# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
+# path's zygote imports once before it forks a child per check run (else every child pays the import).
+import hypothesis.strategies  # noqa: F401
+
+from .engine.checks import Arg, Domain
+from .engine.compare import Tolerance, close, tolerance
+from .engine.probe import relaid
 from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
 
 CHECKS = Checks("lesson06")
@@ -40,6 +46,38 @@ def _values(s, r, ctx, *keys, tol: Tolerance) -> str | None:
         if msg:
             return msg
     return None
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    """"2, 3" -> (2, 3); "none" -> ()."""
+    return () if text == "none" else tuple(int(n) for n in text.split(","))
+
+
+def _angle_tol(base: Tolerance, largest_position: float) -> Tolerance:
+    """`base`, widened for angles p·θ of up to `largest_position` rad: two correct float32 computations of a
+    frequency differ by ~1e-7 relatively, so the angles (and sin, cos) by ~1e-7·p, beyond 100 too."""
+    widen = max(1.0, largest_position / 100.0)
+    return Tolerance(base.atol * widen, base.rtol, f"{base.why}; angles up to {largest_position:g} rad")
+
+
+_LAYOUTS = ("contiguous", "transposed", "strided")
+
+
+def _same_present(*keys: str, tol=None):
+    """A domain judge: each observation `key` the reference made on this example matches it, dtype included,
+    within the tolerance of its dtype (float32's for float32 and float64), or `tol(ctx, r, dtype)`."""
+    def judge(s, r, ctx):
+        for k in keys:
+            if k not in r:
+                continue  # not observed on this example
+            ref = r[k]
+            half = isinstance(ref, torch.Tensor) and ref.dtype in (torch.float16, torch.bfloat16)
+            t = tol(ctx, r, ref.dtype) if tol else tolerance(ref.dtype) if half else ctx.tol
+            msg = close(s.get(k), ref, k, tol=t)
+            if msg:
+                return msg
+        return None
+    return judge
 
 
 # ----------------------------------------------------------------------------------------------
@@ -81,6 +119,24 @@ def table_base(ctx):
               raises_value_error(("d_model=7", "sinusoidal_table(4, 7)", "d_model")))
 def table_odd(ctx):
     return {"d_model=7": ctx.raised(ctx.target, 4, 7)}
+
+
+# The declared domain of sinusoidal_table: one position and a long table (2048), one pair of columns and a
+# wide model (512), bases from 100 to 500000. (An odd d_model is the ValueError check's.)
+TABLE_DOMAIN = Domain(
+    args=(Arg("max_len", (12, 1, 2048)), Arg("d_model", (8, 2, 512)), Arg("base", (10000.0, 100.0, 500000.0))),
+    examples=4, tensors=False)
+
+
+def _table_domain_judge(s, r, ctx):
+    return close(s.get("table"), r["table"], "table", check_dtype=False,
+                 tol=_angle_tol(ctx.tol.scaled(5), r["largest position"]))
+
+
+@CHECKS.domain("sinusoidal_table", TABLE_DOMAIN, _table_domain_judge)
+def table_domain(ctx, ex):
+    return {"table": ctx.call(ctx.target, ex["max_len"], ex["d_model"], base=ex["base"]),
+            "largest position": float(ex["max_len"] - 1)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,6 +212,49 @@ def learned_grad(ctx):
     x = ctx.randn(3, 4, 12, requires_grad=True)
     (ctx.call(module, x, offset=6) * ctx.randn(3, 4, 12)).sum().backward()
     return {"gradient of the table": table.grad, "gradient of x": x.grad}
+
+
+# The declared domain of LearnedPositionalEmbedding: tables from 1 row to 64, d_model from 1 to 256, x with
+# any leading dims ((T, D), (B, T, D), (B, H, T, D)), one position, offsets from 0 to the table's last rows
+# (offset + T = max_len exactly), x in float32, float64 or bfloat16 while the table stays float32 (the output
+# is x's dtype), any layout; calls repeated with another length and offset, and a second instance alongside.
+LEARNED_DOMAIN = Domain(
+    args=(Arg("max_len", (16, 1, 64)), Arg("d_model", (12, 1, 256)), Arg("leading dims", ("2", "none", "2, 3")),
+          Arg("T", (5, 1, "max_len − offset")), Arg("offset", (0, 3, "max_len − T")),
+          Arg("calls", ("one", "then another length", "beside a second instance"))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")),), layouts=(("x", _LAYOUTS),), examples=5)
+
+
+def _fit(max_len: int, T, offset) -> tuple[int, int]:
+    """(T, offset) inside the table: a symbolic one takes what the table leaves."""
+    T, offset = (T if isinstance(T, int) else None), (offset if isinstance(offset, int) else None)
+    if T is None and offset is None:
+        return max_len, 0
+    if T is None:
+        T = max_len - min(offset, max_len - 1)
+    if offset is None:
+        T = min(T, max_len)
+        offset = max_len - T
+    T = min(T, max_len)
+    return T, min(offset, max_len - T)
+
+
+@CHECKS.domain("LearnedPositionalEmbedding", LEARNED_DOMAIN, _same_present("output", "output of the second call"))
+def learned_domain(ctx, ex):
+    max_len, d = ex["max_len"], ex["d_model"]
+    T, offset = _fit(max_len, ex["T"], ex["offset"])
+    dtype = getattr(torch, ex["dtype of x"])
+    module, _ = _module_with_known_table(ctx, max_len, d)  # a float32 table
+    x = relaid(ctx.randn(*_dims(ex["leading dims"]), T, d).to(dtype), ex["layout of x"])
+    obs = {"output": ctx.call(module, x, offset=offset)}
+    second = ctx.randn(2, 1, d).to(dtype)  # one position, at the table's first row
+    if ex["calls"] == "then another length":
+        obs["output of the second call"] = ctx.call(module, second)
+    elif ex["calls"] == "beside a second instance":
+        other, _ = _module_with_known_table(ctx, max_len, d)  # its own table: it must not leak into module
+        obs["output of the second call"] = ctx.call(other, second)
+        obs["output"] = ctx.call(module, x, offset=offset)
+    return obs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,6 +393,50 @@ def rope_grad(ctx):
     return {"gradient of x": x.grad}
 
 
+# The declared domain of apply_rope and apply_rope_half: x (T, D), (B, T, D) or (B, H, T, D), one position and
+# 64, one pair and a wide head (128), bases from 10 to 500000, positions shuffled, continuing a cache (from
+# 100), one row per sequence (..., T), a strided view, int64 or int32; x in float32, float64 or bfloat16 (the
+# angles in float32 either way), laid out any way.
+ROPE_DOMAIN = Domain(
+    args=(Arg("leading dims", ("2, 3", "none", "2")), Arg("T", (5, 1, 64)), Arg("D", (8, 2, 128)),
+          Arg("base", (10000.0, 500000.0, 10.0)),
+          Arg("positions", ("shuffled", "from 100 (a cache)", "one row per sequence", "a strided view"))),
+    dtypes=(("x", ("float32", "float64", "bfloat16")), ("positions", ("int64", "int32"))),
+    layouts=(("x", _LAYOUTS),), examples=5)
+
+
+def _rope_positions(ctx, kind: str, lead: tuple[int, ...], T: int) -> torch.Tensor:
+    if kind == "from 100 (a cache)":
+        return torch.arange(100, 100 + T)
+    if kind == "one row per sequence" and lead:  # (B, T) for x (B, T, D); (B, 1, T) for x (B, H, T, D)
+        shape = (lead[0], *[1] * (len(lead) - 1), T)
+        return torch.stack([torch.randperm(T + 20, generator=ctx.gen)[:T] for _ in range(lead[0])]).view(shape)
+    if kind == "a strided view":
+        return torch.randperm(2 * T + 20, generator=ctx.gen)[: 2 * T : 2]
+    return torch.randperm(T + 20, generator=ctx.gen)[:T]  # distinct, in no order, not from 0
+
+
+def _rope_domain_tol(ctx, r, dtype):
+    if dtype == torch.bfloat16:
+        return HALF_TOL["bfloat16"]
+    return _angle_tol(ctx.tol.scaled(ROPE_SCALE), r["largest position"])
+
+
+@CHECKS.domain("apply_rope", ROPE_DOMAIN, _same_present("output", tol=_rope_domain_tol))
+@CHECKS.domain("apply_rope_half", ROPE_DOMAIN, _same_present("output", tol=_rope_domain_tol))
+def rope_domain(ctx, ex):
+    lead, T, D = _dims(ex["leading dims"]), ex["T"], ex["D"]
+    x = relaid(ctx.randn(*lead, T, D).to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
+    positions = _rope_positions(ctx, ex["positions"], lead, T)
+    if ex["positions"] == "a strided view":
+        wide = torch.zeros(2 * T, dtype=getattr(torch, ex["dtype of positions"]))
+        wide[0::2] = positions
+        positions = wide[0::2]
+    positions = positions.to(getattr(torch, ex["dtype of positions"]))
+    return {"output": ctx.call(ctx.target, x, positions, base=ex["base"]),
+            "largest position": float(positions.max())}
+
+
 # ----------------------------------------------------------------------------------------------
 # rope_inv_freq(dim, base=10000.0, scale=1.0, method="none") -> (dim/2,)
 
@@ -353,6 +496,19 @@ def freq_bad_args(ctx):
             "scale=0.5": ctx.raised(ctx.target, 16, scale=0.5, method="linear")}
 
 
+# The declared domain of rope_inv_freq: dim from 4 to 128, bases from 10 to 500000, scale from its edge 1 (no
+# stretch: every method then gives the plain frequencies) to 32, every method.
+FREQ_DOMAIN = Domain(
+    args=(Arg("dim", (16, 4, 128)), Arg("base", (10000.0, 500000.0, 10.0)), Arg("scale", (1.0, 4.0, 1.5, 32.0)),
+          Arg("method", ("none", "linear", "ntk"))), examples=5, tensors=False)
+
+
+@CHECKS.domain("rope_inv_freq", FREQ_DOMAIN, _same_present("frequencies", tol=lambda ctx, r, dtype: ctx.tol.scaled(5)))
+def freq_domain(ctx, ex):
+    out = ctx.call(ctx.target, ex["dim"], base=ex["base"], scale=ex["scale"], method=ex["method"])
+    return {"frequencies": out.float() if isinstance(out, torch.Tensor) else out}
+
+
 # ----------------------------------------------------------------------------------------------
 # alibi_slopes(num_heads) -> (H,)
 
@@ -369,6 +525,21 @@ def slopes_power_of_two(ctx):
 @CHECKS.probe("alibi_slopes", "H = 12 and H = 6: the ALiBi paper's rule for other head counts", _slopes)
 def slopes_other(ctx):
     return {f"slopes for H={h}": ctx.call(ctx.target, h) for h in (12, 6)}
+
+
+# The declared domain of alibi_slopes: one head, powers of two and the head counts between them (3, 5, 6, 7,
+# 12, 24, 48), called afresh or after a call with another head count (no state kept between calls).
+SLOPES_DOMAIN = Domain(
+    args=(Arg("num_heads", (8, 1, 2, 3, 5, 6, 7, 12, 16, 24, 48, 64)), Arg("calls", ("one", "after num_heads=12"))),
+    examples=4, tensors=False)
+
+
+@CHECKS.domain("alibi_slopes", SLOPES_DOMAIN, _same_present("slopes", tol=lambda ctx, r, dtype: ctx.tol))
+def slopes_domain(ctx, ex):
+    if ex["calls"] != "one":
+        ctx.call(ctx.target, 12)
+    out = ctx.call(ctx.target, ex["num_heads"])
+    return {"slopes": out.float() if isinstance(out, torch.Tensor) else out}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,6 +565,19 @@ def bias_rect(ctx):
     return {"alibi_bias(6, 3, 7)": ctx.call(ctx.target, 6, 3, 7)}
 
 
+# The declared domain of alibi_bias: one head and head counts that are not powers of two, one query or key
+# and 64, t_q below, equal to and above t_k (the queries always the last t_q positions).
+BIAS_DOMAIN = Domain(
+    args=(Arg("num_heads", (4, 1, 3, 12)), Arg("t_q", (5, 1, 64)), Arg("t_k", (5, 1, 64))),
+    examples=4, tensors=False)
+
+
+@CHECKS.domain("alibi_bias", BIAS_DOMAIN, _same_present("bias", tol=lambda ctx, r, dtype: ctx.tol))
+def bias_domain(ctx, ex):
+    out = ctx.call(ctx.target, ex["num_heads"], ex["t_q"], ex["t_k"])
+    return {"bias": out.float() if isinstance(out, torch.Tensor) else out}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -412,6 +596,10 @@ MISTAKES = (
     Mistake("LearnedPositionalEmbedding", "offset_ignored", "`offset` is ignored: rows 0..T−1 are added whatever the "
             "offset; add rows offset..offset+T−1 (a decoder with a cache is at position offset, not 0).",
             edits={"self.weight[offset:offset + T]": "self.weight[:T]"}),
+    Mistake("LearnedPositionalEmbedding", "T_from_axis_1", "T is read from axis 1, which is the sequence axis only "
+            "for a (B, T, D) input: x is (..., T, d_model), so take T = x.shape[-2] (a (T, D) or (B, H, T, D) "
+            "input has other sizes at axis 1).",
+            edits={"T = x.shape[-2]": "T = x.shape[1]"}),
     Mistake("LearnedPositionalEmbedding", "default_init", "nn.Embedding initialises N(0, 1); positions here are "
             "initialised N(0, 0.02): call nn.init.normal_(weight, std=0.02).",
             edits={"nn.init.normal_(self.weight, mean=0.0, std=0.02)": "nn.init.normal_(self.weight)"}),

@@ -12,6 +12,7 @@ from graders.registry import find_lesson
 from harness import check_in_process, check_one, explain, with_code
 
 LESSON = find_lesson("lesson06")
+DOMAIN = "over its declared domain (drawn examples, the simplest failure shown)"
 pytestmark = pytest.mark.lesson06
 
 
@@ -36,11 +37,11 @@ class LearnedPositionalEmbedding(nn.Module):
         nn.init.normal_(self.emb.weight, std=0.02)
 
     def forward(self, x, offset=0):
-        T = x.size(1)
+        T = x.size(-2)
         if offset + T > self.max_len:
             raise ValueError(f"sequence of {T} at offset {offset} exceeds max_len {self.max_len}")
         pos = torch.arange(offset, offset + T, device=x.device)
-        return x + self.emb(pos)
+        return x + self.emb(pos).to(x.dtype)
 ''',
     # Meta's Llama style: pairs as complex numbers, rotation as multiplication by e^{i p theta}
     "apply_rope": '''
@@ -212,11 +213,14 @@ def test_half_precision_rope_judge(dtype):
 @pytest.mark.apply_rope
 def test_a_rope_that_needs_contiguous_inputs_fails_only_the_layout_checks(tmp_path):
     """Meta's complex-number RoPE without .contiguous(): view_as_complex needs a last stride of 1 and even
-    strides, so the input battery's transposed and row-strided inputs fail it, and nothing else does."""
+    strides, so the input battery's transposed and row-strided inputs fail it, and so does the declared
+    domain (which lays x out the same ways), at a layout of x; nothing else does."""
     code = ALTERNATIVES["apply_rope"].replace("x.float().contiguous().reshape", "x.float().reshape")
     ex = check_one(LESSON, with_code(LESSON, "apply_rope", code, tmp_path), "apply_rope")
-    failed = [c for c in ex.checks if c.status not in ("passed", "skipped")]
+    failed = {c.name: c for c in ex.checks if c.status not in ("passed", "skipped")}
     assert ex.status == "failed", explain(ex)
-    assert {c.name for c in failed} == {"transposed (non-contiguous) inputs",
-                                        "row-strided inputs (views of wider rows)"}, explain(ex)
-    assert all("it raised RuntimeError" in c.message and "same values" in c.message for c in failed), explain(ex)
+    battery = {"transposed (non-contiguous) inputs", "row-strided inputs (views of wider rows)"}
+    assert set(failed) == battery | {DOMAIN}, explain(ex)
+    assert all("it raised RuntimeError" in failed[n].message and "same values" in failed[n].message
+               for n in battery), explain(ex)
+    assert failed[DOMAIN].message.startswith("fails for layout of x="), explain(ex)
