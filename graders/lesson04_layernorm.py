@@ -13,9 +13,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
-# path's zygote imports once before it forks a child per check run (else every child pays the import).
-import hypothesis.strategies  # noqa: F401
 
 from .engine.checks import Arg, Domain
 from .engine.compare import close, tolerance

@@ -16,9 +16,6 @@ import math
 
 import torch
 
-# The domain checks draw their examples with Hypothesis in the child: imported with the grader, which the warm
-# path's zygote imports once before it forks a child per check run (else every child pays the import).
-import hypothesis.strategies  # noqa: F401
 
 from .engine.checks import Arg, Domain
 from .engine.compare import Tolerance, close, tolerance
@@ -646,7 +643,6 @@ MISTAKES = (
             "position i + (t_k − t_q) (bottom-right aligned), not at i.",
             edits={"torch.arange(t_q)[:, None] + (t_k - t_q)": "torch.arange(t_q)[:, None]"}),
 )
-
 
 
 # The battery re-runs LearnedPositionalEmbedding's forward check (its first check looks at the initial table).

@@ -1,8 +1,9 @@
 """The Gradescope bundle on the base image Gradescope documents (issue 32): Ubuntu 22.04, as root, in the
 /autograder layout. A minimal Ubuntu 22.04 root filesystem is made with debootstrap from Ubuntu's archive (with
-universe and jammy-updates, as Gradescope's image has); setup.sh runs inside it (chroot, a private mount
-namespace) exactly as Gradescope runs it, installs Ubuntu's python3.11 and bubblewrap, the course's pinned
-environment, and starts the sandbox; then run_autograder grades a solved and a stub submission there.
+universe and jammy-updates, as Gradescope's image has); setup.sh runs inside it as Gradescope runs it (bubblewrap
+as the container: private mount and PID namespaces, the root pivoted), installs Ubuntu's python3.11 and
+bubblewrap, the course's pinned environment, and starts the sandbox; then run_autograder grades a solved and a
+stub submission there.
 
 This machine's pip sources (its wheel folders, index and CA bundle) are bound into the root so that pip reaches
 what it reaches here; nothing else of the host is visible. Skipped when not root, without debootstrap, or when
@@ -38,32 +39,30 @@ def _reachable(url: str) -> bool:
 
 
 needs_ubuntu = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("debootstrap") is None or shutil.which("unshare") is None
+    os.geteuid() != 0 or shutil.which("debootstrap") is None or shutil.which("bwrap") is None
     or not _reachable(f"{ARCHIVE}/dists/jammy/Release"),
-    reason="needs root, debootstrap and unshare (apt-get install debootstrap) and Ubuntu's archive")
+    reason="needs root, debootstrap and bubblewrap (apt-get install debootstrap bubblewrap) and Ubuntu's archive")
 
 # the host's pip sources, bound read-only at the same paths (what pip reaches from this machine)
 PIP_BINDS = ["/opt/wheels", "/opt/pypi", "/opt/pypi-more", "/etc/xdg/pip", "/etc/pip.conf"]
-INSIDE = r'''
-set -e
-R="$0"
-mount --rbind /proc "$R/proc"; mount --rbind /dev "$R/dev"; mount --rbind /sys "$R/sys"
-for d in $BINDS; do
-  if [ -d "$d" ]; then mkdir -p "$R$d"; mount --bind -o ro "$d" "$R$d"
-  elif [ -f "$d" ]; then mkdir -p "$(dirname "$R$d")"; touch "$R$d"; mount --bind -o ro "$d" "$R$d"; fi
-done
-cp /etc/resolv.conf "$R/etc/resolv.conf"
-touch "$R/etc/host-ca.pem"; mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$R/etc/host-ca.pem"
-exec chroot "$R" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  LANG=C.UTF-8 PIP_CERT=/etc/host-ca.pem PIP_RETRIES=0 PIP_TIMEOUT=5 ${FIND_LINKS:+PIP_FIND_LINKS=$FIND_LINKS} "$@"
-'''
 
 
 def inside(root: Path, *argv: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    """`argv` run as root inside the Ubuntu root filesystem at `root`."""
-    env = {**os.environ, "BINDS": " ".join(PIP_BINDS), "FIND_LINKS": os.environ.get("PIP_FIND_LINKS", "")}
-    return subprocess.run(["unshare", "-m", "sh", "-c", INSIDE, str(root), *argv], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    """`argv` run as root inside the Ubuntu root filesystem at `root`, as a container runs it: bubblewrap
+    pivots to that root in new mount and PID namespaces (a chroot would not do: the kernel refuses a chrooted
+    process new user namespaces, which the course's own sandbox needs). The host's DNS, CA bundle and pip
+    sources are bound read-only; the environment is Gradescope's bare one."""
+    (root / "etc" / "host-ca.pem").touch()
+    binds = [a for d in PIP_BINDS if os.path.exists(d) for a in ("--ro-bind", d, d)]
+    command = ["bwrap", "--bind", str(root), "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
+               "--ro-bind", "/sys", "/sys", "--unshare-pid", "--die-with-parent",
+               "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
+               "--ro-bind", "/etc/ssl/certs/ca-certificates.crt", "/etc/host-ca.pem", *binds,
+               "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOME=/root", "LANG=C.UTF-8", "PIP_CERT=/etc/host-ca.pem", "PIP_RETRIES=0", "PIP_TIMEOUT=5",
+               *([f"PIP_FIND_LINKS={os.environ['PIP_FIND_LINKS']}"] if os.environ.get("PIP_FIND_LINKS") else []),
+               *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
