@@ -8,6 +8,8 @@ with what the *reference* child observed, torch's layer included.
 
 from __future__ import annotations
 
+import zlib
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -298,6 +300,12 @@ def mlp_grads(ctx):
             "gradient of fc2.weight": mlp.fc2.weight.grad}
 
 
+def _own_draws(ctx, ex: dict) -> None:
+    """Draw this example's inputs from a seed of its own (the check's seed and the example), so that an example
+    where the student's code stopped half-way (an exception) does not shift the draws of the examples after it."""
+    ctx.gen.manual_seed(ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode()))
+
+
 def _observed_like(s, r, ctx, hints: dict | None = None) -> str | None:
     """A drawn example's judge: every observation the reference made, tensors within `_tol` (dtype kept),
     the rest equal. `hints`: {key: words added when that observation differs}."""
@@ -351,6 +359,7 @@ MLP_DOMAIN = Domain(
 
 @CHECKS.domain("MLP", MLP_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _MLP_HINTS))
 def mlp_domain(ctx, ex):
+    _own_draws(ctx, ex)
     d, expansion, T = ex["d_model"], ex["expansion"], ex["T"]
     p, mode = ex["dropout, mode"].split(", ")
     p, dtype = float(p), getattr(torch, ex["dtype of x"])
@@ -692,6 +701,7 @@ BLOCK_DOMAIN = Domain(
 
 @CHECKS.domain("TransformerBlock", BLOCK_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _BLOCK_HINTS))
 def block_domain(ctx, ex):
+    _own_draws(ctx, ex)
     d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
     B, T, expansion, bias = ex["B"], ex["T"], ex["expansion"], ex["bias"]
     p, mode = ex["dropout, mode"].split(", ", 1)

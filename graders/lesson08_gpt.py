@@ -101,6 +101,12 @@ def _forward(ctx, model, idx, **kwargs):
     return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
 
 
+def _own_draws(ctx, ex: dict) -> None:
+    """Draw this example's inputs from a seed of its own (the check's seed and the example), so that an example
+    where the student's code stopped half-way (an exception) does not shift the draws of the examples after it."""
+    ctx.gen.manual_seed(ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode()))
+
+
 def _observed_like(hints: dict | None = None, scale: float = 5.0):
     """A drawn example's judge: every observation the reference made, tensors within the tolerance times
     `scale` (dtype kept), the rest equal. `hints`: {key: words added when that observation differs}."""
@@ -210,6 +216,7 @@ CONFIG_DOMAIN = Domain(
 
 @CHECKS.domain("GPTConfig", CONFIG_DOMAIN, _config_domain_judge)
 def config_domain(ctx, ex):
+    _own_draws(ctx, ex)
     import dataclasses
 
     heads, embd = (int(n) for n in ex["n_head, n_embd"].split(", "))
@@ -517,6 +524,7 @@ GPT_DOMAIN = Domain(
 
 @CHECKS.domain("GPT", GPT_DOMAIN, _observed_like(_GPT_HINTS))
 def gpt_domain(ctx, ex):
+    _own_draws(ctx, ex)
     heads, d = (int(n) for n in ex["config.n_head, config.n_embd"].split(", "))
     p, mode = ex["config.dropout, mode"].split(", ")
     V, bs, B = ex["config.vocab_size"], ex["config.block_size"], ex["B"]
@@ -619,6 +627,7 @@ KV_DOMAIN = Domain(
 
 @CHECKS.domain("KVCache", KV_DOMAIN, _observed_like(scale=1.0))
 def kv_domain(ctx, ex):
+    _own_draws(ctx, ex)
     B, H, Dh = (int(n) for n in ex["B, H, Dh"].split(", "))
     steps = [int(t) for t in ex["steps (new positions)"].split(", ")]
     layers = [int(i) for i in ex["layer_idx"].split(", ")]
@@ -726,6 +735,8 @@ COUNT_DOMAIN = Domain(
 
 @CHECKS.domain("count_parameters", COUNT_DOMAIN, _int_judge("parameters"))
 def count_domain(ctx, ex):
+    _own_draws(ctx, ex)
+
     def build():
         return _CountModel(ex["model.n_layer"], ex["model.bias"], ex["model.head"],
                            ex["model.blocks"] != "each its own", ex["model.buffers"] != "none")
@@ -967,6 +978,7 @@ GEN_DOMAIN = Domain(
 
 @CHECKS.domain("generate", GEN_DOMAIN, _observed_like(_GEN_HINTS))
 def gen_domain(ctx, ex):
+    _own_draws(ctx, ex)
     bs, V = (int(n) for n in ex["model.config.block_size, model vocabulary"].split(", "))
     B, n, temperature = ex["B"], ex["max_new_tokens"], ex["temperature"]
     k = V if ex["top_k"] == "V" else ex["top_k"]
@@ -1121,6 +1133,7 @@ LOAD_DOMAIN = Domain(
 
 @CHECKS.domain("load_gpt2_state_dict", LOAD_DOMAIN, _observed_like(_LOAD_HINTS, scale=1.0))
 def load_domain(ctx, ex):
+    _own_draws(ctx, ex)
     cfg = _Config(vocab_size=ex["model.config.vocab_size"], block_size=ex["model.config.block_size"],
                   n_layer=ex["model.config.n_layer"], n_head=4, n_embd=ex["model.config.n_embd"])
     dtype = getattr(torch, ex["dtype of state_dict"])
@@ -1198,7 +1211,24 @@ def load__square_weights_not_transposed(model, state_dict):
         put(b + "mlp.fc2.bias", sd[h + "mlp.c_proj.bias"])
 
 
+def count__buffers_counted(model):
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}  # every tensor of the model, once
+    return sum(t.numel() for t in tensors.values())
+
+
 MISTAKES = (
+    Mistake("GPTConfig", "n_layer_zero_accepted", "n_layer=0 is accepted: a GPT needs at least one block, so "
+            "n_layer must be positive (≥ 1), like the other sizes, and 0 raises ValueError naming n_layer.",
+            edits={'for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):':
+                   'for name in ("vocab_size", "block_size", "n_head", "n_embd"):',
+                   "        if self.n_embd % self.n_head:":
+                   "        if self.n_layer < 0:\n"
+                   "            raise ValueError(f\"n_layer must not be negative, got {self.n_layer}\")\n"
+                   "        if self.n_embd % self.n_head:"}),
+    Mistake("GPT", "embedding_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the embeddings are "
+            "dropped in eval mode too: use the nn.Dropout module self.drop (or pass training=self.training).",
+            edits={"x = self.drop(self.wte(idx) + self.wpe(pos))":
+                   "x = F.dropout(self.wte(idx) + self.wpe(pos), self.config.dropout)"}),
     Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
             "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter "
             "`wte.weight` itself to `lm_head.weight`.", edits={
@@ -1223,6 +1253,13 @@ MISTAKES = (
             edits={"pos = torch.arange(start, start + T, device=idx.device)": "pos = torch.arange(T, device=idx.device)"}),
     Mistake("count_parameters", "tied_counted_twice", "a tied weight is counted once for every module that holds it: "
             "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
+    Mistake("generate", "cache_never_rebuilt", "with the cache, generation runs past block_size: once len(cache) + "
+            "the new tokens would pass block_size, start a fresh KVCache from the last block_size tokens.",
+            edits={"            if len(cache) + new.shape[1] > block_size:  # full: positions are baked into the cached "
+                   "keys\n                cache, new = KVCache(), out[:, -block_size:]\n": ""}),
+    Mistake("generate", "mode_not_restored", "generate leaves the model in eval mode: note model.training before "
+            "model.eval() and restore it at the end, model.train(was_training).",
+            edits={"    model.train(was_training)\n": ""}),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
             "where renormalising cancels it: divide the logits by the temperature before the softmax.",
             edits={"            logits = logits / temperature  # before the softmax\n": "",
@@ -1231,6 +1268,12 @@ MISTAKES = (
             "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).",
             edits={"kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)":
                    "kth = logits.sort(dim=-1, descending=True).values[:, [top_k]]  # (B, 1)"}),
+    Mistake("count_parameters", "buffers_counted", "buffers (a registered mask, running statistics) are counted "
+            "as parameters: sum over model.parameters() only.", count__buffers_counted),
+    Mistake("load_gpt2_state_dict", "data_assigned", "param.data = tensor puts the checkpoint's own tensor in the "
+            "model, in its dtype (a float64 checkpoint makes a float64 model); copy into the parameter instead, "
+            "param.copy_(tensor) under torch.no_grad(), which keeps the model's dtype.",
+            edits={"param.copy_(ours[name])": "param.data = ours[name]"}),
     Mistake("load_gpt2_state_dict", "square_weights_not_transposed", "only the weights whose shapes differ are "
             "transposed; Conv1D stores every weight as (in, out), so the square ones (attn.c_proj and the q, k, v "
             "blocks of c_attn) need .t() too.", load__square_weights_not_transposed),
