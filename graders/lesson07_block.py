@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
 from .engine.checks import Arg, Domain
-from .engine.probe import on_meta, relaid
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson07")
 
@@ -662,9 +662,8 @@ def block_grads(ctx):
 
 
 _BLOCK_HINTS = {
-    "output on the meta device": " (x on the meta device: a tensor the block makes, such as the causal mask, must "
-                                 "be made on x's device, device=x.device)",
-    "output": " (compared with the reference block carrying the same weights on the same input)",
+    "output": " (compared with the reference block carrying the same weights on the same input; a tensor the "
+              "block makes, such as the causal mask, is made on x's device, device=x.device)",
     "output in training mode": " (with dropout=0.0 training mode drops nothing; with the branches' output "
                                "projections zeroed, dropout may act only on what the branches add, never on the "
                                "residual stream itself)",
@@ -688,7 +687,7 @@ def _block_mask(ctx, kind, B: int, T: int):
 # zeroed, training mode is deterministic: dropout may only touch what the branches add), the masks forward
 # takes (none, padding (B, 1, 1, T), a (T, T) pattern), a batch of 1, one position and a long row, x in
 # float32/float64 and any layout, and repeated calls with another length or after another block was built;
-# x on the meta device (shapes only) shows a tensor made without device=x.device, as a GPU would.
+# torch's default device set to meta (x on the CPU) shows a tensor made without device=x.device, as a GPU would.
 # causal=True comes first: it is the block a decoder (lesson 08) stacks, and a causal mask made once, in the
 # first call, shows only on a causal block called again.
 BLOCK_DOMAIN = Domain(
@@ -699,7 +698,7 @@ BLOCK_DOMAIN = Domain(
           Arg("mask", (None, "padding (B, 1, 1, T)", "(T, T)")), Arg("B", (2, 1)), Arg("T", (7, 1, 64)),
           Arg("calls", ("one", "after a call with a longer T", "after a call with a shorter T",
                         "after another block was built")),
-          Arg("device", ("cpu", "meta"))),
+          Arg("default device", ("cpu", "meta"))),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -729,10 +728,9 @@ def block_domain(ctx, ex):
     elif ex["calls"] != "one":
         ctx.call(block, ctx.randn(B, T + 5 if "longer" in ex["calls"] else max(1, T - 3), d, dtype=dtype))
     kwargs = {} if mask is None else {"mask": mask}
-    if ex["device"] == "meta":  # every tensor the block makes must follow x's device (device=x.device)
-        block, x = block.to("meta"), x.to("meta")
-        kwargs = {k: m.to("meta") for k, m in kwargs.items()}
-        return {"output on the meta device": on_meta(ctx.call(block, x, **kwargs))}
+    if ex["default device"] == "meta":  # x stays on the CPU: a tensor made without device=x.device lands on meta
+        with torch.device("meta"):
+            return {"output": ctx.call(block, x, **kwargs)}
     out_eval = ctx.call(block, x, **kwargs)
     if mode == "eval":
         return {"output": out_eval}

@@ -22,7 +22,7 @@ from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 from .engine.checks import Arg, Domain
-from .engine.probe import on_meta, relaid
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson08")
 
@@ -499,10 +499,9 @@ def gpt_grads(ctx):
 
 
 _GPT_HINTS = {
-    "logits on the meta device": " (idx on the meta device: a tensor the model makes, such as the positions or the "
-                                 "causal mask, must be made on idx's device, device=idx.device)",
     "logits": " (the model in eval mode, parameters set by name, on the same tokens: dropout must be off in eval "
-              "mode, nn.Dropout modules or training=self.training)",
+              "mode, nn.Dropout modules or training=self.training; what the model makes, positions and masks, is "
+              "made on idx's device)",
     "logits through the cache": " (fed through a cache in pieces; the positions continue from len(cache))",
     "logits in training mode": " (with dropout=0.0 training mode must equal eval mode)",
     "training mode changes the logits": " (with dropout > 0, training mode should drop: nn.Dropout(config.dropout))",
@@ -512,8 +511,8 @@ _GPT_HINTS = {
 # block_size of 1, one layer, one head, heads of width 2, no bias, dropout in eval and training mode), forward's
 # arguments (targets or not, a cache fed a prompt then single tokens, or single tokens from empty), a batch of
 # 1, one token and a sequence of exactly block_size, idx in any layout, float64 parameters, and a second model
-# built, or another length run, before this one's forward; idx and the model on the meta device (shapes only)
-# show a tensor made without device=idx.device, as a GPU would.
+# built, or another length run, before this one's forward; torch's default device set to meta (idx on the CPU)
+# shows a tensor made without device=idx.device, as a GPU would.
 GPT_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1, 300)), Arg("config.block_size", (16, 1, 40)),
           Arg("config.n_layer", (2, 1, 3)), Arg("config.n_head, config.n_embd", ("4, 32", "1, 8", "8, 16")),
@@ -521,7 +520,7 @@ GPT_DOMAIN = Domain(
           Arg("config.bias", (True, False)), Arg("B", (2, 1)), Arg("T", ("5", "1", "block_size")),
           Arg("targets", (None, "given")), Arg("cache", (None, "a prompt, then one at a time", "one at a time")),
           Arg("calls", ("one", "after another GPT was built", "after a forward of another length")),
-          Arg("model dtype", ("float32", "float64")), Arg("device", ("cpu", "meta"))),
+          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta"))),
     layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -545,16 +544,9 @@ def gpt_domain(ctx, ex):
     elif ex["calls"] == "after a forward of another length":
         _forward(ctx, model, _tokens(ctx, B, 1 if T > 1 else min(2, bs), vocab=V))
     kwargs = {"targets": _tokens(ctx, B, T, vocab=V)} if ex["targets"] else {}
-    if ex["device"] == "meta":  # every tensor the model makes must follow idx's device (device=idx.device)
-        model, idx = model.to("meta"), idx.to("meta")
-        kwargs = {k: t.to("meta") for k, t in kwargs.items()}
-        if ex["cache"] and T > 1:  # a first token, then the rest through the cache (a mask of T - 1 by T)
-            cache = _Cache()
-            _forward(ctx, model, idx[:, :1], cache=cache)
-            logits = _forward(ctx, model, idx[:, 1:], cache=cache)[0]
-        else:
-            logits = _forward(ctx, model, idx, **kwargs)[0]
-        return {"logits on the meta device": on_meta(logits)}
+    if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
+        with torch.device("meta"):
+            return {"logits": _forward(ctx, model, idx)[0]}
     logits, loss = _forward(ctx, model, idx, **kwargs)
     obs = {"logits": logits}
     if ex["targets"]:
@@ -1238,10 +1230,6 @@ MISTAKES = (
                    "        if self.n_layer < 0:\n"
                    "            raise ValueError(f\"n_layer must not be negative, got {self.n_layer}\")\n"
                    "        if self.n_embd % self.n_head:"}),
-    Mistake("GPT", "mask_on_cpu", "the attention's causal mask is made without device=, so on the CPU: on a GPU "
-            "(or any device but the CPU) the model fails. Make it where x is: torch.ones(..., device=x.device).",
-            edits={"causal = torch.ones(t_new, t_all, dtype=torch.bool, device=x.device).tril(t_all - t_new)":
-                   "causal = torch.ones(t_new, t_all, dtype=torch.bool).tril(t_all - t_new)"}),
     Mistake("GPT", "embedding_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the embeddings are "
             "dropped in eval mode too: use the nn.Dropout module self.drop (or pass training=self.training).",
             edits={"x = self.drop(self.wte(idx) + self.wpe(pos))":
