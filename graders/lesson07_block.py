@@ -8,12 +8,16 @@ with what the *reference* child observed, torch's layer included.
 
 from __future__ import annotations
 
+import zlib
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson07")
 
@@ -296,6 +300,93 @@ def mlp_grads(ctx):
             "gradient of fc2.weight": mlp.fc2.weight.grad}
 
 
+def _own_draws(ctx, ex: dict) -> None:
+    """Draw this example's inputs from a seed of its own (the check's seed and the example), so that an example
+    where the student's code stopped half-way (an exception) does not shift the draws of the examples after it."""
+    ctx.gen.manual_seed(ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode()))
+
+
+def _observed_like(s, r, ctx, hints: dict | None = None) -> str | None:
+    """A drawn example's judge: every observation the reference made, tensors within `_tol` (dtype kept),
+    the rest equal. `hints`: {key: words added when that observation differs}."""
+    msg = _unloadable(s)
+    if msg:
+        return msg
+    for key, ref in r.items():
+        if key in ("example", "choice"):
+            continue
+        got = s.get(key)
+        if isinstance(ref, torch.Tensor):
+            msg = close(got, ref, key, tol=_tol(ctx))
+        elif got != ref:
+            msg = f"{key}: expected {ref!r}, got {got!r}"
+        if msg:
+            return msg + (hints or {}).get(key, "")
+    return None
+
+
+def _dropout_obs(out_train: torch.Tensor, out_eval: torch.Tensor, p: float) -> dict:
+    """What dropout=p in training mode must do to a module whose only randomness is dropout on its output:
+    every output 0 or eval / (1 − p); about p of them 0 (told only where there are enough to count)."""
+    if not isinstance(out_train, torch.Tensor) or not isinstance(out_eval, torch.Tensor) \
+            or out_train.shape != out_eval.shape:
+        return {"output in training mode": out_train}
+    dropped = out_train == 0
+    kept_ok = torch.allclose(out_train[~dropped], out_eval[~dropped] / (1 - p), rtol=1e-4, atol=1e-5)
+    frac = dropped.double().mean().item()
+    return {"training mode: each output 0 or eval-output / (1 − p)": bool(kept_ok),
+            "training mode: about p of the outputs are 0": abs(frac - p) < 0.15 if dropped.numel() >= 200 else "n/a"}
+
+
+_MLP_HINTS = {
+    "output": " (the MLP maps (..., d_model) to (..., d_model): any number of leading dims, each position on its "
+              "own; take sizes from x itself)",
+    "training mode: each output 0 or eval-output / (1 − p)": " (dropout after fc2 only, as nn.Dropout does it)",
+    "training mode: about p of the outputs are 0": " (nn.Dropout(dropout) drops a fraction p in training mode)",
+    "output in training mode": " (dropout=0.0 in training mode drops nothing: the output equals eval mode's)",
+}
+
+# The declared domain of MLP: every __init__ argument, with its edges (a width of 1, expansion 1, no bias);
+# dropout in eval and training mode; x of any rank (the MLP acts on the last dim), one long row of positions;
+# float32 and float64 and any layout of x; a second call on another shape and a second MLP built between.
+MLP_DOMAIN = Domain(
+    args=(Arg("d_model", (24, 1, 64)), Arg("expansion", (4, 1, 3)), Arg("bias", (True, False)),
+          Arg("dropout, mode", ("0.0, eval", "0.3, eval", "0.0, train", "0.3, train")),
+          Arg("shape of x", ("(B, T, D)", "(D,)", "(T, D)", "(B, H, T, D)")), Arg("T", (5, 1, 300)),
+          Arg("calls", ("one", "after a call on another shape", "after another MLP was built"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
+
+
+@CHECKS.domain("MLP", MLP_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _MLP_HINTS))
+def mlp_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    d, expansion, T = ex["d_model"], ex["expansion"], ex["T"]
+    p, mode = ex["dropout, mode"].split(", ")
+    p, dtype = float(p), getattr(torch, ex["dtype of x"])
+    W = mlp_weights(ctx, d, expansion * d, ex["bias"])
+    mlp = _build(ctx, d, expansion=expansion, dropout=p, bias=ex["bias"])
+    try:
+        load_mlp(mlp, W)
+    except Unloadable as exc:
+        return {"cannot load weights": str(exc)}
+    mlp = mlp.to(dtype=dtype).eval()
+    shape = {"(B, T, D)": (2, T, d), "(D,)": (d,), "(T, D)": (T, d), "(B, H, T, D)": (2, 3, T, d)}[ex["shape of x"]]
+    x = relaid(ctx.randn(*shape, dtype=dtype), ex["layout of x"])
+    if ex["calls"] == "after a call on another shape":
+        ctx.call(mlp, ctx.randn(3, 2, d, dtype=dtype))
+    elif ex["calls"] == "after another MLP was built":
+        _build(ctx, d + 3, expansion=expansion + 1, dropout=0.5, bias=not ex["bias"])
+    out_eval = ctx.call(mlp, x)
+    if mode == "eval":
+        return {"output": out_eval}
+    mlp.train()
+    ctx.manual_seed()
+    out_train = ctx.call(mlp, x)
+    if p == 0.0:
+        return {"output": out_eval, "output in training mode": out_train}
+    return {"output": out_eval, **_dropout_obs(out_train, out_eval, p)}
+
+
 # ----------------------------------------------------------------------------------------------
 # TransformerBlock(d_model, num_heads, expansion=4, dropout=0.0, norm_first=True, causal=False, bias=True)
 # Pre-LN: x + attn(ln1(x)), then x + mlp(ln2(x)).  Post-LN: ln1(x + attn(x)), then ln2(x + mlp(x)).
@@ -570,6 +661,89 @@ def block_grads(ctx):
             "gradient of mlp.fc1.weight": block.mlp.fc1.weight.grad}
 
 
+_BLOCK_HINTS = {
+    "output": " (compared with the reference block carrying the same weights on the same input; a tensor the "
+              "block makes, such as the causal mask, is made on x's device, device=x.device)",
+    "output in training mode": " (with dropout=0.0 training mode drops nothing; with the branches' output "
+                               "projections zeroed, dropout may act only on what the branches add, never on the "
+                               "residual stream itself)",
+    "training mode changes the output": " (dropout > 0 must act in training mode, on the attention branch's output "
+                                        "and inside the MLP)",
+}
+
+
+def _block_mask(ctx, kind, B: int, T: int):
+    if kind is None:
+        return None
+    if kind == "padding (B, 1, 1, T)":
+        lengths = torch.tensor([T, max(1, T // 2)][:B])  # the second row padded
+        return (torch.arange(T) < lengths[:, None]).view(B, 1, 1, T).to(ctx.device)
+    allowed = (torch.rand(T, T, generator=ctx.gen) < 0.6) | torch.eye(T, dtype=torch.bool)  # every query sees itself
+    return allowed.to(ctx.device)
+
+
+# The declared domain of TransformerBlock: every __init__ argument and its edges (one head, heads of width 1,
+# expansion 1, no bias, pre-LN and post-LN), dropout in eval and training mode (with the branches' outputs
+# zeroed, training mode is deterministic: dropout may only touch what the branches add), the masks forward
+# takes (none, padding (B, 1, 1, T), a (T, T) pattern), a batch of 1, one position and a long row, x in
+# float32/float64 and any layout, and repeated calls with another length or after another block was built;
+# torch's default device set to meta (x on the CPU) shows a tensor made without device=x.device, as a GPU would.
+# causal=True comes first: it is the block a decoder (lesson 08) stacks, and a causal mask made once, in the
+# first call, shows only on a causal block called again.
+BLOCK_DOMAIN = Domain(
+    args=(Arg("d_model, num_heads", ("24, 4", "16, 1", "8, 8")), Arg("expansion", (4, 1, 3)),
+          Arg("norm_first", (True, False)), Arg("causal", (True, False)), Arg("bias", (True, False)),
+          Arg("dropout, mode", ("0.0, eval", "0.3, eval", "0.0, train", "0.3, train",
+                                "0.3, train, branches zeroed")),
+          Arg("mask", (None, "padding (B, 1, 1, T)", "(T, T)")), Arg("B", (2, 1)), Arg("T", (7, 1, 64)),
+          Arg("calls", ("one", "after a call with a longer T", "after a call with a shorter T",
+                        "after another block was built")),
+          Arg("default device", ("cpu", "meta"))),
+    dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
+
+
+@CHECKS.domain("TransformerBlock", BLOCK_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _BLOCK_HINTS))
+def block_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
+    B, T, expansion, bias = ex["B"], ex["T"], ex["expansion"], ex["bias"]
+    p, mode = ex["dropout, mode"].split(", ", 1)
+    p, dtype = float(p), getattr(torch, ex["dtype of x"])
+    W = block_weights(ctx, d, expansion * d, bias)
+    if mode == "train, branches zeroed":
+        W["out_proj"] = {k: torch.zeros_like(v) for k, v in W["out_proj"].items()}
+        W["fc2"] = {k: torch.zeros_like(v) for k, v in W["fc2"].items()}
+    block = _build(ctx, d, heads, expansion=expansion, dropout=p, norm_first=ex["norm_first"], causal=ex["causal"],
+                   bias=bias)
+    try:
+        load_block(block, W)
+    except Unloadable as exc:
+        return {"cannot load weights": str(exc)}
+    block = block.to(dtype=dtype).eval()
+    x = relaid(ctx.randn(B, T, d, dtype=dtype), ex["layout of x"])
+    mask = _block_mask(ctx, ex["mask"], B, T)
+    if ex["calls"] == "after another block was built":
+        _build(ctx, d + heads, heads, expansion=expansion + 1, dropout=0.5, norm_first=not ex["norm_first"],
+               causal=not ex["causal"], bias=not bias)
+    elif ex["calls"] != "one":
+        ctx.call(block, ctx.randn(B, T + 5 if "longer" in ex["calls"] else max(1, T - 3), d, dtype=dtype))
+    kwargs = {} if mask is None else {"mask": mask}
+    if ex["default device"] == "meta":  # x stays on the CPU: a tensor made without device=x.device lands on meta
+        with torch.device("meta"):
+            return {"output": ctx.call(block, x, **kwargs)}
+    out_eval = ctx.call(block, x, **kwargs)
+    if mode == "eval":
+        return {"output": out_eval}
+    block.train()
+    ctx.manual_seed()
+    out_train = ctx.call(block, x, **kwargs)
+    if p == 0.0 or mode == "train, branches zeroed":
+        return {"output": out_eval, "output in training mode": out_train}
+    changed = (isinstance(out_train, torch.Tensor) and isinstance(out_eval, torch.Tensor)
+               and out_train.shape == out_eval.shape and bool(((out_train - out_eval).abs() > 1e-4).any()))
+    return {"output": out_eval, "training mode changes the output": changed if x.numel() >= 100 else "n/a"}
+
+
 # ----------------------------------------------------------------------------------------------
 # Known mistakes, each written as exact edits of the solved notebook's cell that defines its exercise
 # (`engine.mistake_source` applies them, so a rename in the solution flows through; every `old` must
@@ -590,6 +764,29 @@ MISTAKES = (
             "use an nn.Dropout module (or pass training=self.training).",
             edits={"self.dropout = nn.Dropout(dropout)": "self.p = dropout",
                    "self.dropout(self.fc2(h))": "F.dropout(self.fc2(h), self.p)"}),
+    Mistake("MLP", "mlp_assumes_3d", "the MLP unpacks B, T, D = x.shape, so it takes only 3-D inputs; it acts on "
+            "the last dim alone: apply fc1 and fc2 to x as it comes, (..., d_model) in and out.",
+            edits={'h = F.gelu(self.fc1(x), approximate="tanh")  # (..., expansion·D)':
+                   'B, T, D = x.shape\n        h = F.gelu(self.fc1(x.reshape(B * T, D)), approximate="tanh")',
+                   "return self.dropout(self.fc2(h))  # (..., D)": "return self.dropout(self.fc2(h)).view(B, T, D)"}),
+    Mistake("TransformerBlock", "causal_mask_made_once", "the causal mask is built once, at the first call's length, "
+            "and reused: build it in forward from this x's length, T = x.shape[1], at every call.",
+            edits={"            T = x.shape[1]\n            causal = torch.ones(T, T, dtype=torch.bool, device=x.device)"
+                   ".tril()  # (T, T)\n":
+                   "            if not hasattr(self, \"causal_mask\"):  # made once, at the first call's length\n"
+                   "                T = x.shape[1]\n"
+                   "                self.causal_mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()\n"
+                   "            causal = self.causal_mask\n"}),
+    Mistake("TransformerBlock", "causal_mask_on_cpu", "the causal mask is made without device=, so on the CPU: on a "
+            "GPU (or any device but the CPU) the block fails. Make it where x is: torch.ones(T, T, dtype=torch.bool, "
+            "device=x.device).",
+            edits={"causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)":
+                   "causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)"}),
+    Mistake("TransformerBlock", "dropout_on_residual_stream", "dropout is applied to the residual stream, dropout(x + "
+            "attn(...)); it belongs on the branch's output only, x + dropout(attn(ln1(x))), so what earlier layers "
+            "wrote is never dropped.",
+            edits={"x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])  # (B, T, D)":
+                   "x = self.dropout(x + self.attn(self.ln1(x), mask=mask)[0])  # (B, T, D)"}),
     Mistake("TransformerBlock", "ln_after_add", "in pre-LN the LayerNorm normalises only the branch's input, x + "
             "attn(ln1(x)); writing x = ln1(x) first puts the normalised value on the residual stream, so ln2 then "
             "acts after the add, as in post-LN.",

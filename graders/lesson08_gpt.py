@@ -21,6 +21,8 @@ from torch.overrides import TorchFunctionMode
 from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
+from .engine.checks import Arg, Domain
+from .engine.probe import relaid
 
 CHECKS = Checks("lesson08")
 
@@ -99,6 +101,30 @@ def _forward(ctx, model, idx, **kwargs):
     return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
 
 
+def _own_draws(ctx, ex: dict) -> None:
+    """Draw this example's inputs from a seed of its own (the check's seed and the example), so that an example
+    where the student's code stopped half-way (an exception) does not shift the draws of the examples after it."""
+    ctx.gen.manual_seed(ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode()))
+
+
+def _observed_like(hints: dict | None = None, scale: float = 5.0):
+    """A drawn example's judge: every observation the reference made, tensors within the tolerance times
+    `scale` (dtype kept), the rest equal. `hints`: {key: words added when that observation differs}."""
+    def judge(s, r, ctx):
+        for key, ref in r.items():
+            if key in ("example", "choice"):
+                continue
+            got = s.get(key)
+            if isinstance(ref, torch.Tensor):
+                msg = close(got, ref, key, tol=ctx.tol.scaled(scale))
+            else:
+                msg = None if got == ref else f"{key}: expected {ref!r}, got {got!r}"
+            if msg:
+                return msg + (hints or {}).get(key, "")
+        return None
+    return judge
+
+
 # ----------------------------------------------------------------------------------------------
 # GPTConfig
 
@@ -145,6 +171,68 @@ def config_fields(ctx):
     for kwargs, _name in _BAD_CONFIGS:
         obs[_call_text(kwargs)] = ctx.raised(Config, **kwargs)
     return obs
+
+
+_SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
+
+
+def _invalid_fields(kw: dict) -> list[str]:
+    """The fields the exercise's rules reject in `kw`, derived from the rules as the lesson states them."""
+    bad = [name for name in _SIZES if kw[name] < 1]
+    if kw["n_head"] >= 1 and kw["n_embd"] % kw["n_head"]:
+        bad.append("n_embd")
+    if not 0.0 <= kw["dropout"] < 1.0:
+        bad.append("dropout")
+    return bad
+
+
+def _config_domain_judge(s, r, ctx):
+    bad, call = r["invalid fields"], r["call"]
+    if bad:
+        names = " or ".join(f"`{b}`" for b in bad)
+        if s.get("error") != "ValueError":
+            got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
+            return f"GPTConfig({call}) should raise ValueError naming {names}, but {got}"
+        if not any(b in s.get("error message", "") for b in bad):
+            return f"GPTConfig({call}) raised ValueError, but its message names none of {names}: {s['error message']!r}"
+        return None
+    if s.get("error") != "nothing":
+        return f"GPTConfig({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
+    if s["fields"] != r["fields"]:
+        return f"GPTConfig({call}) should keep those values, got {s['fields']}"
+    return None
+
+
+# The declared domain of GPTConfig: every field at its default, at the smallest valid value and just outside
+# its range (0, a width not divisible by the heads, dropout 1.0 and below 0), bias off, and a second config
+# built first. A valid config keeps its values; an invalid one raises ValueError naming a field it breaks.
+CONFIG_DOMAIN = Domain(
+    args=(Arg("vocab_size", (50257, 1, 0)), Arg("block_size", (1024, 1, 0)), Arg("n_layer", (12, 1, 0)),
+          Arg("n_head, n_embd", ("12, 768", "1, 1", "4, 32", "0, 768", "5, 768", "4, 0")),
+          Arg("dropout", (0.0, 0.999, 1.0, -0.1)), Arg("bias", (True, False)),
+          Arg("instances", ("one", "after another config was built"))),
+    tensors=False, examples=4)
+
+
+@CHECKS.domain("GPTConfig", CONFIG_DOMAIN, _config_domain_judge)
+def config_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    import dataclasses
+
+    heads, embd = (int(n) for n in ex["n_head, n_embd"].split(", "))
+    kw = dict(vocab_size=ex["vocab_size"], block_size=ex["block_size"], n_layer=ex["n_layer"], n_head=heads,
+              n_embd=embd, dropout=ex["dropout"], bias=ex["bias"])
+    if ex["instances"] != "one":
+        ctx.call(ctx.target, **TINY, dropout=0.1, bias=not ex["bias"])
+    obs = {"invalid fields": _invalid_fields(kw), "call": _call_text(kw)}
+    try:
+        made = ctx.call(ctx.target, **kw)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
+        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
+    return {**obs, "error": "nothing", "error message": "",
+            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -410,6 +498,78 @@ def gpt_grads(ctx):
             for n in ("wte.weight", "wpe.weight", "blocks.0.attn.q_proj.weight", "blocks.1.mlp.fc2.weight", "ln_f.weight")}
 
 
+_GPT_HINTS = {
+    "logits": " (the model in eval mode, parameters set by name, on the same tokens: dropout must be off in eval "
+              "mode, nn.Dropout modules or training=self.training; what the model makes, positions and masks, is "
+              "made on idx's device)",
+    "logits through the cache": " (fed through a cache in pieces; the positions continue from len(cache))",
+    "logits in training mode": " (with dropout=0.0 training mode must equal eval mode)",
+    "training mode changes the logits": " (with dropout > 0, training mode should drop: nn.Dropout(config.dropout))",
+}
+
+# The declared domain of GPT: every config field, each at other values and its edges (a vocabulary of 1, a
+# block_size of 1, one layer, one head, heads of width 2, no bias, dropout in eval and training mode), forward's
+# arguments (targets or not, a cache fed a prompt then single tokens, or single tokens from empty), a batch of
+# 1, one token and a sequence of exactly block_size, idx in any layout, float64 parameters, and a second model
+# built, or another length run, before this one's forward; torch's default device set to meta (idx on the CPU)
+# shows a tensor made without device=idx.device, as a GPU would.
+GPT_DOMAIN = Domain(
+    args=(Arg("config.vocab_size", (67, 1, 300)), Arg("config.block_size", (16, 1, 40)),
+          Arg("config.n_layer", (2, 1, 3)), Arg("config.n_head, config.n_embd", ("4, 32", "1, 8", "8, 16")),
+          Arg("config.dropout, mode", ("0.0, eval", "0.1, eval", "0.0, train", "0.2, train")),
+          Arg("config.bias", (True, False)), Arg("B", (2, 1)), Arg("T", ("5", "1", "block_size")),
+          Arg("targets", (None, "given")), Arg("cache", (None, "a prompt, then one at a time", "one at a time")),
+          Arg("calls", ("one", "after another GPT was built", "after a forward of another length")),
+          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta"))),
+    layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
+
+
+@CHECKS.domain("GPT", GPT_DOMAIN, _observed_like(_GPT_HINTS))
+def gpt_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    heads, d = (int(n) for n in ex["config.n_head, config.n_embd"].split(", "))
+    p, mode = ex["config.dropout, mode"].split(", ")
+    V, bs, B = ex["config.vocab_size"], ex["config.block_size"], ex["B"]
+    cfg = _Config(vocab_size=V, block_size=bs, n_layer=ex["config.n_layer"], n_head=heads, n_embd=d,
+                  dropout=float(p), bias=ex["config.bias"])
+    ctx.manual_seed()
+    model = ctx.call(ctx.target, cfg)
+    _fill(model, ctx.seed)
+    model = model.to(device=ctx.device, dtype=getattr(torch, ex["model dtype"])).eval()
+    T = bs if ex["T"] == "block_size" else min(int(ex["T"]), bs)
+    idx = relaid(_tokens(ctx, B, T, vocab=V), ex["layout of idx"])
+    if ex["calls"] == "after another GPT was built":
+        ctx.manual_seed()
+        ctx.call(ctx.target, _Config(**{**TINY, "vocab_size": 13, "block_size": 8, "n_layer": 1}))
+    elif ex["calls"] == "after a forward of another length":
+        _forward(ctx, model, _tokens(ctx, B, 1 if T > 1 else min(2, bs), vocab=V))
+    kwargs = {"targets": _tokens(ctx, B, T, vocab=V)} if ex["targets"] else {}
+    if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
+        with torch.device("meta"):
+            return {"logits": _forward(ctx, model, idx)[0]}
+    logits, loss = _forward(ctx, model, idx, **kwargs)
+    obs = {"logits": logits}
+    if ex["targets"]:
+        obs["loss"] = loss
+    else:
+        obs["loss is None without targets"] = loss is None
+    if ex["cache"]:
+        cache = _Cache()
+        first = T // 2 + 1 if ex["cache"].startswith("a prompt") else 1
+        pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
+        obs.update({"logits through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)})
+    if mode == "train":
+        model.train()
+        ctx.manual_seed()
+        trained = _forward(ctx, model, idx)[0]
+        if p == "0.0":
+            obs["logits in training mode"] = trained
+        else:
+            obs["training mode changes the logits"] = (isinstance(trained, torch.Tensor) and trained.shape == logits.shape
+                                                       and bool(((trained - logits).abs() > 1e-4).any()))
+    return obs
+
+
 # ----------------------------------------------------------------------------------------------
 # KVCache
 
@@ -456,6 +616,39 @@ def kv_separate(ctx):
     ctx.call(a.update, 0, k1, v1)
     k_b, v_b = ctx.unpack(ctx.call(b.update, 0, k2, v2), 2, "a pair (k_all, v_all)")
     return {"keys of the second cache": k_b, "values of the second cache": v_b}
+
+
+# The declared domain of KVCache: batch, heads and head widths from 1 up, steps of several new positions and
+# of one, one layer to four, keys and values of different dtypes (float16 included) and layouts, each varied
+# alone, and two caches filled in turn (no state shared between instances).
+KV_DOMAIN = Domain(
+    args=(Arg("B, H, Dh", ("2, 3, 5", "1, 1, 1", "1, 2, 64")),
+          Arg("steps (new positions)", ("3, 2, 1", "1", "1, 1, 1, 1, 1", "7, 4")),
+          Arg("layer_idx", ("0, 1", "0", "0, 1, 2, 3")), Arg("instances", ("one", "two caches filled in turn"))),
+    dtypes=(("k", ("float32", "float64", "float16")), ("v", ("float32", "float64", "float16"))),
+    layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
+    examples=5)
+
+
+@CHECKS.domain("KVCache", KV_DOMAIN, _observed_like(scale=1.0))
+def kv_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    B, H, Dh = (int(n) for n in ex["B, H, Dh"].split(", "))
+    steps = [int(t) for t in ex["steps (new positions)"].split(", ")]
+    layers = [int(i) for i in ex["layer_idx"].split(", ")]
+    caches = [ctx.call(ctx.target) for _ in range(1 if ex["instances"] == "one" else 2)]
+    obs = {"len when empty": len(caches[0])}
+    for step, t in enumerate(steps, 1):
+        for c, cache in enumerate(caches):
+            tag = f"cache {c + 1}: " if len(caches) > 1 else ""
+            for layer in layers:
+                k = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of k"])), ex["layout of k"])
+                v = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of v"])), ex["layout of v"])
+                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                obs[f"{tag}keys of layer {layer} after step {step}"] = k_all
+                obs[f"{tag}values of layer {layer} after step {step}"] = v_all
+            obs[f"{tag}len after step {step}"] = len(cache)
+    return obs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -512,6 +705,56 @@ def count_meta(ctx):
     half[0].requires_grad_(False)
     return {"tied 50257×768 embedding and head on the meta device": ctx.call(ctx.target, big),
             "half frozen": ctx.call(ctx.target, half)}
+
+
+class _CountModel(nn.Module):
+    """A GPT-shaped model of torch's modules for counting: embeddings, `n_layer` blocks (the first possibly used
+    twice), a final LayerNorm and a head, tied from either side or not; biases or not; maybe a buffer."""
+
+    def __init__(self, n_layer: int, bias: bool, head: str, reuse: bool, buffer: bool, V: int = 29, D: int = 12):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(16, D)
+        blocks = [nn.Sequential(nn.LayerNorm(D, bias=bias), nn.Linear(D, 4 * D, bias=bias), nn.GELU(),
+                                nn.Linear(4 * D, D, bias=bias)) for _ in range(n_layer)]
+        self.blocks = nn.ModuleList(blocks + blocks[:1] if reuse else blocks)
+        self.ln_f = nn.LayerNorm(D, bias=bias)
+        self.lm_head = nn.Linear(D, V, bias=False)
+        if head == "tied":
+            self.lm_head.weight = self.wte.weight
+        elif head == "tied from the head's side":
+            self.wte.weight = self.lm_head.weight
+        if buffer:
+            self.register_buffer("causal_mask", torch.ones(16, 16).tril())  # a buffer: not a parameter
+
+
+# The declared domain of count_parameters: models with and without biases, tied (from either module's side)
+# or not, one block or several, a block used twice, a frozen block, a buffer (not a parameter), on the CPU and
+# on the meta device.
+COUNT_DOMAIN = Domain(
+    args=(Arg("model.bias", (True, False)), Arg("model.head", ("tied", "untied", "tied from the head's side")),
+          Arg("model.n_layer", (2, 1, 3)), Arg("model.blocks", ("each its own", "the first used twice")),
+          Arg("model.frozen", ("none", "the first block")), Arg("model.buffers", ("none", "a causal-mask buffer")),
+          Arg("model.device", ("cpu", "meta"))),
+    tensors=False, examples=4)
+
+
+@CHECKS.domain("count_parameters", COUNT_DOMAIN, _int_judge("parameters"))
+def count_domain(ctx, ex):
+    _own_draws(ctx, ex)
+
+    def build():
+        return _CountModel(ex["model.n_layer"], ex["model.bias"], ex["model.head"],
+                           ex["model.blocks"] != "each its own", ex["model.buffers"] != "none")
+
+    ctx.manual_seed()
+    if ex["model.device"] == "meta":
+        with torch.device("meta"), _NoInitOnMeta():
+            model = build()
+    else:
+        model = build()
+    if ex["model.frozen"] != "none":
+        model.blocks[0].requires_grad_(False)
+    return {"parameters": ctx.call(ctx.target, model)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -604,11 +847,25 @@ def gen_crop(ctx):
 N_SAMPLES = 20_000
 
 
+def _gap_at_k(logits: torch.Tensor, k: int) -> float:
+    """How far the k-th largest of `logits` (V,) is above the next one (inf when k keeps them all): a top-k
+    check draws logits where this is clearly above 0, so keeping exactly k and keeping every tie agree."""
+    top = torch.topk(logits, min(k + 1, logits.numel())).values
+    return float(top[k - 1] - top[k]) if k < logits.numel() else float("inf")
+
+
 def _sampled(ctx, **kwargs):
     """N_SAMPLES draws of one next token after one prompt, as frequencies over the vocabulary; and the
     probabilities softmax(logits / temperature) restricted to the top k, computed here from the model."""
-    model = _ToyLM()
-    prompt = _prompt(ctx, 1, 5)
+    model, k = _ToyLM(), kwargs.get("top_k")
+    for _attempt in range(20):  # a prompt whose logits have no tie at the k-th value (the spec leaves ties open)
+        prompt = _prompt(ctx, 1, 5)
+        with torch.no_grad():
+            logits = model(prompt)[0][0, -1].double() / kwargs["temperature"]  # (V,)
+        if not k or _gap_at_k(logits, k) > 1e-3:
+            break
+    if k and _gap_at_k(logits, k) <= 1e-3:
+        raise RuntimeError(f"the grader found no prompt without a tie at the {k}-th logit")
     idx = prompt.expand(N_SAMPLES, -1).contiguous()
     out = ctx.call(ctx.target, model, idx, 1, use_cache=False, generator=torch.Generator().manual_seed(ctx.seed),
                    **kwargs)
@@ -617,10 +874,8 @@ def _sampled(ctx, **kwargs):
     if not isinstance(out, torch.Tensor) or out.shape != (N_SAMPLES, 6):
         raise WrongResult(f"generate should return ({N_SAMPLES}, 6) token ids for a ({N_SAMPLES}, 5) prompt and one "
                           f"new token, got {out.shape if isinstance(out, torch.Tensor) else type(out).__name__}")
-    with torch.no_grad():
-        logits = model(prompt)[0][0, -1].double() / kwargs["temperature"]  # (V,)
-    if kwargs.get("top_k"):
-        kth = torch.topk(logits, kwargs["top_k"]).values[-1]
+    if k:
+        kth = torch.topk(logits, k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return {"frequencies": torch.bincount(out[:, -1].long(), minlength=model.config.vocab_size).double() / N_SAMPLES,
             "expected probabilities": torch.softmax(logits, dim=-1),
@@ -666,6 +921,103 @@ def gen_bad_args(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 1, 3)
     return {"temperature=-1": ctx.raised(ctx.target, model, idx, 2, temperature=-1.0),
             "top_k=0": ctx.raised(ctx.target, model, idx, 2, top_k=0)}
+
+
+class _RecordingLM(_ToyLM):
+    """The grader's language model, noting the mode of every forward generate runs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.modes: list[bool] = []
+
+    def forward(self, idx, targets=None, cache=None):
+        self.modes.append(self.training)
+        return super().forward(idx, targets, cache)
+
+
+def _within_top_k(model: _ToyLM, out: torch.Tensor, T: int, k: int) -> bool:
+    """Was every new token of `out` (after the prompt's T) among the k largest logits of the model at its step,
+    its context cropped to block_size? A token tied with the k-th largest counts as among them (either way of
+    breaking a tie at the k-th value is allowed), within float32 rounding of the cached and uncached paths."""
+    bs, mode = model.config.block_size, model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for j in range(T, out.shape[1]):
+                logits = _ToyLM.forward(model, out[:, :j][:, -bs:])[0][:, -1]  # (B, V)
+                kth = torch.topk(logits, min(k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+                if not bool((logits.gather(1, out[:, j:j + 1].long()) >= kth - 1e-4).all()):
+                    return False
+    finally:
+        model.train(mode)
+    return True
+
+
+_GEN_HINTS = {
+    "tokens": " (greedy, temperature=0 or top_k=1: the argmax of the last position's logits at every step; with the "
+              "cache, once len(cache) reaches block_size start a fresh cache from the cropped sequence)",
+    "model in training mode afterwards": " (generate puts the model in eval mode and restores its previous mode: "
+                                         "was_training = model.training ... model.train(was_training))",
+    "every forward in eval mode": " (dropout must be off while generating: model.eval() before the first forward)",
+    "each new token is among the top_k at its step": " (top-k keeps the k largest logits; the k-th largest is "
+                                                     "at index k − 1 of a descending sort)",
+    "same seed, same tokens": " (pass `generator` to torch.multinomial)",
+}
+
+# The declared domain of generate: every argument (temperature 0 = greedy, below and above 1; top_k None, 1,
+# 4 and the whole vocabulary; max_new_tokens 0, 1 and enough to run past block_size, with the cache and
+# without; a seeded generator or None), prompts of one token and of exactly block_size, a batch of 1, a prompt
+# in any layout, models of another block_size and vocabulary, a model handed over in training mode, and a
+# call after another call (another prompt, another model: nothing kept between calls). Sampled tokens are
+# compared through what is deterministic: greedy tokens, top-k membership at every step (ties at the k-th
+# value accepted either way), the prompt kept, reproducibility under a seeded generator, the mode.
+GEN_DOMAIN = Domain(
+    args=(Arg("temperature", (1.0, 0.0, 0.6, 2.0)), Arg("top_k", (None, 1, 4, "V")), Arg("max_new_tokens", (4, 0, 1, 20)),
+          Arg("use_cache", (True, False)), Arg("T", (5, 1, "block_size")), Arg("B", (2, 1)),
+          Arg("generator", ("seeded", None)),
+          Arg("model.config.block_size, model vocabulary", ("16, 41", "6, 41", "16, 5")),
+          Arg("model mode", ("eval", "train")),
+          Arg("calls", ("one", "after a call with another prompt", "after a call on another model"))),
+    layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=6)
+
+
+@CHECKS.domain("generate", GEN_DOMAIN, _observed_like(_GEN_HINTS))
+def gen_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    bs, V = (int(n) for n in ex["model.config.block_size, model vocabulary"].split(", "))
+    B, n, temperature = ex["B"], ex["max_new_tokens"], ex["temperature"]
+    k = V if ex["top_k"] == "V" else ex["top_k"]
+    model = _RecordingLM(vocab_size=V, block_size=bs).to(ctx.device).train(ex["model mode"] == "train")
+    T = bs if ex["T"] == "block_size" else min(ex["T"], bs)
+    idx = relaid(_prompt(ctx, B, T, vocab=V), ex["layout of idx"])
+
+    def kwargs():
+        gen = torch.Generator().manual_seed(ctx.seed) if ex["generator"] else None
+        return dict(temperature=temperature, top_k=k, use_cache=ex["use_cache"], generator=gen)
+
+    if ex["calls"] == "after a call with another prompt":
+        ctx.call(ctx.target, model, _prompt(ctx, 1, min(3, bs), vocab=V), 2, **kwargs())
+    elif ex["calls"] == "after a call on another model":
+        ctx.call(ctx.target, _RecordingLM(vocab_size=V, block_size=4, seed=9), _prompt(ctx, 3, 2, vocab=V), 3,
+                 **kwargs())
+    model.train(ex["model mode"] == "train")
+    model.modes.clear()
+    out = ctx.call(ctx.target, model, idx, n, **kwargs())
+    obs = {"model in training mode afterwards": model.training, "every forward in eval mode": not any(model.modes)}
+    if not isinstance(out, torch.Tensor) or out.shape != (B, T + n):
+        return {**obs, "shape of the result": list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}
+    obs.update({"shape of the result": list(out.shape), "starts with the prompt": torch.equal(out[:, :T], idx),
+                "dtype of the result": str(out.dtype).removeprefix("torch.")})
+    if temperature == 0 or k == 1:
+        obs["tokens"] = out
+        return obs
+    obs["new tokens are ids in [0, V)"] = bool(((out[:, T:] >= 0) & (out[:, T:] < V)).all())
+    if k:
+        obs["each new token is among the top_k at its step"] = _within_top_k(model, out, T, k)
+    if ex["generator"]:
+        again = ctx.call(ctx.target, model, idx, n, **kwargs())
+        obs["same seed, same tokens"] = isinstance(again, torch.Tensor) and torch.equal(again, out)
+    return obs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -766,6 +1118,42 @@ def load_buffers(ctx):
     return {"blocks.0.attn.q_proj.weight": model.blocks[0].attn.q_proj.weight, "ln_f.bias": model.ln_f.bias}
 
 
+_LOAD_HINTS = {"lm_head.weight is wte.weight": " (copy into the existing parameters, param.copy_ under "
+                                                "torch.no_grad(), so the head stays tied)"}
+
+
+# The declared domain of load_gpt2_state_dict: checkpoints of other sizes (one layer and three, one head of 8
+# and heads of a width of 48, a vocabulary of 1 and of 300, block_size 1 and 64), with the old attn.bias
+# buffers or without, its tensors in float32, float64 or float16 and in any layout (a real checkpoint's
+# tensors may be views), into a float32 or a float64 model: every parameter lands in place in the model's
+# own dtype, and the head stays tied.
+LOAD_DOMAIN = Domain(
+    args=(Arg("model.config.n_layer", (2, 1, 3)), Arg("model.config.n_embd", (32, 8, 48)),
+          Arg("model.config.vocab_size", (67, 1, 300)), Arg("model.config.block_size", (16, 1, 64)),
+          Arg("buffers in the checkpoint", ("none", "attn.bias and attn.masked_bias")),
+          Arg("model dtype", ("float32", "float64"))),
+    dtypes=(("state_dict", ("float32", "float64", "float16")),),
+    layouts=(("state_dict", ("contiguous", "transposed", "strided")),), examples=4)
+
+
+@CHECKS.domain("load_gpt2_state_dict", LOAD_DOMAIN, _observed_like(_LOAD_HINTS, scale=1.0))
+def load_domain(ctx, ex):
+    _own_draws(ctx, ex)
+    cfg = _Config(vocab_size=ex["model.config.vocab_size"], block_size=ex["model.config.block_size"],
+                  n_layer=ex["model.config.n_layer"], n_head=4, n_embd=ex["model.config.n_embd"])
+    dtype = getattr(torch, ex["dtype of state_dict"])
+    sd = {key: relaid(t.to(dtype), ex["layout of state_dict"]) for key, t in _hf_checkpoint(cfg, ctx.seed).items()}
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]
+    if ex["buffers in the checkpoint"] != "none":
+        for i in range(cfg.n_layer):
+            sd[f"transformer.h.{i}.attn.bias"] = torch.ones(1, 1, cfg.block_size, cfg.block_size).tril()
+            sd[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    model = _Skeleton(cfg).to(getattr(torch, ex["model dtype"]))
+    ctx.call(ctx.target, model, sd)
+    return {**{name: p.detach().clone() for name, p in model.named_parameters()},
+            "lm_head.weight is wte.weight": model.lm_head.weight is model.wte.weight}
+
+
 _wrong_size_judge = raises_value_error(
     ("a checkpoint with n_embd=40 into n_embd=32", "loading a checkpoint with n_embd=40 into a model with n_embd=32"),
     ("a checkpoint without transformer.ln_f.bias", "loading a checkpoint without transformer.ln_f.bias", "ln_f"))
@@ -828,7 +1216,24 @@ def load__square_weights_not_transposed(model, state_dict):
         put(b + "mlp.fc2.bias", sd[h + "mlp.c_proj.bias"])
 
 
+def count__buffers_counted(model):
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}  # every tensor of the model, once
+    return sum(t.numel() for t in tensors.values())
+
+
 MISTAKES = (
+    Mistake("GPTConfig", "n_layer_zero_accepted", "n_layer=0 is accepted: a GPT needs at least one block, so "
+            "n_layer must be positive (≥ 1), like the other sizes, and 0 raises ValueError naming n_layer.",
+            edits={'for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):':
+                   'for name in ("vocab_size", "block_size", "n_head", "n_embd"):',
+                   "        if self.n_embd % self.n_head:":
+                   "        if self.n_layer < 0:\n"
+                   "            raise ValueError(f\"n_layer must not be negative, got {self.n_layer}\")\n"
+                   "        if self.n_embd % self.n_head:"}),
+    Mistake("GPT", "embedding_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the embeddings are "
+            "dropped in eval mode too: use the nn.Dropout module self.drop (or pass training=self.training).",
+            edits={"x = self.drop(self.wte(idx) + self.wpe(pos))":
+                   "x = F.dropout(self.wte(idx) + self.wpe(pos), self.config.dropout)"}),
     Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
             "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter "
             "`wte.weight` itself to `lm_head.weight`.", edits={
@@ -853,6 +1258,13 @@ MISTAKES = (
             edits={"pos = torch.arange(start, start + T, device=idx.device)": "pos = torch.arange(T, device=idx.device)"}),
     Mistake("count_parameters", "tied_counted_twice", "a tied weight is counted once for every module that holds it: "
             "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
+    Mistake("generate", "cache_never_rebuilt", "with the cache, generation runs past block_size: once len(cache) + "
+            "the new tokens would pass block_size, start a fresh KVCache from the last block_size tokens.",
+            edits={"            if len(cache) + new.shape[1] > block_size:  # full: positions are baked into the cached "
+                   "keys\n                cache, new = KVCache(), out[:, -block_size:]\n": ""}),
+    Mistake("generate", "mode_not_restored", "generate leaves the model in eval mode: note model.training before "
+            "model.eval() and restore it at the end, model.train(was_training).",
+            edits={"    model.train(was_training)\n": ""}),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
             "where renormalising cancels it: divide the logits by the temperature before the softmax.",
             edits={"            logits = logits / temperature  # before the softmax\n": "",
@@ -861,6 +1273,12 @@ MISTAKES = (
             "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).",
             edits={"kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)":
                    "kth = logits.sort(dim=-1, descending=True).values[:, [top_k]]  # (B, 1)"}),
+    Mistake("count_parameters", "buffers_counted", "buffers (a registered mask, running statistics) are counted "
+            "as parameters: sum over model.parameters() only.", count__buffers_counted),
+    Mistake("load_gpt2_state_dict", "data_assigned", "param.data = tensor puts the checkpoint's own tensor in the "
+            "model, in its dtype (a float64 checkpoint makes a float64 model); copy into the parameter instead, "
+            "param.copy_(tensor) under torch.no_grad(), which keeps the model's dtype.",
+            edits={"param.copy_(ours[name])": "param.data = ours[name]"}),
     Mistake("load_gpt2_state_dict", "square_weights_not_transposed", "only the weights whose shapes differ are "
             "transposed; Conv1D stores every weight as (in, out), so the square ones (attn.c_proj and the q, k, v "
             "blocks of c_attn) need .t() too.", load__square_weights_not_transposed),
