@@ -49,13 +49,15 @@ PIP_BINDS = ["/opt/wheels", "/opt/pypi", "/opt/pypi-more", "/etc/xdg/pip", "/etc
 
 def inside(root: Path, *argv: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     """`argv` run as root inside the Ubuntu root filesystem at `root`, as a container runs it: bubblewrap
-    pivots to that root in new mount and PID namespaces (a chroot would not do: the kernel refuses a chrooted
-    process new user namespaces, which the course's own sandbox needs). The host's DNS, CA bundle and pip
+    pivots to that root in a new mount namespace (a chroot would not do: the kernel refuses a chrooted process
+    new user namespaces, which the course's own sandbox needs). The host's DNS, CA bundle and pip
     sources are bound read-only; the environment is Gradescope's bare one."""
     (root / "etc" / "host-ca.pem").touch()
     binds = [a for d in PIP_BINDS if os.path.exists(d) for a in ("--ro-bind", d, d)]
-    command = ["bwrap", "--bind", str(root), "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc",
-               "--ro-bind", "/sys", "/sys", "--unshare-pid", "--die-with-parent",
+    # the host's /proc as it is: a proc filesystem with parts covered (bubblewrap's own --proc, Docker's masked
+    # paths) does not let a nested user namespace mount its own, which the course's sandbox does
+    command = ["bwrap", "--bind", str(root), "/", "--dev-bind", "/dev", "/dev", "--bind", "/proc", "/proc",
+               "--ro-bind", "/sys", "/sys", "--die-with-parent",
                "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
                "--ro-bind", "/etc/ssl/certs/ca-certificates.crt", "/etc/host-ca.pem", *binds,
                "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
