@@ -645,14 +645,23 @@ FLOPS_DOMAIN = Domain(
           Arg("b", (2, 1, 7)), Arg("h", (3, 1, 64)), Arg("d", (8, 1, 128))), tensors=False, examples=8)
 
 
-def _same_int(key):
-    return lambda s, r, ctx: _same_ints({key: s.get(key)}, {key: r[key]}, ctx)
+def _same_int(key=None):
+    """_same_ints on one observation (`key`), or on those named as calls ("attention_flops(...)")."""
+    def judge(s, r, ctx):
+        keys = [key] if key else [k for k in r if "(" in k]
+        return _same_ints({k: s.get(k) for k in keys}, {k: r[k] for k in keys}, ctx)
+    return judge
 
 
-@CHECKS.domain("attention_flops", FLOPS_DOMAIN, _same_int("attention_flops"))
+@CHECKS.domain("attention_flops", FLOPS_DOMAIN, _same_int())
 def flops_domain(ctx, ex):
-    kwargs = {"causal": True} if ex["causal"] else {}  # the default left out
-    return {"attention_flops": ctx.call(ctx.target, ex["b"], ex["h"], ex["t_q"], ex["t_k"], ex["d"], **kwargs)}
+    sizes = (ex["b"], ex["h"], ex["t_q"], ex["t_k"], ex["d"])
+    call = f"attention_flops({', '.join(map(str, sizes))}"
+    obs = {}
+    if not ex["causal"]:  # the default left out; the causal count of the same sizes too, in every example
+        obs[call + ")"] = ctx.call(ctx.target, *sizes)
+    obs[call + ", causal=True)"] = ctx.call(ctx.target, *sizes, causal=True)
+    return obs
 
 
 KV_DOMAIN = Domain(
