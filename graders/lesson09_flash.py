@@ -18,10 +18,23 @@ import torch.nn.functional as F
 from .engine.probe import RecordingMode
 from torch.utils._pytree import tree_leaves
 
-from .engine.compare import close, describe
+from .engine.compare import close, describe, tolerance
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Config, Mistake, agrees_with, median_ms, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+
+
+def causal_mask(Tq: int, Tk: int, device=None) -> torch.Tensor:
+    """The course's causal mask, bottom-right aligned (True: may attend): query i sees keys j ≤ i + Tk − Tq."""
+    return torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril(diagonal=Tk - Tq)
+
+
+def sdpa_causal(q, k, v):
+    """SDPA with the course's causal alignment: `is_causal` is top-left, so Tq ≠ Tk passes causal_lower_right."""
+    if q.shape[-2] == k.shape[-2]:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    from torch.nn.attention.bias import causal_lower_right
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.shape[-2], k.shape[-2]))
 
 CHECKS = Checks("lesson09")
 
@@ -267,12 +280,13 @@ def flash_random(ctx):
 
 def _flash_vs_torch(s, r, ctx):
     scale = 2.0 if ctx.config.device == "cpu" else 4.0
-    for key in ("output", "output (causal)"):
+    for key in [k for k in r if k.startswith("output")]:
         msg = close(s.get(key), r[f"torch {key}"], f"{key} against F.scaled_dot_product_attention",
                     tol=ctx.tol.scaled(scale))
         if msg:
-            return msg
-    for key in ("lse", "lse (causal)"):
+            return msg + (". Causal with Tq ≠ Tk is bottom-right aligned: query i sees keys j ≤ i + Tk − Tq "
+                          "(the queries are the last Tq positions, as with a KV cache)" if "Tq=" in key else "")
+    for key in [k for k in r if k.startswith("lse")]:
         msg = close(s.get(key), r[f"torch {key}"], f"{key} against torch.logsumexp of the scaled scores",
                     tol=ctx.tol.scaled(scale), check_dtype=False)
         if msg:
@@ -280,20 +294,26 @@ def _flash_vs_torch(s, r, ctx):
     return None
 
 
-@CHECKS.probe("flash_attention", "agrees with F.scaled_dot_product_attention; lse with torch.logsumexp",
-              _flash_vs_torch, CPU_AND_GPU)
+@CHECKS.probe("flash_attention", "agrees with F.scaled_dot_product_attention; lse with torch.logsumexp "
+              "(causal Tq ≠ Tk: causal_lower_right)", _flash_vs_torch, CPU_AND_GPU)
 def flash_vs_torch(ctx):
     q, k, v = ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32)
     out, lse = _flash(ctx, q, k, v, block_q=16, block_k=16)
     out_c, lse_c = _flash(ctx, q, k, v, causal=True, block_q=16, block_k=16)
+    q_new = q[:, :, 30:].clone()  # the last 20 positions queried against all 50 keys (a KV cache's prefill)
+    out_r, lse_r = _flash(ctx, q_new, k, v, causal=True, block_q=16, block_k=16)
     # torch's answers, computed here too; the judge only ever reads the reference child's copy
     scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(32)  # (B, H, T, T)
-    causal = torch.ones(50, 50, dtype=torch.bool, device=q.device).tril()
+    causal = causal_mask(50, 50, q.device)
     return {"output": out, "lse": lse, "output (causal)": out_c, "lse (causal)": lse_c,
+            "output (causal, Tq=20, Tk=50)": out_r, "lse (causal, Tq=20, Tk=50)": lse_r,
             "torch output": F.scaled_dot_product_attention(q, k, v),
             "torch output (causal)": F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "torch output (causal, Tq=20, Tk=50)": sdpa_causal(q_new, k, v),
             "torch lse": torch.logsumexp(scores, dim=-1),
-            "torch lse (causal)": torch.logsumexp(scores.masked_fill(~causal, float("-inf")), dim=-1)}
+            "torch lse (causal)": torch.logsumexp(scores.masked_fill(~causal, float("-inf")), dim=-1),
+            "torch lse (causal, Tq=20, Tk=50)": torch.logsumexp(scores[:, :, 30:].masked_fill(
+                ~causal_mask(20, 50, q.device), float("-inf")), dim=-1)}
 
 
 @CHECKS.probe("flash_attention", "causal mode matches the reference", _flash_same(), CPU_AND_GPU)
@@ -304,11 +324,11 @@ def flash_causal(ctx):
     return {"output": out, "lse": lse, "output (block_q=32, block_k=24)": out_r, "lse (block_q=32, block_k=24)": lse_r}
 
 
-@CHECKS.probe("flash_attention", "causal mode with Tq ≠ Tk (fewer queries than keys, and more)", _flash_same(),
-              CPU, hidden=True)
+@CHECKS.probe("flash_attention", "causal mode with Tq ≠ Tk, bottom-right aligned (fewer queries than keys, and "
+              "more: the first Tq − Tk see no key, output 0 and lse −inf)", _flash_same(), CPU, hidden=True)
 def flash_causal_ragged(ctx):
     obs = {}
-    for tq, tk in ((40, 70), (70, 40)):  # query i sees keys j ≤ i, as SDPA's is_causal (top-left aligned)
+    for tq, tk in ((40, 70), (70, 40), (1, 37)):  # query i sees keys j ≤ i + Tk − Tq (bottom-right aligned)
         q, k, v = ctx.randn(1, 2, tq, 16), ctx.randn(1, 2, tk, 16), ctx.randn(1, 2, tk, 16)
         out, lse = _flash(ctx, q, k, v, causal=True, block_q=16, block_k=16)
         obs[f"output (Tq={tq}, Tk={tk})"], obs[f"lse (Tq={tq}, Tk={tk})"] = out, lse
@@ -330,32 +350,55 @@ def flash_memory(ctx):
             "limit": Tq * Tk, "Tq": Tq, "Tk": Tk}
 
 
+def causal_tiles(Tq: int, Tk: int, block: int) -> tuple[int, int, int]:
+    """(tiles computed, all tiles, query-key pairs scored) of a causal pass with block×block tiles, bottom-right
+    aligned: a query tile [qs, qe) needs the key tiles up to key qe − 1 + Tk − Tq."""
+    computed, pairs = 0, 0
+    for qs in range(0, Tq, block):
+        qe = min(qs + block, Tq)
+        stop = max(0, min(Tk, qe + Tk - Tq))
+        computed += -(-stop // block)
+        pairs += (qe - qs) * stop
+    return computed, -(-Tq // block) * -(-Tk // block), pairs
+
+
 def _tiles_skipped(s, r, ctx):
     msg = _no_tq_by_tk(s, r, ctx)
     if msg:
         return msg
-    area, ref_area, per_head = s.get("scored pairs"), r["scored pairs"], r["B*H"]
-    if not isinstance(area, int):
-        return f"could not count the scores your code computed (got {describe(area)})"
-    if area > ref_area:
-        T, b = r["T"], r["block"]
-        return (f"in causal mode your code scored {area // per_head:,} query-key pairs per head, but the tiles "
-                f"on or below the diagonal hold only {ref_area // per_head:,} (T={T}, {b}×{b} tiles: "
-                f"{r['tiles computed']} of {r['tiles']} tiles). Skip key tiles that start after the query tile's "
-                f"last row: they are wholly masked, so computing them is wasted work")
-    return _flash_same("output", "lse")(s, r, ctx)
+    per_head, b = r["B*H"], r["block"]
+    for tq, tk in r["shapes"]:
+        tag = f" (Tq={tq}, Tk={tk})"
+        area, ref_area = s.get("scored pairs" + tag), r["scored pairs" + tag]
+        if not isinstance(area, int):
+            return f"could not count the scores your code computed (got {describe(area)})"
+        if area > ref_area:
+            done, tiles, _ = causal_tiles(tq, tk, b)
+            return (f"in causal mode your code scored {area // per_head:,} query-key pairs per head, but the tiles "
+                    f"on or below the diagonal hold only {ref_area // per_head:,} (Tq={tq}, Tk={tk}, {b}×{b} tiles: "
+                    f"{done} of {tiles} tiles; bottom-right, query i sees keys j ≤ i + Tk − Tq). Skip key tiles "
+                    f"that start after the last key the query tile's last row may see: they are wholly masked, so "
+                    f"computing them is wasted work")
+    return _flash_same()(s, r, ctx)
 
 
-@CHECKS.probe("flash_attention", "causal mode skips tiles wholly above the diagonal", _tiles_skipped, CPU)
+@CHECKS.probe("flash_attention", "causal mode skips tiles wholly above the diagonal (Tq = Tk, and bottom-right "
+              "for Tq ≠ Tk)", _tiles_skipped, CPU)
 def flash_tile_count(ctx):
-    B, H, T, D, block = 1, 2, 128, 16, 32
-    q, k, v = ctx.randn(B, H, T, D), ctx.randn(B, H, T, D), ctx.randn(B, H, T, D)
-    rec = OpRecorder()
-    out, lse = _flash(ctx, q, k, v, fn=recorded(ctx.target, rec), causal=True, block_q=block, block_k=block)
-    n = T // block
-    return {"output": out, "lse": lse, "scored pairs": score_area(rec, D), "B*H": B * H, "T": T, "block": block,
-            "tiles": n * n, "tiles computed": n * (n + 1) // 2, "largest": rec.largest,
-            "largest shape": rec.largest_shape, "limit": T * T, "Tq": T, "Tk": T}
+    B, H, D, block = 1, 2, 16, 32
+    obs = {"B*H": B * H, "block": block, "shapes": [], "largest": 0, "largest shape": [], "limit": 1, "Tq": 0,
+           "Tk": 0}  # the largest tensor, of the shape where it comes closest to a Tq×Tk matrix
+    for tq, tk in ((128, 128), (64, 128), (128, 64)):
+        q, k, v = ctx.randn(B, H, tq, D), ctx.randn(B, H, tk, D), ctx.randn(B, H, tk, D)
+        rec = OpRecorder()
+        out, lse = _flash(ctx, q, k, v, fn=recorded(ctx.target, rec), causal=True, block_q=block, block_k=block)
+        tag = f" (Tq={tq}, Tk={tk})"
+        obs["shapes"].append([tq, tk])
+        obs.update({"output" + tag: out, "lse" + tag: lse, "scored pairs" + tag: score_area(rec, D)})
+        if rec.largest / (tq * tk) > obs["largest"] / obs["limit"]:
+            obs.update({"largest": rec.largest, "largest shape": rec.largest_shape, "limit": tq * tk, "Tq": tq,
+                        "Tk": tk})
+    return obs
 
 
 # The declared domain of flash_attention: causal or not, both block sizes (1, dividing T or not, wider than T),
@@ -417,7 +460,7 @@ def _triton(ctx, q, k, v, causal=False):
     return out, launches[0], sorted(rec.ops & SUSPECT_OPS)
 
 
-def _kernel_ran(s, r, ctx):
+def _no_kernel(s) -> str | None:
     launches, ops = s.get("launches"), s.get("torch ops") or []
     if ops:
         return (f"the launcher computes with torch ({', '.join(ops)}) instead of leaving the work to the kernel: "
@@ -425,7 +468,11 @@ def _kernel_ran(s, r, ctx):
     if not launches:
         return ("no Triton kernel ran: launch your @triton.jit kernel with `kernel[grid](...)` and return what it "
                 "wrote (a launcher that falls back to F.scaled_dot_product_attention or matmuls does not count)")
-    return _triton_vs_sdpa(s, r, ctx)
+    return None
+
+
+def _kernel_ran(s, r, ctx):
+    return _no_kernel(s) or _triton_vs_sdpa(s, r, ctx)
 
 
 # every output the probe observed, against SDPA's (recorded as "torch " + its key)
@@ -464,6 +511,34 @@ def triton_sizes(ctx):
         obs[key], _, _ = _triton(ctx, q, k, v, causal)
         obs["torch " + key] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return obs
+
+
+# The declared domain of the launcher, through the interpreter (kept tiny: it runs one program at a time in
+# NumPy): causal or not, T of one row or ragged, the head sizes at the ends of the range (32 and 64, and T=100,
+# are "several tiles and head sizes"), B and H both above 1, float32 or float16 (the interpreter's bfloat16 dots
+# are wrong), and each of q, k, v laid out on its own (a launcher that checks q's layout alone passes the
+# battery, which relays all three alike). T up to 1000 and float16/bfloat16 compiled are the GPU check's.
+TRITON_DOMAIN = Domain(
+    args=(Arg("causal", (False, True)), Arg("T", (21, 1)), Arg("D", (16, 128)), Arg("B, H", ("1, 1", "2, 3"))),
+    dtypes=(("q, k, v", ("float32", "float16")),),
+    layouts=(("q", ("contiguous", "transposed", "strided")), ("k", ("contiguous", "transposed")),
+             ("v", ("contiguous", "strided"))), examples=2)
+
+
+def _triton_domain_judge(s, r, ctx):
+    want = r["torch output"]
+    return _no_kernel(s) or close(s.get("output"), want, "output against F.scaled_dot_product_attention's",
+                                  tol=tolerance(want.dtype).scaled(2))
+
+
+@CHECKS.domain("flash_attention_triton", TRITON_DOMAIN, _triton_domain_judge)
+def triton_domain(ctx, ex):
+    B, H = (int(n) for n in ex["B, H"].split(", "))
+    dtype = getattr(torch, ex["dtype of q, k, v"])
+    q, k, v = (relaid(ctx.randn(B, H, ex["T"], ex["D"]).to(dtype), ex[f"layout of {n}"]) for n in "qkv")
+    out, launches, ops = _triton(ctx, q, k, v, ex["causal"])
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=ex["causal"]).to(dtype)
+    return {"output": out, "torch output": ref, "launches": launches, "torch ops": ops}
 
 
 @CHECKS.probe("flash_attention_triton", "compiled on GPU: T up to 1000, D=64 and 128, against SDPA", _triton_vs_sdpa,
@@ -561,6 +636,50 @@ def kv_dtypes(ctx):
     return obs
 
 
+# The declared domains of the two counters: every argument at 1 (the lower edge), a default and a large value
+# (past 2⁵³ in products), causal with Tq < Tk (the defaults: a KV cache's prefill), Tq = Tk and Tq > Tk; every
+# dtype a cache is kept in, integers included, and the defaults (batch, dtype) left out or given.
+FLOPS_DOMAIN = Domain(
+    args=(Arg("causal", (False, True)), Arg("t_q", (5, 1, 12, 20, 1000003)), Arg("t_k", (12, 1, 999983)),
+          Arg("b", (2, 1, 7)), Arg("h", (3, 1, 64)), Arg("d", (8, 1, 128))), tensors=False, examples=8)
+
+
+def _same_int(key=None):
+    """_same_ints on one observation (`key`), or on those named as calls ("attention_flops(...)")."""
+    def judge(s, r, ctx):
+        keys = [key] if key else [k for k in r if "(" in k]
+        return _same_ints({k: s.get(k) for k in keys}, {k: r[k] for k in keys}, ctx)
+    return judge
+
+
+@CHECKS.domain("attention_flops", FLOPS_DOMAIN, _same_int())
+def flops_domain(ctx, ex):
+    sizes = (ex["b"], ex["h"], ex["t_q"], ex["t_k"], ex["d"])
+    call = f"attention_flops({', '.join(map(str, sizes))}"
+    obs = {}
+    if not ex["causal"]:  # the default left out; the causal count of the same sizes too, in every example
+        obs[call + ")"] = ctx.call(ctx.target, *sizes)
+    obs[call + ", causal=True)"] = ctx.call(ctx.target, *sizes, causal=True)
+    return obs
+
+
+KV_DOMAIN = Domain(
+    args=(Arg("dtype", ("float16", "float32", "bfloat16", "float64", "float8_e4m3fn", "int8")),
+          Arg("batch", (1, 3, 64)), Arg("n_layer", (2, 1, 80)), Arg("n_kv_heads", (3, 1, 64)),
+          Arg("d_head", (5, 1, 256)), Arg("seq_len", (7, 1, 131072))), tensors=False, examples=6)
+
+
+@CHECKS.domain("kv_cache_bytes", KV_DOMAIN, _same_int("kv_cache_bytes"))
+def kv_domain(ctx, ex):
+    kwargs = {}  # the defaults (batch=1, float16) left out, as a caller would
+    if ex["batch"] != 1:
+        kwargs["batch"] = ex["batch"]
+    if ex["dtype"] != "float16":
+        kwargs["dtype"] = getattr(torch, ex["dtype"])
+    return {"kv_cache_bytes": ctx.call(ctx.target, ex["n_layer"], ex["n_kv_heads"], ex["d_head"], ex["seq_len"],
+                                       **kwargs)}
+
+
 # ----------------------------------------------------------------------------------------------
 # Challenge: FlashAttentionFunction, forward via flash_attention, backward tile by tile from lse
 
@@ -579,7 +698,7 @@ def _faf_grads(ctx, q, k, v, causal, rec=None):
     out = ctx.call(recorded(forward_backward, rec) if rec else forward_backward, q, k, v)
     grads = [t.grad for t in (q, k, v)]
     tq, tk, tv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    ref = sdpa_causal(tq, tk, tv) if causal else F.scaled_dot_product_attention(tq, tk, tv)
     (ref * w).sum().backward()
     return out, grads, ref, [t.grad for t in (tq, tk, tv)]
 
@@ -616,7 +735,8 @@ def faf_causal(ctx):
     return _faf_probe(ctx, True, 150, 150)
 
 
-@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's with Tq ≠ Tk", _faf_vs_sdpa, CPU, hidden=True)
+@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's with Tq ≠ Tk (bottom-right: "
+              "causal_lower_right)", _faf_vs_sdpa, CPU, hidden=True)
 def faf_causal_ragged(ctx):
     return _faf_probe(ctx, True, 75, 140)
 
@@ -631,6 +751,53 @@ def faf_memory(ctx):
     out, grads, ref, ref_grads = _faf_grads(ctx, q, k, v, False, rec)
     return {"output": out, "SDPA output": ref, "gradient of k": grads[1], "SDPA gradient of k": ref_grads[1],
             "largest": rec.largest, "largest shape": rec.largest_shape, "limit": Tq * Tk, "Tq": Tq, "Tk": Tk}
+
+
+# The declared domain of the Function: causal or not, Tq and Tk from 1 to past two 64-wide tiles (Tq ≠ Tk both
+# ways: bottom-right, queries that see no key), head sizes, each of q, k, v laid out on its own; `causal`
+# positional, by keyword or left at its default (apply's *args/**kwargs); and two calls in flight before the
+# first one's backward (state kept on ctx, not on the class: `ctx` names it).
+FAF_DOMAIN = Domain(
+    args=(Arg("causal", (False, True)), Arg("Tq", (24, 1, 150)), Arg("Tk", (24, 1, 140)), Arg("D", (16, 8, 64)),
+          Arg("B", (1, 2)), Arg("args, kwargs", ("causal positional", "causal by keyword", "causal left out")),
+          Arg("ctx", ("one call", "two calls in flight"))),
+    layouts=(("q", ("contiguous", "transposed", "strided")), ("k", ("contiguous", "transposed", "strided")),
+             ("v", ("contiguous", "transposed", "strided"))), examples=4)
+
+
+def _faf_domain_judge(s, r, ctx):
+    for key in ("output", "gradient of q", "gradient of k", "gradient of v"):
+        msg = close(s.get(key), r[key], key, tol=ctx.tol.scaled(10))
+        if msg:
+            return msg
+    return None
+
+
+@CHECKS.domain("FlashAttentionFunction", FAF_DOMAIN, _faf_domain_judge)
+def faf_domain(ctx, ex):
+    def inputs(tq, tk):
+        q, k, v = ctx.randn(ex["B"], 2, tq, ex["D"]), ctx.randn(ex["B"], 2, tk, ex["D"]), ctx.randn(ex["B"], 2, tk, ex["D"])
+        return [relaid(t, ex[f"layout of {n}"]).requires_grad_(True) for n, t in zip("qkv", (q, k, v))]
+
+    def apply(q, k, v):
+        if ex["args, kwargs"] == "causal by keyword":
+            return ctx.target.apply(q, k, v, causal=ex["causal"])
+        if ex["args, kwargs"] == "causal left out" and not ex["causal"]:
+            return ctx.target.apply(q, k, v)
+        return ctx.target.apply(q, k, v, ex["causal"])
+
+    q, k, v = inputs(ex["Tq"], ex["Tk"])
+    w = ctx.randn(ex["B"], 2, ex["Tq"], ex["D"])  # the upstream gradient
+
+    def run():
+        out = apply(q, k, v)
+        if ex["ctx"] == "two calls in flight":  # a second call, other shapes, before the first one's backward
+            apply(*inputs(ex["Tq"] + 5, ex["Tk"] + 3))
+        (out * w).sum().backward()
+        return out
+
+    out = ctx.call(run)
+    return {"output": out, **{f"gradient of {n}": t.grad for n, t in zip("qkv", (q, k, v))}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -671,23 +838,39 @@ MISTAKES = (
     Mistake("flash_attention", "diagonal_skipped", "in causal mode the diagonal tile is skipped along with the tiles "
             "above it: the diagonal tile holds each query's own key and keys before it, so compute it, masking "
             "only its upper triangle.",
-            edits={"k_stop = min(Tk, qe) if causal else Tk": "k_stop = min(Tk, qs) if causal else Tk  # keys before the tile"}),
+            edits={"k_stop = max(0, min(Tk, qe + shift)) if causal else Tk":
+                   "k_stop = max(0, min(Tk, qs + shift)) if causal else Tk  # keys before the tile's first query's"}),
+    Mistake("flash_attention", "causal_top_left", "with Tq ≠ Tk the causal mask is aligned top-left (query i sees "
+            "keys j ≤ i, SDPA's is_causal): the course aligns it bottom-right, the queries being the last Tq of Tk "
+            "positions (a KV cache's new tokens), so query i sees keys j ≤ i + Tk − Tq; shift the mask and the "
+            "tile skipping by Tk − Tq.",
+            edits={"shift = Tk - Tq  # causal, bottom-right": "shift = 0  # causal, top-left"}),
     Mistake("flash_attention", "lse_without_scale", "lse is computed from the unscaled scores q·k: the row "
             "log-sum-exp is of the scaled scores q·k/√D, so use m·scale (or scale the scores first).",
             edits={"q_tile = qf[:, qs:qe] * scale": "q_tile = qf[:, qs:qe]  # raw scores; the scale goes in the exponent",
-                   "alpha = torch.exp(m - m_new)": "alpha = torch.exp((m - m_new) * scale)",
-                   "p = s.sub_(m_new).exp_()": "p = s.sub_(m_new).mul_(scale).exp_()"}),
+                   "alpha = torch.exp(m - m_safe)": "alpha = torch.exp((m - m_safe) * scale)",
+                   "p = s.sub_(m_safe).exp_()": "p = s.sub_(m_safe).mul_(scale).exp_()"}),
     Mistake("flash_attention", "no_tail_masking", "the last, partial tile is padded but its padded keys are not "
             "masked: padding rows score 0 and take a share of the softmax, so mask keys at positions ≥ Tk with "
             "-inf (or slice the tile to its real length).",
             edits={"kf = k.float().reshape(BH, Tk, D)": "kf = F.pad(k.float().reshape(BH, Tk, D), (0, 0, 0, -Tk % block_k))",
                    "vf = v.float().reshape(BH, Tk, Dv)": "vf = F.pad(v.float().reshape(BH, Tk, Dv), (0, 0, 0, -Tk % block_k))",
-                   "k_stop = min(Tk, qe) if causal else Tk": "k_stop = min(Tk, qe) if causal else kf.shape[1]  # whole tiles"}),
+                   "k_stop = max(0, min(Tk, qe + shift)) if causal else Tk":
+                   "k_stop = max(0, min(Tk, qe + shift)) if causal else kf.shape[1]  # whole tiles"}),
+    Mistake("FlashAttentionFunction", "backward_top_left", "the backward's causal mask is aligned top-left "
+            "(query i sees keys j ≤ i) while the forward's is bottom-right: with Tq ≠ Tk, query i sees keys "
+            "j ≤ i + Tk − Tq in both passes, in the mask of a crossing tile and in which query tiles a key tile "
+            "reaches.", edits={"shift = Tk - Tq  # causal, bottom-right (as the forward)": "shift = 0  # causal"}),
     Mistake("flash_attention_triton", "sdpa_fallback", "the launcher returns F.scaled_dot_product_attention's "
             "answer instead of launching a Triton kernel: write the kernel and launch it with kernel[grid](...).",
             flash_attention_triton__sdpa_fallback),
     Mistake("attention_flops", "one_matmul", "only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a "
-            "forward pass is 4·B·H·Tq·Tk·D.", edits={"flops = 4 * b * h": "flops = 2 * b * h"}),
+            "forward pass is 4·B·H·Tq·Tk·D.", edits={"per_pair = 4 * b * h * d": "per_pair = 2 * b * h * d"}),
+    Mistake("attention_flops", "causal_always_half", "causal is counted as half whatever Tq and Tk: half holds for "
+            "Tq = Tk only. The causal mask is bottom-right, so one decoding query (Tq = 1) sees every key: count "
+            "2·B·H·D·(Tk² − max(Tk − Tq, 0)²).",
+            edits={"return per_pair * (t_k * t_k - unqueried * unqueried) // 2":
+                   "return per_pair * t_q * t_k // 2  # half, whatever the shape"}),
     Mistake("kv_cache_bytes", "keys_only", "only the keys are counted: the cache holds a K and a V per layer, "
             "head and position, so multiply by 2.",
             edits={"return 2 * n_layer * n_kv_heads": "return n_layer * n_kv_heads"}),

@@ -35,25 +35,26 @@ def flash_attention(q, k, v, causal=False, block_q=64, block_k=64):
         for h in range(H):
             for qs in range(0, Tq, block_q):
                 qt = q[b, h, qs:qs + block_q].float()                  # (bq, D), float32 arithmetic
-                rows = torch.arange(qs, qs + qt.shape[0])
+                rows = torch.arange(qs, qs + qt.shape[0]) + Tk - Tq    # bottom-right: the last key each row sees
                 m = torch.full((qt.shape[0],), float("-inf"))
                 l = torch.zeros(qt.shape[0])
                 acc = torch.zeros(qt.shape[0], D)
                 for ks in range(0, Tk, block_k):
                     if causal and ks > rows[-1]:
-                        break
+                        break                                          # (also when no row sees a key)
                     kt, vt = k[b, h, ks:ks + block_k].float(), v[b, h, ks:ks + block_k].float()
                     s = torch.einsum("qd,kd->qk", qt, kt) / D ** 0.5
                     if causal:
                         cols = torch.arange(ks, ks + kt.shape[0])
                         s = torch.where(cols[None, :] <= rows[:, None], s, float("-inf"))
                     m_new = torch.maximum(m, s.max(-1).values)
-                    p = (s - m_new[:, None]).exp()
-                    alpha = (m - m_new).exp()
+                    shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows seeing nothing
+                    p = (s - shift[:, None]).exp()
+                    alpha = (m - shift).exp()
                     l = alpha * l + p.sum(-1)
                     acc = alpha[:, None] * acc + torch.einsum("qk,kd->qd", p, vt)
                     m = m_new
-                out[b, h, qs:qs + block_q] = acc / l[:, None]
+                out[b, h, qs:qs + block_q] = torch.where(l[:, None] > 0, acc / l[:, None], 0.0)
                 lse[b, h, qs:qs + block_q] = m + l.log()
     return out, lse
 '''
@@ -104,8 +105,11 @@ def flash_attention_triton(q, k, v, causal=False):
 
 FLOPS_SHIFT = '''
 def attention_flops(b, h, t_q, t_k, d, causal=False):
-    per_matmul = 2 * b * h * t_q * t_k * d
-    return (2 * per_matmul) >> int(causal)
+    per_matmul = 2 * b * h * d
+    if not causal:
+        return 2 * per_matmul * t_q * t_k
+    seen = min(t_q, t_k)  # the queries that see a key: the last min(Tq, Tk), bottom-right
+    return per_matmul * seen * (2 * t_k - seen)
 '''
 
 KV_ITEMSIZE = '''
