@@ -104,7 +104,11 @@ def _forward(ctx, model, idx, **kwargs):
 def _own_draws(ctx, ex: dict) -> None:
     """Draw this example's inputs from a seed of its own (the check's seed and the example), so that an example
     where the student's code stopped half-way (an exception) does not shift the draws of the examples after it."""
-    ctx.gen.manual_seed(ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode()))
+    seed = ctx.seed + zlib.crc32(repr(sorted(ex.items())).encode())
+    ctx.gen.manual_seed(seed)
+    # and torch's global generator: code that samples without a generator (generate(..., generator=None)) then
+    # samples the same in the student's child as in the reference child's run of a catalogued mistake
+    torch.manual_seed(seed)
 
 
 def _observed_like(hints: dict | None = None, scale: float = 5.0):

@@ -241,6 +241,21 @@ def _hidden(shown: "list[str]") -> list[str]:
     return [c for c in out if not any(c != o and _inside(c, o) for o in out)]
 
 
+_SIZES: "bool | None" = None
+
+
+def _bwrap_sizes() -> bool:
+    """Whether this bubblewrap sizes a tmpfs (`--size`, bubblewrap >= 0.7; Ubuntu 22.04 has 0.6.1)."""
+    global _SIZES
+    if _SIZES is None:
+        try:
+            r = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10)
+            _SIZES = "--size" in (r.stdout + r.stderr)
+        except (OSError, subprocess.SubprocessError):
+            _SIZES = False
+    return _SIZES
+
+
 def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None,
                 lim=None) -> list[str]:
     """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
@@ -254,8 +269,15 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders:
         argv += ["--setenv", k, v]
     # the private /tmp first: binds below it (a venv or a notebook folder under /tmp) are mounted on top
     lim = lim or limits()
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(lim.tmp if device != "cuda" else 8 * lim.tmp),
-             "--tmpfs", "/tmp", "--size", str(lim.shm), "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if _bwrap_sizes():
+        argv += ["--size", str(lim.tmp if device != "cuda" else 8 * lim.tmp), "--tmpfs", "/tmp",
+                 "--size", str(lim.shm), "--tmpfs", "/dev/shm"]
+    else:  # bubblewrap < 0.7 (Ubuntu 22.04's 0.6) sizes no tmpfs: /tmp and /dev/shm are folders of the output
+        # folder, whose total the parent watches (the write limit), so the child alone pays for filling them
+        for name, target in ((".tmp", "/tmp"), (".shm", "/dev/shm")):
+            (out / name).mkdir(exist_ok=True)
+            argv += ["--bind", str(out / name), target]
     shown = []
     for top in _SYSTEM_TOPS:
         if os.path.islink(top):
@@ -280,7 +302,8 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders:
     layers = [(d, "bind") for d in [py["exe"], *py["files"], *py["dirs"]] if not covered(d)]
     layers += [(m, "mask") for m in masks]
     for path, kind in sorted(layers, key=lambda x: (x[0].count(os.sep), x[1] == "mask")):
-        argv += ["--ro-bind", path, path] if kind == "bind" else ["--size", str(2**20), "--tmpfs", path]
+        argv += ["--ro-bind", path, path] if kind == "bind" else \
+            [*(["--size", str(2**20)] if _bwrap_sizes() else []), "--tmpfs", path]
     for target, link in py["links"]:
         if not covered(link):
             argv += ["--symlink", target, link]
@@ -883,7 +906,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
                  notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
                  mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
-                 write_limit=max(0, lim.write - lim.tmp - lim.shm) if sandboxed else lim.write,
+                 write_limit=max(0, lim.write - lim.tmp - lim.shm) if sandboxed and _bwrap_sizes() else lim.write,
                  setup_err=setup_err)
 
 

@@ -55,3 +55,16 @@ def test_verdicts_unchanged(lesson, tmp_path, request):
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key] == want[key], f"{lesson.id} {key}: the verdict changed"
+
+
+def test_every_stored_mistake_is_named_by_its_own_diagnosis():
+    """The pinned verdicts grade each catalogued mistake as a student's notebook (its own run, not the reference
+    child's observations of it): every one is named, so a check whose observations differ from run to run
+    (sampling without a seed) cannot pass unnoticed into the golden file."""
+    import json
+
+    data = json.loads(GOLDEN.read_text())
+    unnamed = [f"{lid}.{key.split(':', 1)[1]}" for lid, entries in data.items() for key, entry in entries.items()
+               if key.startswith("mistake:") and not any(e.get("diagnosis_id") == key.split(":", 1)[1]
+                                                          for e in entry["exercises"])]
+    assert not unnamed, unnamed

@@ -56,3 +56,19 @@ def test_limits_are_read_when_a_run_starts_not_at_import(monkeypatch):
     with using(Run(Limits(cell_timeout=3.0, processes=48))):
         assert sandbox.limits().cell_timeout == 3.0 and sandbox.limits().pids() == 48
     assert Limits.from_env(Limits(memory=2 * 2**30, file=8 * 2**20).env()) == Limits(memory=2 * 2**30, file=8 * 2**20)
+
+
+def test_without_tmpfs_sizes_tmp_and_shm_are_watched_folders_of_the_output(tmp_path, monkeypatch):
+    """bubblewrap 0.6 (Ubuntu 22.04) has no --size: /tmp and /dev/shm are then folders of the child's output
+    folder, inside the total the parent watches, instead of unsized tmpfs."""
+    from course_cli.sandboxed import sandbox
+
+    monkeypatch.setattr(sandbox, "_SIZES", False)
+    argv = sandbox._bwrap_argv(tmp_path, "cpu", [], {})
+    assert "--size" not in argv
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    assert ("--bind", str(tmp_path / ".tmp"), "/tmp") in pairs and ("--bind", str(tmp_path / ".shm"), "/dev/shm") in pairs
+    assert not any(a == "--tmpfs" and b in ("/tmp", "/dev/shm") for a, b in zip(argv, argv[1:]))
+    monkeypatch.setattr(sandbox, "_SIZES", True)
+    argv = sandbox._bwrap_argv(tmp_path, "cpu", [], {})
+    assert ("--tmpfs", "/tmp") in list(zip(argv, argv[1:])) and "--size" in argv
