@@ -84,7 +84,9 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
             diagnosis = ident = None
             if kind == "failed":
                 own = [m for m in mistakes if m.exercise == ex.name]
-                pick = rng.randrange(len(own) + 1)
+                # from a stream of its own: a mistake added to the catalogue changes which one is named, not who
+                # passes (the class's pass rates stay those of its seed)
+                pick = random.Random(f"{seed}-{i}-{ex.name}").randrange(len(own) + 1)
                 diagnosis, ident = (own[pick].message, own[pick].id) if pick < len(own) else (None, None)
                 if realistic and diagnosis is None and rng.random() < 0.6:
                     diagnosis, ident = nan_rows_message(rng), "structural:nan-rows"
