@@ -724,7 +724,7 @@ class _CountModel(nn.Module):
         self.ln_f = nn.LayerNorm(D, bias=bias)
         self.lm_head = nn.Linear(D, V, bias=False)
         if head == "tied":
-            self.lm_head.weight = self.wte.weight
+            setattr(self.lm_head, "weight", self.wte.weight)  # one Parameter for both
         elif head == "tied from the head's side":
             self.wte.weight = self.lm_head.weight
         if buffer:
@@ -960,8 +960,8 @@ def _within_top_k(model: _ToyLM, out: torch.Tensor, T: int, k: int) -> bool:
 _GEN_HINTS = {
     "tokens": " (greedy, temperature=0 or top_k=1: the argmax of the last position's logits at every step; with the "
               "cache, once len(cache) reaches block_size start a fresh cache from the cropped sequence)",
-    "model in training mode afterwards": " (generate puts the model in eval mode and restores its previous mode: "
-                                         "was_training = model.training ... model.train(was_training))",
+    "model in training mode afterwards": " (generate puts the model in eval mode and, at the end, back in the "
+                                         "mode it was handed in)",
     "every forward in eval mode": " (dropout must be off while generating: model.eval() before the first forward)",
     "each new token is among the top_k at its step": " (top-k keeps the k largest logits; the k-th largest is "
                                                      "at index k − 1 of a descending sort)",
@@ -1266,8 +1266,8 @@ MISTAKES = (
             "the new tokens would pass block_size, start a fresh KVCache from the last block_size tokens.",
             edits={"            if len(cache) + new.shape[1] > block_size:  # full: positions are baked into the cached "
                    "keys\n                cache, new = KVCache(), out[:, -block_size:]\n": ""}),
-    Mistake("generate", "mode_not_restored", "generate leaves the model in eval mode: note model.training before "
-            "model.eval() and restore it at the end, model.train(was_training).",
+    Mistake("generate", "mode_not_restored", "generate leaves the model in eval mode: note whether it was training "
+            "before model.eval() and put it back in that mode at the end.",
             edits={"    model.train(was_training)\n": ""}),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
             "where renormalising cancels it: divide the logits by the temperature before the softmax.",

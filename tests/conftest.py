@@ -114,10 +114,21 @@ def _no_child_outside_e2e(request, monkeypatch):
         monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
-# End-to-end tests that failed in the last full slow run after six branches were merged onto the restructured
-# tree (2026-12-01, 23:45 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
+# End-to-end tests that failed in the last full slow run after the domains of issue 28 were merged
+# (2026-12-02, 03:18 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
 # run and reported, and listed in the closing note of that stop. Remove an entry when its test passes again.
 QUARANTINED = {
+    "tests/e2e/test_lesson05_e2e.py::test_correct_alternatives_pass":
+        "the Triton alternative fixture reads a strided weight wrongly, which lesson 05's new domain (issue 28) "
+        "rejects as it should: the fixture needs `weight.contiguous()`",
+    "tests/e2e/test_lesson08.py::test_correct_alternatives_are_accepted":
+        "the generate alternative fixture leaves the model in eval mode, which lesson 08's new domain (issue 28) "
+        "rejects as the spec says: the fixture needs to restore the mode",
+    "tests/e2e/test_lesson09.py::test_full_matrices_and_torch_fallbacks_are_rejected":
+        "looks a lesson 09 check up by its old name (renamed with the bottom-right alignment, issue 29)",
+    "tests/e2e/test_sandbox.py::test_memory_bomb_is_an_error_that_says_so":
+        "a memory bomb inside softmax now runs once per drawn example too (issue 28): the exercise reaches its time "
+        "limit (timeout) before the error; the engine should stop an exercise at its first MemoryError",
 }
 
 
