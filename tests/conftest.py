@@ -114,35 +114,16 @@ def _no_child_outside_e2e(request, monkeypatch):
         monkeypatch.setattr(os, "posix_spawn", refuse)
 
 
-# End-to-end tests that failed in the last full slow run after the domains of issue 28 were merged
-# (2026-12-02, 03:18 UTC), not yet fixed: marked xfail (not strict) with what broke, so that each is still
-# run and reported, and listed in the closing note of that stop. Remove an entry when its test passes again.
-QUARANTINED = {
-    "tests/e2e/test_lesson05_e2e.py::test_correct_alternatives_pass":
-        "the Triton alternative fixture reads a strided weight wrongly, which lesson 05's new domain (issue 28) "
-        "rejects as it should: the fixture needs `weight.contiguous()`",
-    "tests/e2e/test_lesson08.py::test_correct_alternatives_are_accepted":
-        "the generate alternative fixture leaves the model in eval mode, which lesson 08's new domain (issue 28) "
-        "rejects as the spec says: the fixture needs to restore the mode",
-    "tests/e2e/test_lesson09.py::test_full_matrices_and_torch_fallbacks_are_rejected":
-        "looks a lesson 09 check up by its old name (renamed with the bottom-right alignment, issue 29)",
-    "tests/e2e/test_warm_e2e.py::test_the_hostile_corpus_gets_the_same_verdicts_warm[":
-        "unreadable notebooks: the warm path's score is 0.0 where the cold path's is NOT GRADED (None); the warm "
-        "server's NotebookError result now says not_graded, so the difference is elsewhere on the warm path",
-    "tests/e2e/test_distribution.py::test_strip_grader_removes_hidden_probes_and_mistakes":
-        "the student distribution's strip of the graders after the domains of issue 28 (not yet looked at)",
-    "tests/e2e/test_sandbox.py::test_memory_bomb_is_an_error_that_says_so":
-        "a memory bomb inside softmax now runs once per drawn example too (issue 28): the exercise reaches its time "
-        "limit (timeout) before the error; the engine should stop an exercise at its first MemoryError",
-}
+# End-to-end tests that failed in a full slow run and are not yet fixed: {node id prefix: what broke}, marked xfail
+# (not strict) so that each still runs and is reported; each entry is named in that stop's closing note. Empty
+# since 2026-12-02 (every test quarantined after the domains of issue 28 passes again). Remove an entry when its
+# test passes again.
+QUARANTINED: dict[str, str] = {}
 
 
 def _quarantine(items) -> None:
     for item in items:
         for prefix, why in QUARANTINED.items():
-            if item.nodeid.startswith(prefix) and (not prefix.endswith("[") or any(
-                    f"[{n}]" in item.nodeid for n in ("binary.ipynb", "cells_not_a_list.ipynb", "empty.ipynb",
-                                                      "json_not_notebook.ipynb", "json_list.ipynb", "not_json.ipynb",
-                                                      "null_source.ipynb", "truncated.ipynb"))):
-                item.add_marker(pytest.mark.xfail(reason=f"quarantined after the merges: {why}", strict=False))
+            if item.nodeid.startswith(prefix):
+                item.add_marker(pytest.mark.xfail(reason=f"quarantined: {why}", strict=False))
 

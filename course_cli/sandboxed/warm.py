@@ -158,8 +158,9 @@ def _peer_uid(sock: socket.socket) -> int:
 
 
 def to_wire(result) -> dict:
-    """A LessonResult as JSON-able data, every attribute kept (a check's figure data too)."""
-    return {"lesson": result.lesson, "notebook": result.notebook, "notes": list(result.notes),
+    """A LessonResult as JSON-able data, every attribute kept (a check's figure data too; the result's own
+    not_graded, note and public_only: the warm seat must say what the cold one says)."""
+    return {**{k: (list(v) if isinstance(v, list) else v) for k, v in vars(result).items() if k != "exercises"},
             "exercises": [{**{k: v for k, v in vars(e).items() if k != "checks"},
                            "checks": [dict(vars(c)) for c in e.checks]} for e in result.exercises]}
 
@@ -182,7 +183,7 @@ def from_wire(data: dict):
         ex = build(ExerciseResult, {k: v for k, v in e.items() if k != "checks"})
         ex.checks = [build(CheckResult, c) for c in e["checks"]]
         exercises.append(ex)
-    return LessonResult(data["lesson"], data["notebook"], exercises, list(data.get("notes", [])))
+    return build(LessonResult, {**{k: v for k, v in data.items() if k != "exercises"}, "exercises": exercises})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ def _draw(domain, seed: int) -> list[tuple[int, ...]]:
 def domain_probe(domain, run: Callable) -> Callable:
     """The probe of a check over `domain`: `run(ctx, example)` on every drawn example; each example's
     observations under "#i ", with the example itself ("#i example": the values, "#i choice": the indices)
-    and "#i raised" for an exception (a NotImplementedError still makes the check not_implemented)."""
+    and "#i raised" for an exception (a NotImplementedError still makes the check not_implemented, and running out of
+    memory ends the check at its first example: a bomb is not set off once per example)."""
     def probe(ctx) -> dict:  # ctx: probe.ProbeContext
         choices = domain.choices()
         picks = draw_examples(domain, ctx.seed)
@@ -98,9 +99,11 @@ def domain_probe(domain, run: Callable) -> Callable:
             try:
                 for key, value in run(ctx, example).items():
                     obs[f"#{i} {key}"] = value
-            except NotImplementedError:
+            except (NotImplementedError, MemoryError):  # not implemented; or out of memory: stop at the first
                 raise
             except Exception as exc:  # noqa: BLE001 - this example's failure, said in its message
+                if "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc):  # torch's OOMs
+                    raise
                 obs[f"#{i} raised"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return obs
     return probe

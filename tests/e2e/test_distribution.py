@@ -173,9 +173,20 @@ def test_strip_grader_removes_hidden_probes_and_mistakes():
     import graders.lesson01_sdpa as g
 
     text = strip_grader(Path(g.__file__).read_text(), g.MISTAKES)
-    ns: dict = {}
-    exec(compile(text, "stripped", "exec"), {"__name__": "graders.stripped_lesson01", "__package__": "graders"} | ns)
-    assert text.count("@CHECKS.probe(") == sum(not c.hidden for c in g.CHECKS)
+    ns: dict = {"__name__": "graders.stripped_lesson01", "__package__": "graders"}
+    exec(compile(text, "stripped", "exec"), ns)
+    public = [(c.exercise, c.name) for c in g.CHECKS if not c.hidden]
+    assert public and len(public) < len(list(g.CHECKS)), "lesson 01 has public and hidden checks"
+    stripped = list(ns["CHECKS"])
+    assert [(c.exercise, c.name) for c in stripped if not c.hidden] == public  # the probes, the declared domains
+    # what stays hidden is the input battery, built from the public checks by the engine's own (public) code
+    assert all(c.variant is not None for c in stripped if c.hidden)
+    assert [(c.exercise, c.name) for c in stripped if c.hidden] == \
+        [(c.exercise, c.name) for c in g.CHECKS if c.variant is not None]
+    assert "hidden=True" not in text
+    # the catalogue keeps its messages (the diagnosis a student reads) and loses the code that makes each mistake
+    assert [m.id for m in ns["MISTAKES"]] == [m.id for m in g.MISTAKES]
+    assert all(m.impl is None and not m.edits for m in ns["MISTAKES"]) and all(m.edits for m in g.MISTAKES)
 
 
 def test_strip_grader_drops_what_only_hidden_probes_used():

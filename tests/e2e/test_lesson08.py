@@ -105,6 +105,7 @@ GENERATE_ALTERNATIVE = '''
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None):
     if temperature < 0 or (top_k is not None and top_k <= 0):
         raise ValueError("temperature must be >= 0 and top_k >= 1")
+    mode = model.training
     model.eval()
     T_max = model.config.block_size
     cache = KVCache() if use_cache else None
@@ -124,6 +125,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=
             nxt = torch.multinomial(F.softmax(scaled, dim=-1), num_samples=1, generator=generator)
         seq = torch.cat((seq, nxt), dim=1)
         feed = nxt
+    model.train(mode)
     return seq
 '''
 

@@ -121,3 +121,29 @@ def test_the_shrunk_failure_prints_in_at_most_20_lines_at_80_columns(tmp_path):
     out = buf.getvalue()
     assert "rope_base=500000.0" in out
     assert out.count("\n") <= 20 and max(len(l.rstrip()) for l in out.splitlines()) <= 80, out
+
+
+def test_running_out_of_memory_ends_a_drawn_check_at_its_first_example():
+    """Any other exception is that example's failure; a MemoryError (or torch's out-of-memory) is raised
+    out of the check, so that a memory bomb is set off once, not once per drawn example."""
+    from types import SimpleNamespace
+
+    from graders.engine.checks import Arg, Domain
+    from graders.engine.draws import domain_probe
+
+    domain = Domain((Arg("n", (1, 2, 3)),), tensors=False, examples=4)
+    calls = []
+
+    def run(ctx, example, exc):
+        calls.append(example)
+        raise exc
+
+    ctx = SimpleNamespace(seed=7)
+    obs = domain_probe(domain, lambda c, e: run(c, e, ValueError("bad n")))(ctx)
+    assert obs["examples"] > 1 and len(calls) == obs["examples"]
+    assert all(obs[f"#{i} raised"] == "ValueError: bad n" for i in range(obs["examples"]))
+    for exc in (MemoryError(), RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")):
+        calls.clear()
+        with pytest.raises(type(exc)):
+            domain_probe(domain, lambda c, e: run(c, e, exc))(ctx)
+        assert len(calls) == 1

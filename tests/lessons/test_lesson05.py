@@ -65,7 +65,7 @@ def rms_norm_triton(x, weight, eps=1e-6):
     out = torch.empty_like(x2d)
     n = x2d.shape[1]
     grid = lambda meta: (x2d.shape[0],)
-    rmsnorm_row[grid](x2d, weight, out, n, eps, BLOCK_SIZE=triton.next_power_of_2(n))
+    rmsnorm_row[grid](x2d, weight.contiguous(), out, n, eps, BLOCK_SIZE=triton.next_power_of_2(n))
     return out.reshape(x.shape)
 '''
 

@@ -41,6 +41,19 @@ def test_a_result_crosses_the_socket_whole():
     assert back.exercises[0].checks[0].figure["reference"] == [[1.0, 2.0]]
 
 
+def test_every_field_of_a_result_crosses_the_socket():
+    """A NOT GRADED notebook, a renamed one's note, a public-only run: what the cold seat says, warm too."""
+    from dataclasses import fields
+
+    result = LessonResult("lesson01", "nb.ipynb", [ExerciseResult("softmax", "error", 0.0, 4.0, [])], ["why"],
+                          public_only=True, not_graded="nb.ipynb is not a valid Jupyter notebook", note="renamed")
+    back = warm.from_wire(json.loads(json.dumps(warm.to_wire(result))))
+    for f in fields(LessonResult):
+        if f.name != "exercises":
+            assert getattr(back, f.name) == getattr(result, f.name) != f.default, f.name
+    assert back.score is None and back.to_dict() == result.to_dict()
+
+
 def test_the_key_follows_the_course_code(tmp_path, monkeypatch):
     (tmp_path / "graders" / "engine").mkdir(parents=True)
     f = tmp_path / "graders" / "engine" / "judges.py"
