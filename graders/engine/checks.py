@@ -60,6 +60,10 @@ class Check:
     # judge on fresh draws from the run's seed) or a battery entry (the base check's property on other inputs),
     # which carry their public check's name. Every hidden property is also a public one (`hidden_only`).
     property: str = ""
+    # The rule the check enforces, quoted from its exercise's text (the markdown of its section or the
+    # docstring the student sees): `tests/lessons/test_rules.py` finds it there. A check tests only what the
+    # student was told. Empty for a domain check: its rule is the exercise's signature and docstring.
+    rule: str = ""
 
     def __post_init__(self):
         if not self.property:
@@ -95,24 +99,26 @@ class Checks(list):
         self.domains: dict[str, list[Domain]] = {}  # exercise -> its declared domains (CHECKS.domain)
 
     def probe(self, exercise: str, name: str, judge: Judge, configs: tuple[Config, ...] = CPU,
-              hidden: bool = False) -> Callable[[Probe], Probe]:
+              hidden: bool = False, rule: str = "") -> Callable[[Probe], Probe]:
         """Add the check `name`. With `hidden=True` it is added twice: public, on its fixed seed (the student
         sees the property tested), and as its hidden twin (`name` + HIDDEN_TWIN), the same probe and judge on
         fresh draws from the run's seed (class grading's; the instructor's run draws more inputs). Hidden
-        checks add inputs, never properties."""
+        checks add inputs, never properties. `rule`: the words of the exercise's text that state what the
+        check enforces (see Check.rule)."""
         def add(fn: Probe) -> Probe:
             names = (name, name + HIDDEN_TWIN) if hidden else (name,)
             for n in names:
                 if any(c.exercise == exercise and c.name == n for c in self):
                     raise ValueError(f"duplicate check {exercise}/{n}")
-            self.append(Check(exercise, name, fn, judge, configs))
+            self.append(Check(exercise, name, fn, judge, configs, rule=rule))
             if hidden:
-                self.append(Check(exercise, name + HIDDEN_TWIN, fn, judge, configs, hidden=True, property=name))
+                self.append(Check(exercise, name + HIDDEN_TWIN, fn, judge, configs, hidden=True, property=name,
+                                  rule=rule))
             return fn
         return add
 
     def domain(self, exercise: str, domain: Domain, judge: Judge, name: str | None = None,
-               configs: tuple[Config, ...] = CPU, hidden: bool = False) -> Callable[[Callable], Callable]:
+               configs: tuple[Config, ...] = CPU, hidden: bool = False, rule: str = "") -> Callable[[Callable], Callable]:
         """`@CHECKS.domain(exercise, Domain(...), judge)` on `run(ctx, example) -> observations`: a check over
         the exercise's declared domain. The examples are drawn in the child from the check's seed (the same
         in the student's and the reference's child), `judge` compares each example's observations, and the
@@ -120,7 +126,7 @@ class Checks(list):
         def add(run: Callable) -> Callable:
             self.domains.setdefault(exercise, []).append(domain)
             self.probe(exercise, name or "over its declared domain (drawn examples, the simplest failure shown)",
-                       _domain_judge(domain, judge), configs, hidden)(domain_probe(domain, run))
+                       _domain_judge(domain, judge), configs, hidden, rule)(domain_probe(domain, run))
             return run
         return add
 
@@ -157,7 +163,7 @@ class Checks(list):
                     continue
                 self.append(Check(exercise, v.name, b.probe, _battery_judge(b.judge, v),
                                   (Config("cpu", v.dtype or "float32"),), hidden=True, variant=v,
-                                  property=b.property))
+                                  property=b.property, rule=b.rule))
 
 
 # ----------------------------------------------------------------------------------------------
