@@ -33,14 +33,15 @@ FORBIDDEN = {
 # softmax(x, dim=-1)
 
 
-@CHECKS.probe("softmax", "matches the reference on random inputs", same(), CPU_AND_GPU)
+@CHECKS.probe("softmax", "matches the reference on random inputs", same(), CPU_AND_GPU,
+              rule="Write a numerically stable softmax along `dim`")
 def softmax_random(ctx):
     x = ctx.randn(2, 3, 5, scale=3.0)  # (B, T, C)
     return {"output": ctx.call(ctx.target, x),
             "output with dim=-1": ctx.call(ctx.target, x, dim=-1)}
 
 
-@CHECKS.probe("softmax", "works along any dim", same(), CPU_AND_GPU)
+@CHECKS.probe("softmax", "works along any dim", same(), CPU_AND_GPU, rule="any shape and any `dim` (negative ones too)")
 def softmax_any_dim(ctx):
     x = ctx.randn(4, 6, 5, scale=2.0)  # every axis a different size, so a wrong axis shows
     return {f"output with dim={d}": ctx.call(ctx.target, x, dim=d) for d in (0, 1, -2)}
@@ -58,7 +59,8 @@ def _rows_sum_to_one(s, r, ctx):
     return None
 
 
-@CHECKS.probe("softmax", "sums to 1 along dim", _rows_sum_to_one, CPU_AND_GPU)
+@CHECKS.probe("softmax", "sums to 1 along dim", _rows_sum_to_one, CPU_AND_GPU,
+              rule="Every output is positive and they sum to 1")
 def softmax_sums(ctx):
     x = ctx.randn(3, 7, 9, scale=2.0)
     return {"output": ctx.call(ctx.target, x, dim=1), "dim": 1}
@@ -73,7 +75,8 @@ def _finite_then_same(s, r, ctx):
     return same("output")(s, r, ctx)
 
 
-@CHECKS.probe("softmax", "huge magnitudes (±1e4) give no inf or NaN", _finite_then_same, CPU, hidden=True)
+@CHECKS.probe("softmax", "huge magnitudes (±1e4) give no inf or NaN", _finite_then_same, CPU, hidden=True,
+              rule="inputs as large as ±1e4 give no `inf` or `NaN`")
 def softmax_huge(ctx):
     x = ctx.randn(4, 8, scale=1e4)
     return {"output": ctx.call(ctx.target, x)}
@@ -89,7 +92,8 @@ def _neg_inf_zero(s, r, ctx):
     return same("output")(s, r, ctx)
 
 
-@CHECKS.probe("softmax", "-inf entries get weight 0", _neg_inf_zero, CPU_AND_GPU, hidden=True)
+@CHECKS.probe("softmax", "-inf entries get weight 0", _neg_inf_zero, CPU_AND_GPU, hidden=True,
+              rule="`-inf` entries get weight 0")
 def softmax_neg_inf(ctx):
     x = ctx.randn(5, 6)
     where = ctx.bernoulli(5, 6, p=0.4)
@@ -98,7 +102,7 @@ def softmax_neg_inf(ctx):
     return {"output": ctx.call(ctx.target, x), "where": where}
 
 
-@CHECKS.probe("softmax", "gradients match", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("softmax", "gradients match", same(scale=10), CPU, hidden=True, rule="gradients must flow back to `x`")
 def softmax_grad(ctx):
     x = ctx.randn(3, 4, 6, requires_grad=True)
     w = ctx.randn(3, 4, 6)
@@ -162,7 +166,8 @@ def _attend(ctx, q, k, v, mask=None):
     return ctx.unpack(result, 2, "a pair (output, weights)")
 
 
-@CHECKS.probe("scaled_dot_product_attention", "Tq ≠ Tk and dv ≠ dk", same(), CPU_AND_GPU)
+@CHECKS.probe("scaled_dot_product_attention", "Tq ≠ Tk and dv ≠ dk", same(), CPU_AND_GPU,
+              rule="`Tq` may differ from `Tk`, and `d_v` from `d_k`")
 def sdpa_shapes(ctx):
     q = ctx.randn(2, 3, 4, 8)  # (B, H, Tq, dk)
     k = ctx.randn(2, 3, 6, 8)  # (B, H, Tk, dk)
@@ -182,14 +187,16 @@ def _weights_sum_to_one(s, r, ctx):
     return None
 
 
-@CHECKS.probe("scaled_dot_product_attention", "each query's weights sum to 1", _weights_sum_to_one, CPU_AND_GPU)
+@CHECKS.probe("scaled_dot_product_attention", "each query's weights sum to 1", _weights_sum_to_one, CPU_AND_GPU,
+              rule="`weights = softmax(q kᵀ / √d_k)` over the keys")
 def sdpa_rows(ctx):
     q, k, v = ctx.randn(3, 7, 16), ctx.randn(3, 5, 16), ctx.randn(3, 5, 16)
     _, weights = _attend(ctx, q, k, v)
     return {"weights": weights}
 
 
-@CHECKS.probe("scaled_dot_product_attention", "any number of leading dims", same(), CPU, hidden=True)
+@CHECKS.probe("scaled_dot_product_attention", "any number of leading dims", same(), CPU, hidden=True,
+              rule="any number of leading dims (batch, heads, ...)")
 def sdpa_leading(ctx):
     obs = {}
     for shape in [(), (2,), (2, 1, 3)]:
@@ -214,7 +221,8 @@ def _masked(s, r, ctx):
     return same()(s, r, ctx)
 
 
-@CHECKS.probe("scaled_dot_product_attention", "boolean mask: True means may attend", _masked, CPU_AND_GPU, hidden=True)
+@CHECKS.probe("scaled_dot_product_attention", "boolean mask: True means may attend", _masked, CPU_AND_GPU, hidden=True,
+              rule="Positions where it is False must get weight exactly 0")
 def sdpa_mask(ctx):
     q, k, v = ctx.randn(2, 2, 5, 8), ctx.randn(2, 2, 7, 8), ctx.randn(2, 2, 7, 4)
     causal = torch.ones(5, 7, dtype=torch.bool).tril(diagonal=2).to(ctx.device)  # (Tq, Tk), bottom-right
@@ -225,7 +233,8 @@ def sdpa_mask(ctx):
             "output (padding mask)": out_p, "weights (padding mask)": w_p, "mask (padding mask)": padding}
 
 
-@CHECKS.probe("scaled_dot_product_attention", "gradients match", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("scaled_dot_product_attention", "gradients match", same(scale=10), CPU, hidden=True,
+              rule="Gradients must flow to `q`, `k` and `v`")
 def sdpa_grads(ctx):
     q = ctx.randn(2, 4, 6, requires_grad=True)
     k = ctx.randn(2, 5, 6, requires_grad=True)
@@ -236,7 +245,9 @@ def sdpa_grads(ctx):
 
 
 @CHECKS.probe("scaled_dot_product_attention", "agrees with F.scaled_dot_product_attention",
-              agrees_with("output", "output (masked)", scale=2, label="F.scaled_dot_product_attention"), CPU_AND_GPU)
+              agrees_with("output", "output (masked)", scale=2, label="F.scaled_dot_product_attention"), CPU_AND_GPU,
+              rule="When every query may see at least one key, your output must equal "
+                   "`F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`")
 def sdpa_vs_torch(ctx):
     q, k, v = ctx.randn(1, 4, 9, 16), ctx.randn(1, 4, 11, 16), ctx.randn(1, 4, 11, 8)
     mask = ctx.bernoulli(9, 11, p=0.7)

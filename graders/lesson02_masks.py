@@ -113,14 +113,17 @@ def _attend(q, k, v, mask):
 # causal_mask(t_q, t_k=None, device=None) -> BoolTensor[t_q, t_k], bottom-right aligned
 
 
-@CHECKS.probe("causal_mask", "square masks (t_k defaults to t_q)", masks_equal(), CPU)
+@CHECKS.probe("causal_mask", "square masks (t_k defaults to t_q)", masks_equal(), CPU,
+              rule="With as many queries as keys, query i may see key j when j ≤ i: the lower triangle including the "
+                   "diagonal")
 def causal_square(ctx):
     f = ctx.target
     return {"causal_mask(5)": ctx.call(f, 5), "causal_mask(1)": ctx.call(f, 1),
             "causal_mask(6, 6)": ctx.call(f, 6, 6)}
 
 
-@CHECKS.probe("causal_mask", "bottom-right aligned when t_k > t_q (the KV-cache case)", masks_equal(), CPU)
+@CHECKS.probe("causal_mask", "bottom-right aligned when t_k > t_q (the KV-cache case)", masks_equal(), CPU,
+              rule="bottom-right aligned: query i may see key j iff j <= i + (t_k - t_q)")
 def causal_kv_cache(ctx):
     f = ctx.target
     return {"causal_mask(3, 8)": ctx.call(f, 3, 8), "causal_mask(1, 6)": ctx.call(f, 1, 6),
@@ -134,7 +137,8 @@ def _no_future(s, r, ctx):
     return unchanged(s, r, ctx) or masks_equal()(s, r, ctx) or same()(s, r, ctx)
 
 
-@CHECKS.probe("causal_mask", "future tokens do not change past outputs", _no_future, CPU)
+@CHECKS.probe("causal_mask", "future tokens do not change past outputs", _no_future, CPU,
+              rule="A causal mask forbids every query from seeing keys after its own position")
 def causal_future(ctx):
     T = 7
     mask = ctx.call(ctx.target, T)
@@ -151,7 +155,8 @@ def causal_future(ctx):
             "output (3 queries, 8 keys)": _attend(qc, kc, vc, m_kv)}
 
 
-@CHECKS.probe("causal_mask", "t_q > t_k: the first t_q − t_k queries see no key", masks_equal(), CPU, hidden=True)
+@CHECKS.probe("causal_mask", "t_q > t_k: the first t_q − t_k queries see no key", masks_equal(), CPU, hidden=True,
+              rule="It must also work for `t_q > t_k` (the first rows are then all False)")
 def causal_more_queries(ctx):
     return {"causal_mask(6, 4)": ctx.call(ctx.target, 6, 4), "causal_mask(3, 1)": ctx.call(ctx.target, 3, 1)}
 
@@ -165,7 +170,8 @@ def _agrees_lower_right(s, r, ctx):
 
 
 @CHECKS.probe("causal_mask", "agrees with torch.nn.attention.bias.causal_lower_right", _agrees_lower_right, CPU,
-              hidden=True)
+              hidden=True,
+              rule="pass a bottom-right mask instead, or `torch.nn.attention.bias.causal_lower_right(t_q, t_k)`")
 def causal_vs_torch(ctx):
     # imported here, not at the top: it pulls in torch._dynamo, which takes a second or two to import
     from torch.nn.attention.bias import causal_lower_right
@@ -186,14 +192,16 @@ def _on_device(s, r, ctx):
     return masks_equal()(s, r, ctx)
 
 
-@CHECKS.probe("causal_mask", "made on the requested device", _on_device, CPU_AND_CUDA_DEVICE)
+@CHECKS.probe("causal_mask", "made on the requested device", _on_device, CPU_AND_CUDA_DEVICE,
+              rule="a bool tensor of shape `(t_q, t_k)` on `device`")
 def causal_device(ctx):
     m = ctx.call(ctx.target, 4, 6, device=ctx.device)
     return {"causal_mask(4, 6, device=...)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
 
 
 @CHECKS.probe("causal_mask", 'device="meta": made on the device asked for, whatever it is',
-              made_on_meta("causal_mask(4, 6)"), CPU, hidden=True)
+              made_on_meta("causal_mask(4, 6)"), CPU, hidden=True,
+              rule="a bool tensor of shape `(t_q, t_k)` on `device`")
 def causal_meta(ctx):
     return on_meta(ctx.call(ctx.target, 4, 6, device="meta"))
 
@@ -244,7 +252,8 @@ def _lengths(ctx, values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.long, device=ctx.device)
 
 
-@CHECKS.probe("padding_mask", "True at real keys, shape (B, 1, 1, t)", masks_equal(), CPU)
+@CHECKS.probe("padding_mask", "True at real keys, shape (B, 1, 1, t)", masks_equal(), CPU,
+              rule="Return a bool tensor of shape `(B, 1, 1, t)`, True at the real (non-pad) key positions")
 def padding_basic(ctx):
     f = ctx.target
     return {"padding_mask([3, 7, 1, 5], 7)": ctx.call(f, _lengths(ctx, [3, 7, 1, 5]), 7),
@@ -263,7 +272,8 @@ def _padded_zero(s, r, ctx):
     return same()(s, r, ctx)
 
 
-@CHECKS.probe("padding_mask", "padded keys get zero weight", _padded_zero, CPU)
+@CHECKS.probe("padding_mask", "padded keys get zero weight", _padded_zero, CPU,
+              rule="True at key j of sequence b iff j < lengths[b]")
 def padding_weights(ctx):
     lengths, T = [7, 3, 5], 7
     mask = ctx.call(ctx.target, _lengths(ctx, lengths), T)
@@ -275,7 +285,8 @@ def padding_weights(ctx):
     return {"weights": weights, "padded": padded}
 
 
-@CHECKS.probe("padding_mask", "a length of 0 and a length of t", masks_equal(), CPU, hidden=True)
+@CHECKS.probe("padding_mask", "a length of 0 and a length of t", masks_equal(), CPU, hidden=True,
+              rule="A length of 0 gives an all-False row, a length of `t` an all-True one")
 def padding_edges(ctx):
     return {"padding_mask([0, 6, 2], 6)": ctx.call(ctx.target, _lengths(ctx, [0, 6, 2]), 6)}
 
@@ -287,14 +298,16 @@ def _pad_device(s, r, ctx):
     return masks_equal()(s, r, ctx)
 
 
-@CHECKS.probe("padding_mask", "made on the device of `lengths`", _pad_device, CPU_AND_CUDA_DEVICE)
+@CHECKS.probe("padding_mask", "made on the device of `lengths`", _pad_device, CPU_AND_CUDA_DEVICE,
+              rule="real (non-pad) key positions, on `lengths`' device")
 def padding_device(ctx):
     m = ctx.call(ctx.target, _lengths(ctx, [4, 2]), 5)
     return {"padding_mask([4, 2], 5)": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
 
 
 @CHECKS.probe("padding_mask", "`lengths` on the meta device: the mask is made there too",
-              made_on_meta("padding_mask(lengths, 5)"), CPU, hidden=True)
+              made_on_meta("padding_mask(lengths, 5)"), CPU, hidden=True,
+              rule="real (non-pad) key positions, on `lengths`' device")
 def padding_meta(ctx):
     return on_meta(ctx.call(ctx.target, torch.empty(2, dtype=torch.long, device="meta"), 5))
 
@@ -321,7 +334,8 @@ def padding_domain(ctx, ex):
 # sliding_window_mask(t, window) -> BoolTensor[t, t]: i − window < j ≤ i
 
 
-@CHECKS.probe("sliding_window_mask", "i − window < j ≤ i", masks_equal(), CPU)
+@CHECKS.probe("sliding_window_mask", "i − window < j ≤ i", masks_equal(), CPU,
+              rule="Return a bool tensor of shape `(t, t)`, True where i − window < j ≤ i")
 def window_basic(ctx):
     f = ctx.target
     return {"sliding_window_mask(9, 3)": ctx.call(f, 9, 3), "sliding_window_mask(6, 2)": ctx.call(f, 6, 2),
@@ -343,13 +357,14 @@ def _at_most_window(s, r, ctx):
     return masks_equal()(s, r, ctx)
 
 
-@CHECKS.probe("sliding_window_mask", "each query sees at most `window` keys", _at_most_window, CPU)
+@CHECKS.probe("sliding_window_mask", "each query sees at most `window` keys", _at_most_window, CPU,
+              rule="Each query sees at most `window` keys (fewer near the start)")
 def window_count(ctx):
     return {"sliding_window_mask(10, 4)": ctx.call(ctx.target, 10, 4)}
 
 
 @CHECKS.probe("sliding_window_mask", "a window of t or more is the plain causal mask", masks_equal(), CPU,
-              hidden=True)
+              hidden=True, rule="a window of `t` or more is the plain causal mask")
 def window_wide(ctx):
     return {"sliding_window_mask(5, 5)": ctx.call(ctx.target, 5, 5),
             "sliding_window_mask(4, 100)": ctx.call(ctx.target, 4, 100)}
@@ -376,7 +391,8 @@ def _window_below_one(s, r, ctx):
     return None
 
 
-@CHECKS.probe("sliding_window_mask", "a window below 1 raises ValueError", _window_below_one, CPU)
+@CHECKS.probe("sliding_window_mask", "a window below 1 raises ValueError", _window_below_one, CPU,
+              rule="A `window` below 1 is an error (`ValueError`)")
 def window_below_one(ctx):
     return {f"sliding_window_mask(5, {w})": _raised(ctx, 5, w) for w in (0, -2)}
 
@@ -428,7 +444,8 @@ def _additive_exact(s, r, ctx):
     return None
 
 
-@CHECKS.probe("to_additive", "exactly 0 where True and −inf where False", _additive_exact, CPU_AND_GPU)
+@CHECKS.probe("to_additive", "exactly 0 where True and −inf where False", _additive_exact, CPU_AND_GPU,
+              rule="exactly 0 where the mask is True and exactly −inf where it is False")
 def additive_exact(ctx):
     mask = ctx.bernoulli(2, 1, 5, 7, p=0.6)  # (B, 1, Tq, Tk)
     dt = str(ctx.dtype).removeprefix("torch.")
@@ -437,7 +454,8 @@ def additive_exact(ctx):
             f"mask for to_additive(mask, dtype={dt})": mask}
 
 
-@CHECKS.probe("to_additive", "in the requested dtype", _additive_exact, CPU)
+@CHECKS.probe("to_additive", "in the requested dtype", _additive_exact, CPU,
+              rule="turned into a bias of the same shape and device, in `dtype`")
 def additive_dtypes(ctx):
     mask = ctx.bernoulli(3, 4, p=0.5)
     obs = {}
@@ -449,7 +467,8 @@ def additive_dtypes(ctx):
 
 @CHECKS.probe("to_additive", "as attn_mask, the same attention as the boolean mask", agrees_with(
     ("output (additive mask)", "torch output (boolean mask)"), scale=2,
-    label="F.scaled_dot_product_attention with the boolean mask"), CPU_AND_GPU)
+    label="F.scaled_dot_product_attention with the boolean mask"), CPU_AND_GPU,
+    rule="the same mask as a bias added to the scores")
 def additive_in_sdpa(ctx):
     q, k, v = ctx.randn(2, 3, 5, 8), ctx.randn(2, 3, 9, 8), ctx.randn(2, 3, 9, 4)
     mask = ctx.bernoulli(5, 9, p=0.6)
@@ -502,7 +521,7 @@ def _rand_mask(ctx, *shape: int, p: float = 0.6) -> torch.Tensor:
 
 
 @CHECKS.probe("masked_attention", "matches the reference (t_q ≠ t_k, mask broadcast over heads)", same(),
-              CPU_AND_GPU)
+              CPU_AND_GPU, rule="`t_q ≠ t_k` is allowed; `mask` is bool and broadcastable to `(..., t_q, t_k)`")
 def attn_random(ctx):
     q, k, v = ctx.randn(2, 3, 5, 8), ctx.randn(2, 3, 7, 8), ctx.randn(2, 3, 7, 6)  # (B, H, T, D)
     mask = _rand_mask(ctx, 2, 1, 5, 7)  # (B, 1, Tq, Tk)
@@ -513,7 +532,9 @@ _agrees_with_sdpa = agrees_with(scale=2, label="F.scaled_dot_product_attention")
 
 
 @CHECKS.probe("masked_attention", "agrees with F.scaled_dot_product_attention(attn_mask=...)", _agrees_with_sdpa,
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="Where every query may see at least one key, your output must equal "
+                   "`F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`")
 def attn_vs_sdpa(ctx):
     q, k, v = ctx.randn(3, 2, 6, 16), ctx.randn(3, 2, 9, 16), ctx.randn(3, 2, 9, 4)
     masks = {
@@ -532,7 +553,8 @@ def attn_vs_sdpa(ctx):
 @CHECKS.probe("masked_attention", "future tokens do not change past outputs", _unchanged(
     "output", "output with the future changed", slice(0, 4),
     "changing the tokens at positions 4 and later changed the outputs of queries 0-3 under a causal mask: "
-    "positions where the mask is False must get exactly zero weight"), CPU_AND_GPU)
+    "positions where the mask is False must get exactly zero weight"), CPU_AND_GPU,
+    rule="changing it (a future token, a padded key) does not change that query's output")
 def attn_future(ctx):
     T = 7
     q, k, v = ctx.randn(2, 2, T, 8), ctx.randn(2, 2, T, 8), ctx.randn(2, 2, T, 5)
@@ -547,7 +569,7 @@ def attn_future(ctx):
 @CHECKS.probe("masked_attention", "padded keys get zero weight", _unchanged(
     "output", "output with the padding changed", None,
     "changing the keys and values at padded positions changed the output: keys where the mask is False "
-    "must get exactly zero weight"), CPU_AND_GPU)
+    "must get exactly zero weight"), CPU_AND_GPU, rule="A key where the mask is False gets weight exactly 0")
 def attn_padding(ctx):
     lengths, T = torch.tensor([7, 3, 5]), 7
     padded = (torch.arange(T) >= lengths[:, None]).view(3, 1, T, 1).to(ctx.device)  # (B, 1, Tk, 1)
@@ -576,7 +598,7 @@ def _empty_rows_zero(s, r, ctx):
 
 
 @CHECKS.probe("masked_attention", "a query with no visible key outputs zeros, with no NaN", _empty_rows_zero,
-              CPU_AND_GPU)
+              CPU_AND_GPU, rule="a query with no visible key outputs zeros, with no NaN anywhere")
 def attn_empty_rows(ctx):
     q, k, v = ctx.randn(2, 3, 6, 8), ctx.randn(2, 3, 4, 8), ctx.randn(2, 3, 4, 5)
     causal = torch.ones(6, 4, dtype=torch.bool).tril(diagonal=-2)  # (Tq, Tk): queries 0 and 1 see nothing
@@ -600,7 +622,7 @@ def _grads_finite(s, r, ctx):
 
 
 @CHECKS.probe("masked_attention", "no NaN in the gradients of q, k and v with a fully masked row", _grads_finite,
-              CPU)
+              CPU, rule="No NaN in the output, nor in the gradients of `q`, `k` and `v`, even with such rows present")
 def attn_grads(ctx):
     q = ctx.randn(2, 5, 8, requires_grad=True)  # (B, Tq, D)
     k = ctx.randn(2, 6, 8, requires_grad=True)  # (B, Tk, D)
@@ -617,7 +639,7 @@ def attn_grads(ctx):
 
 
 @CHECKS.probe("masked_attention", "KV-cache shapes: a few new queries over many keys", _agrees_with_sdpa, CPU,
-              hidden=True)
+              hidden=True, rule="`t_q ≠ t_k` is allowed")
 def attn_kv_cache(ctx):
     # the bottom-right mask is built here, so this grades masked_attention alone (causal_mask has its own
     # check against torch.nn.attention.bias.causal_lower_right)
@@ -630,7 +652,8 @@ def attn_kv_cache(ctx):
     return obs
 
 
-@CHECKS.probe("masked_attention", "any number of leading dims", same(), CPU, hidden=True)
+@CHECKS.probe("masked_attention", "any number of leading dims", same(), CPU, hidden=True,
+              rule="with any number of leading dims")
 def attn_leading(ctx):
     obs = {}
     for shape in [(), (2,), (2, 1, 3)]:

@@ -156,7 +156,8 @@ def _prepare(ctx, module, ex, first_call):
 
 
 @CHECKS.probe("split_heads", "(B, T, D) → (B, H, T, D/H): head h holds features h·Dh … (h+1)·Dh − 1",
-              same(), CPU_AND_GPU)
+              same(), CPU_AND_GPU,
+              rule="Head h owns features `h·Dh … (h+1)·Dh − 1` of every position")
 def split_values(ctx):
     x = ctx.randn(2, 5, 24)  # (B, T, D)
     return {"output with num_heads=4": ctx.call(ctx.target, x, 4),  # (2, 4, 5, 6)
@@ -165,7 +166,8 @@ def split_values(ctx):
 
 @CHECKS.probe("split_heads", "raises ValueError when D is not divisible by num_heads", raises_value_error(
     ("D=10, num_heads=4", "split_heads(x, num_heads) with D=10 and num_heads=4"),
-    why="D must be divisible by num_heads"), CPU)
+    why="D must be divisible by num_heads"), CPU,
+              rule="Raise `ValueError` (say which argument and why) when D is not divisible by `num_heads`")
 def split_not_divisible(ctx):
     return {"D=10, num_heads=4": ctx.raised(ctx.target, ctx.randn(2, 5, 10), 4)}
 
@@ -189,7 +191,9 @@ def split_domain(ctx, ex):
 
 
 @CHECKS.probe("merge_heads", "(B, H, T, Dh) → (B, T, H·Dh): the heads side by side per position",
-              same(), CPU_AND_GPU)
+              same(), CPU_AND_GPU,
+              rule="It must work both on a contiguous input (what `weights @ v` returns) and on a transposed "
+                   "view (what `split_heads` returns)")
 def merge_values(ctx):
     x = ctx.randn(2, 4, 5, 6)  # (B, H, T, Dh), contiguous like the output of weights @ v
     y = ctx.randn(2, 5, 3, 8).transpose(1, 2)  # (B, H, T, Dh), a non-contiguous view like split_heads' output
@@ -266,7 +270,8 @@ def _self_attention(s, r, ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "self-attention (key and value None) matches the reference", _self_attention,
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="In self-attention queries, keys and values all come from the same sequence: `forward(x)`")
 def mha_self(ctx):
     module, _ = _mha(ctx)
     x = ctx.randn(2, 5, D)  # (B, T, D)
@@ -279,7 +284,8 @@ def mha_self(ctx):
                           ("cross-attention output (Tk ≠ Tq)", "torch cross-attention output"),
                           ("output with a (Tq, Tk) mask", "torch output with attn_mask"),
                           ("output with a (B, 1, 1, Tk) padding mask", "torch output with key_padding_mask"),
-                          scale=3), CPU_AND_GPU)
+                          scale=3), CPU_AND_GPU,
+              rule="PyTorch's `nn.MultiheadAttention` computes the same function with a different packaging")
 def mha_vs_torch(ctx):
     module, weights = _mha(ctx)
     query, key, value, allowed, padding = _mha_inputs(ctx)
@@ -313,7 +319,9 @@ def _per_head_weights(s, r, ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "need_weights=True returns per-head weights (B, H, Tq, Tk)", _per_head_weights,
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="`need_weights=True` returns the weights per head, `(B, H, Tq, Tk)`; otherwise the second "
+                   "item is None")
 def mha_weights(ctx):
     module, weights = _mha(ctx)
     query, key, value, allowed, _ = _mha_inputs(ctx)
@@ -332,7 +340,9 @@ def _param_count(s, r, ctx):
     return None
 
 
-@CHECKS.probe("MultiHeadAttention", "parameter count: 4·D² (+ 4·D bias), independent of H", _param_count, CPU)
+@CHECKS.probe("MultiHeadAttention", "parameter count: 4·D² (+ 4·D bias), independent of H", _param_count, CPU,
+              rule="creates `q_proj`, `k_proj`, `v_proj`, `out_proj` (each `nn.Linear(d_model, d_model, "
+                   "bias=bias)`")
 def mha_params(ctx):
     big = _build(ctx, 512, 8, bias=False)
     small = _build(ctx, D, H)
@@ -353,7 +363,8 @@ def _dropout(s, r, ctx):
                  "training-mode output with dropout=0.0", tol=ctx.tol)
 
 
-@CHECKS.probe("MultiHeadAttention", "dropout on the attention weights in training mode only", _dropout, CPU)
+@CHECKS.probe("MultiHeadAttention", "dropout on the attention weights in training mode only", _dropout, CPU,
+              rule="Dropout on the attention weights, in training mode only")
 def mha_dropout(ctx):
     x = ctx.randn(2, 5, D)
     module, _ = _mha(ctx, dropout=0.5)
@@ -392,7 +403,9 @@ def _dropout_on_weights(s, r, ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "dropout drops attention weights (where the zeros appear)", _dropout_on_weights,
-              CPU, hidden=True)
+              CPU, hidden=True,
+              rule="Dropout on the attention weights, in training mode only (`F.dropout(w, p, "
+                   "training=self.training)`")
 def mha_dropout_placement(ctx):
     p, tk, dh = 0.5, 5, D // H
     module = _build(ctx, D, H, dropout=p)
@@ -413,7 +426,8 @@ def mha_dropout_placement(ctx):
 
 
 @CHECKS.probe("MultiHeadAttention", "gradients reach every projection and the inputs", same(scale=10), CPU,
-              hidden=True)
+              hidden=True,
+              rule="Gradients must reach every projection and the inputs")
 def mha_grads(ctx):
     module, _ = _mha(ctx)
     query = ctx.randn(2, 5, D, requires_grad=True)
@@ -512,7 +526,9 @@ def _split_qkv(weights: dict, d_model: int) -> dict:
               agrees_with(("output", "MultiHeadAttention output, causal mask"),
                           ("output with is_causal=True", "MultiHeadAttention output, causal mask"),
                           ("output with is_causal=False", "MultiHeadAttention output, no mask"), scale=3),
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="With the same weights (split into q, k, v) it must equal your `MultiHeadAttention` with a "
+                   "causal mask")
 def csa_vs_mha(ctx):
     module, weights = _csa(ctx, D, H)
     x = ctx.randn(2, 5, D)  # (B, T, D)
@@ -535,7 +551,8 @@ def _calls_sdpa(s, r, ctx):
     return same("output")(s, r, ctx)
 
 
-@CHECKS.probe("CausalSelfAttention", "goes through F.scaled_dot_product_attention", _calls_sdpa, CPU)
+@CHECKS.probe("CausalSelfAttention", "goes through F.scaled_dot_product_attention", _calls_sdpa, CPU,
+              rule="returns the output `(B, T, D)`, computed through `F.scaled_dot_product_attention`")
 def csa_uses_sdpa(ctx):
     module, _ = _csa(ctx, D, H)
     x = ctx.randn(3, 6, D)
@@ -552,7 +569,8 @@ def _future(s, r, ctx):
     return None
 
 
-@CHECKS.probe("CausalSelfAttention", "the future does not change the past", _future, CPU, hidden=True)
+@CHECKS.probe("CausalSelfAttention", "the future does not change the past", _future, CPU, hidden=True,
+              rule="changing later inputs must not change earlier outputs")
 def csa_future(ctx):
     module, _ = _csa(ctx, D, H)
     x = ctx.randn(2, 9, D)
@@ -572,7 +590,8 @@ def _csa_dropout(s, r, ctx):
     return None
 
 
-@CHECKS.probe("CausalSelfAttention", "dropout in training mode only", _csa_dropout, CPU, hidden=True)
+@CHECKS.probe("CausalSelfAttention", "dropout in training mode only", _csa_dropout, CPU, hidden=True,
+              rule="with dropout only in training mode")
 def csa_dropout(ctx):
     module, _ = _csa(ctx, D, H, dropout=0.5)
     x = ctx.randn(2, 5, D)
@@ -599,7 +618,9 @@ def _fast_path_obs(ctx, module, x, backends: dict) -> dict:
 
 
 @CHECKS.probe("CausalSelfAttention", "runs on SDPA's flash and memory-efficient kernels (float16/bfloat16)",
-              same(scale=2), GPU_ONLY)
+              same(scale=2), GPU_ONLY,
+              rule="Passing `is_causal=True` rather than a mask tensor matters: the flash kernel takes no "
+                   "arbitrary mask")
 def csa_fast_path(ctx):
     from torch.nn.attention import SDPBackend
 
@@ -643,7 +664,8 @@ def csa_domain(ctx, ex):
 # repeat_kv(x, n_rep) -> (B, Hkv·n_rep, T, Dh): output head h uses KV head h // n_rep
 
 
-@CHECKS.probe("repeat_kv", "output head h is KV head h // n_rep", same(), CPU_AND_GPU)
+@CHECKS.probe("repeat_kv", "output head h is KV head h // n_rep", same(), CPU_AND_GPU,
+              rule="where output head h is input head `h // n_rep`")
 def repeat_values(ctx):
     x = ctx.randn(2, 3, 5, 4)  # (B, Hkv, T, Dh)
     return {"output with n_rep=2": ctx.call(ctx.target, x, 2),
@@ -696,7 +718,8 @@ def _sdpa_gqa(x: torch.Tensor, weights: dict, num_heads: int, num_kv_heads: int,
               agrees_with(("output", "torch output, causal"),
                           ("output with is_causal=True", "torch output, causal"),
                           ("output with is_causal=False", "torch output, not causal"), scale=3),
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="It must agree with `F.scaled_dot_product_attention(..., enable_gqa=True)`")
 def gqa_vs_sdpa(ctx):
     module, weights = _gqa(ctx)
     x = ctx.randn(5, 7, GD)  # (B, T, D)
@@ -712,7 +735,8 @@ def gqa_vs_sdpa(ctx):
 @CHECKS.probe("GroupedQueryAttention", "num_kv_heads=1 is MQA; num_kv_heads=num_heads equals MultiHeadAttention",
               agrees_with(("output, num_kv_heads=1", "torch output, num_kv_heads=1"),
                           ("output, num_kv_heads=num_heads", "MultiHeadAttention output, causal mask"),
-                          scale=3), CPU)
+                          scale=3), CPU,
+              rule="equal your `MultiHeadAttention` (causal mask, same weights) when `num_kv_heads = num_heads`")
 def gqa_extremes(ctx):
     x = ctx.randn(5, 7, GD)
     mqa, mqa_weights = _gqa(ctx, GD, GH, 1)
@@ -735,12 +759,15 @@ def _gqa_count(s, r, ctx):
     return None
 
 
-@CHECKS.probe("GroupedQueryAttention", "parameter count: 2·D² + 2·D·num_kv_heads·Dh", _gqa_count, CPU)
+@CHECKS.probe("GroupedQueryAttention", "parameter count: 2·D² + 2·D·num_kv_heads·Dh", _gqa_count, CPU,
+              rule="creates `q_proj` (D → D), `k_proj` and `v_proj` (D → num_kv_heads · Dh) and `out_proj` (D → "
+                   "D)")
 def gqa_params(ctx):
     return {f"parameters, D=512, H=8, num_kv_heads={kv}": _count(_build(ctx, 512, 8, kv)) for kv in (8, 2, 1)}
 
 
-@CHECKS.probe("GroupedQueryAttention", "gradients reach every projection", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("GroupedQueryAttention", "gradients reach every projection", same(scale=10), CPU, hidden=True,
+              rule="gradients must reach every projection and `x`")
 def gqa_grads(ctx):
     module, _ = _gqa(ctx)
     x = ctx.randn(5, 7, GD, requires_grad=True)
@@ -750,7 +777,8 @@ def gqa_grads(ctx):
     return {**obs, "gradient of x": x.grad}
 
 
-@CHECKS.probe("GroupedQueryAttention", "runs on SDPA's fused kernels (float16/bfloat16)", same(scale=2), GPU_ONLY)
+@CHECKS.probe("GroupedQueryAttention", "runs on SDPA's fused kernels (float16/bfloat16)", same(scale=2), GPU_ONLY,
+              rule="and run on the fused kernels")
 def gqa_fast_path(ctx):
     from torch.nn.attention import SDPBackend
 

@@ -94,7 +94,8 @@ _LAYOUTS = ("contiguous", "transposed", "strided")
 
 
 @CHECKS.probe("layer_norm", "matches F.layer_norm, with and without weight and bias", against_torch(),
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="then multiply by `weight` and add `bias` when they are given")
 def layer_norm_random(ctx):
     x = ctx.randn(2, 3, 7, scale=2.0) + 1.5  # (B, T, D): a mean and a scale far from 0 and 1
     w, b = ctx.randn(7), ctx.randn(7)  # (D,)
@@ -107,7 +108,8 @@ def layer_norm_random(ctx):
 
 
 @CHECKS.probe("layer_norm", "2-D and 4-D inputs: any number of leading dims", against_torch(), CPU_AND_GPU,
-              hidden=True)
+              hidden=True,
+              rule="`x` has any number of leading dims, `(..., D)`")
 def layer_norm_shapes(ctx):
     obs = {}
     for shape in ((5, 9), (2, 3, 4, 9)):
@@ -127,7 +129,8 @@ def _affine_invariant(s, r, ctx):
     return same("output of x")(s, r, ctx)
 
 
-@CHECKS.probe("layer_norm", "LN(a·x + b) = LN(x) for a > 0", _affine_invariant, CPU)
+@CHECKS.probe("layer_norm", "LN(a·x + b) = LN(x) for a > 0", _affine_invariant, CPU,
+              rule="with a > 0 and b the same across that row")
 def layer_norm_affine(ctx):
     x = ctx.randn(4, 5, 16, scale=2.0)  # (B, T, D)
     a = ctx.rand(4, 5, 1) * 2 + 1  # (B, T, 1): one positive scale per row, in [1, 3)
@@ -144,7 +147,8 @@ def _sample_alone(s, r, ctx):
     return same("sample 2 in the batch")(s, r, ctx)
 
 
-@CHECKS.probe("layer_norm", "one sample alone = the same sample in a batch", _sample_alone, CPU)
+@CHECKS.probe("layer_norm", "one sample alone = the same sample in a batch", _sample_alone, CPU,
+              rule="normalises each token on its own, over its features")
 def layer_norm_alone(ctx):
     x = ctx.randn(5, 3, 8) + ctx.randn(5, 1, 1, scale=2.0)  # (B, T, D), each sample shifted differently
     return {"sample 2 alone": ctx.call(ctx.target, x[2:3]),  # (1, T, D)
@@ -152,7 +156,8 @@ def layer_norm_alone(ctx):
 
 
 @CHECKS.probe("layer_norm", "eps = 0.1: where eps sits shows", against_torch(
-    note=" (with a variance this small, eps matters: it goes inside the square root, √(var + eps))"), CPU)
+    note=" (with a variance this small, eps matters: it goes inside the square root, √(var + eps))"), CPU,
+              rule="`eps` inside the square root, whatever its size")
 def layer_norm_eps(ctx):
     x = ctx.randn(3, 4, 6, scale=0.3)  # variance ≈ 0.09, comparable to eps
     w, b = ctx.randn(6), ctx.randn(6)
@@ -162,7 +167,8 @@ def layer_norm_eps(ctx):
             "torch output with eps=0.1, weight and bias": F.layer_norm(x, (6,), w, b, eps=0.1)}
 
 
-@CHECKS.probe("layer_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+@CHECKS.probe("layer_norm", "gradients match", against_torch(scale=10), CPU, hidden=True,
+              rule="Gradients must flow to `x`, `weight` and `bias`")
 def layer_norm_grads(ctx):
     x = ctx.randn(3, 4, 7, requires_grad=True)
     w, b = ctx.randn(7, requires_grad=True), ctx.randn(7, requires_grad=True)
@@ -221,7 +227,8 @@ def _init(s, r, ctx):
     return against_torch("output at init")(s, r, ctx)
 
 
-@CHECKS.probe("LayerNorm", "weight ones and bias zeros at init, named as in nn.LayerNorm", _init, CPU)
+@CHECKS.probe("LayerNorm", "weight ones and bias zeros at init, named as in nn.LayerNorm", _init, CPU,
+              rule="`nn.LayerNorm(D)` holds γ as `weight` and β as `bias`, initialised to **ones** and **zeros**")
 def LayerNorm_init(ctx):
     ctx.manual_seed()
     m = ctx.call(ctx.target, 10)
@@ -239,7 +246,9 @@ def _torch_layer_norm(ctx, d, **kw):
     return ref
 
 
-@CHECKS.probe("LayerNorm", "loads nn.LayerNorm's state dict and matches its output", against_torch(), CPU_AND_GPU)
+@CHECKS.probe("LayerNorm", "loads nn.LayerNorm's state dict and matches its output", against_torch(), CPU_AND_GPU,
+              rule="`LayerNorm(D).load_state_dict(nn.LayerNorm(D).state_dict())` must work, for every "
+                   "combination of options, and give the same outputs")
 def LayerNorm_load(ctx):
     ref = _torch_layer_norm(ctx, 12)
     ctx.manual_seed()
@@ -259,7 +268,8 @@ def _variants(s, r, ctx):
     return against_torch()(s, r, ctx)
 
 
-@CHECKS.probe("LayerNorm", "bias=False and elementwise_affine=False, as in nn.LayerNorm", _variants, CPU)
+@CHECKS.probe("LayerNorm", "bias=False and elementwise_affine=False, as in nn.LayerNorm", _variants, CPU,
+              rule="`elementwise_affine=False` gives no γ and no β at all, and `bias=False` keeps γ but drops β")
 def LayerNorm_variants(ctx):
     x = ctx.randn(2, 5, 9, scale=2.0)  # (B, T, D)
     obs = {}
@@ -274,7 +284,8 @@ def LayerNorm_variants(ctx):
     return obs
 
 
-@CHECKS.probe("LayerNorm", "uses its eps (eps=0.1)", against_torch(), CPU, hidden=True)
+@CHECKS.probe("LayerNorm", "uses its eps (eps=0.1)", against_torch(), CPU, hidden=True,
+              rule="your `layer_norm` does the work, with the module's `eps`")
 def LayerNorm_eps(ctx):
     ref = _torch_layer_norm(ctx, 8, eps=0.1)
     ctx.manual_seed()
@@ -284,7 +295,8 @@ def LayerNorm_eps(ctx):
     return {"output with eps=0.1": ctx.call(m, x), "torch output with eps=0.1": ref(x)}
 
 
-@CHECKS.probe("LayerNorm", "gradients reach weight, bias and the input", against_torch(scale=10), CPU, hidden=True)
+@CHECKS.probe("LayerNorm", "gradients reach weight, bias and the input", against_torch(scale=10), CPU, hidden=True,
+              rule="Gradients must reach `weight`, `bias` and `x`")
 def LayerNorm_grads(ctx):
     ref = _torch_layer_norm(ctx, 6)
     ctx.manual_seed()
@@ -346,7 +358,8 @@ def _bn_torch(x, eps=1e-5):
 
 
 @CHECKS.probe("batch_norm", "matches F.batch_norm(training=True) on (N, C), (N, C, L) and (N, C, H, W)",
-              against_torch(), CPU_AND_GPU)
+              against_torch(), CPU_AND_GPU,
+              rule="It must match `F.batch_norm(x, None, None, training=True, eps=eps)`")
 def batch_norm_random(ctx):
     obs = {}
     for shape in ((6, 5), (4, 5, 7), (3, 5, 4, 6)):  # (N, C), (N, C, L), (N, C, H, W)
@@ -367,20 +380,23 @@ def _batch_dependent(s, r, ctx):
 
 
 @CHECKS.probe("batch_norm", "a sample's output depends on the rest of the batch (unlike LayerNorm)",
-              _batch_dependent, CPU)
+              _batch_dependent, CPU,
+              rule="A sample's output depends on the other samples")
 def batch_norm_alone(ctx):
     x = ctx.randn(4, 3, 5, 6) + ctx.randn(4, 1, 1, 1, scale=2.0)  # (N, C, H, W), samples shifted differently
     return {"sample 0 alone": ctx.call(ctx.target, x[:1]), "sample 0 in the batch": ctx.call(ctx.target, x)[:1]}
 
 
-@CHECKS.probe("batch_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU)
+@CHECKS.probe("batch_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU,
+              rule="and normalise with them (eps inside the square root)")
 def batch_norm_eps(ctx):
     x = ctx.randn(5, 3, 4, scale=0.3)  # (N, C, L), variance comparable to eps
     return {"output with eps=0.1": ctx.call(ctx.target, x, eps=0.1),
             "torch output with eps=0.1": _bn_torch(x, eps=0.1)}
 
 
-@CHECKS.probe("batch_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+@CHECKS.probe("batch_norm", "gradients match", against_torch(scale=10), CPU, hidden=True,
+              rule="Gradients must flow back to `x`")
 def batch_norm_grads(ctx):
     x = ctx.randn(4, 3, 5, requires_grad=True)
     g = ctx.randn(4, 3, 5)
@@ -411,7 +427,8 @@ def batch_norm_domain(ctx, ex):
 # group_norm(x, num_groups, eps=1e-5): (N, C, *), statistics per sample and group of channels, no affine
 
 
-@CHECKS.probe("group_norm", "matches F.group_norm for several num_groups", against_torch(), CPU_AND_GPU)
+@CHECKS.probe("group_norm", "matches F.group_norm for several num_groups", against_torch(), CPU_AND_GPU,
+              rule="It must match `F.group_norm(x, num_groups, eps=eps)`")
 def group_norm_random(ctx):
     obs = {}
     x = ctx.randn(2, 6, 4, 5, scale=2.0) + 1.0  # (N, C, H, W)
@@ -425,7 +442,8 @@ def group_norm_random(ctx):
 
 
 @CHECKS.probe("group_norm", "a group is a run of neighbouring channels", against_torch(
-    note=". Group g holds channels g·C/G to (g+1)·C/G − 1: view x as (N, G, C/G, ...), not (N, C/G, G, ...)."), CPU)
+    note=". Group g holds channels g·C/G to (g+1)·C/G − 1: view x as (N, G, C/G, ...), not (N, C/G, G, ...)."), CPU,
+              rule="Split the C channels into `num_groups` runs of C/G **neighbouring** channels")
 def group_norm_contiguous(ctx):
     # channel c is centred near 2c, so putting channels 0, 2, 4 together instead of 0, 1, 2 shows at once
     x = ctx.randn(2, 6, 10) + 2.0 * torch.arange(6.0).view(1, 6, 1)  # (N, C, L)
@@ -435,19 +453,22 @@ def group_norm_contiguous(ctx):
 
 @CHECKS.probe("group_norm", "num_groups that does not divide C raises ValueError", raises_value_error(
     ("num_groups=4, C=6", "group_norm(x, num_groups=4) with C=6", "num_groups"),
-    why="num_groups must divide the number of channels"), CPU)
+    why="num_groups must divide the number of channels"), CPU,
+              rule="Raise `ValueError` naming `num_groups` when it does not divide C")
 def group_norm_bad(ctx):
     return {"num_groups=4, C=6": ctx.raised(ctx.target, ctx.randn(2, 6, 5), num_groups=4)}
 
 
-@CHECKS.probe("group_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU, hidden=True)
+@CHECKS.probe("group_norm", "eps = 0.1: where eps sits shows", against_torch(), CPU, hidden=True,
+              rule="and normalise with them (eps inside the square root)")
 def group_norm_eps(ctx):
     x = ctx.randn(2, 6, 3, scale=0.3)
     return {"output with eps=0.1": ctx.call(ctx.target, x, num_groups=3, eps=0.1),
             "torch output with eps=0.1": F.group_norm(x, 3, eps=0.1)}
 
 
-@CHECKS.probe("group_norm", "gradients match", against_torch(scale=10), CPU, hidden=True)
+@CHECKS.probe("group_norm", "gradients match", against_torch(scale=10), CPU, hidden=True,
+              rule="Gradients must flow back to `x`")
 def group_norm_grads(ctx):
     x = ctx.randn(2, 6, 5, requires_grad=True)
     g = ctx.randn(2, 6, 5)
@@ -481,7 +502,8 @@ def group_norm_domain(ctx, ex):
 
 
 @CHECKS.probe("layer_norm_manual", "forward matches F.layer_norm (2-D, 3-D and 4-D inputs)", against_torch(),
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="`forward`: the same output as `layer_norm(x, weight, bias, eps)`")
 def manual_forward(ctx):
     obs = {}
     for shape in ((5, 9), (2, 4, 9), (2, 3, 4, 9)):
@@ -500,7 +522,9 @@ def _is_function(s, r, ctx):
     return None
 
 
-@CHECKS.probe("layer_norm_manual", "is a torch.autograd.Function with its own backward", _is_function, CPU)
+@CHECKS.probe("layer_norm_manual", "is a torch.autograd.Function with its own backward", _is_function, CPU,
+              rule="Complete `LayerNormFunction` so that `layer_norm_manual` computes LayerNorm over the last "
+                   "axis with your own backward")
 def manual_is_function(ctx):
     x = ctx.randn(3, 4, requires_grad=True)
     w, b = ctx.randn(4, requires_grad=True), ctx.randn(4, requires_grad=True)
@@ -517,7 +541,8 @@ def _gradcheck(s, r, ctx):
     return None
 
 
-@CHECKS.probe("layer_norm_manual", "passes torch.autograd.gradcheck in float64", _gradcheck, FLOAT64)
+@CHECKS.probe("layer_norm_manual", "passes torch.autograd.gradcheck in float64", _gradcheck, FLOAT64,
+              rule="Checked with `torch.autograd.gradcheck` in float64")
 def manual_gradcheck(ctx):
     from torch.autograd.gradcheck import GradcheckError
 
@@ -531,7 +556,8 @@ def manual_gradcheck(ctx):
     return {"gradcheck": "passed"}
 
 
-@CHECKS.probe("layer_norm_manual", "gradients match autograd's", against_torch(scale=10), CPU)
+@CHECKS.probe("layer_norm_manual", "gradients match autograd's", against_torch(scale=10), CPU,
+              rule="`backward`: return `(grad_x, grad_weight, grad_bias, None)` from the formulas above")
 def manual_grads(ctx):
     x = ctx.randn(3, 4, 7, scale=2.0, requires_grad=True)
     w, b = ctx.randn(7, requires_grad=True), ctx.randn(7, requires_grad=True)
@@ -543,7 +569,8 @@ def manual_grads(ctx):
     return {**dict(zip(names, _grads(x, w, b))), **{f"torch {n}": t for n, t in zip(names, _grads(xt, wt, bt))}}
 
 
-@CHECKS.probe("layer_norm_manual", "eps = 0.1 in forward and backward", against_torch(scale=10), CPU, hidden=True)
+@CHECKS.probe("layer_norm_manual", "eps = 0.1 in forward and backward", against_torch(scale=10), CPU, hidden=True,
+              rule="`eps` is any positive number (checked from 1e-5 to 0.5)")
 def manual_eps(ctx):
     x = ctx.randn(4, 6, scale=0.3, requires_grad=True)
     w, b = ctx.randn(6, requires_grad=True), ctx.randn(6, requires_grad=True)

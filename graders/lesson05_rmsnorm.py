@@ -102,7 +102,8 @@ _XW_DTYPES = ("float32", "float64", "bfloat16", "float16", "bfloat16 x, float32 
 # rms_norm(x, weight=None, eps=1e-6)
 
 
-@CHECKS.probe("rms_norm", "matches the reference on random inputs, with and without weight", same(), CPU_AND_GPU)
+@CHECKS.probe("rms_norm", "matches the reference on random inputs, with and without weight", same(), CPU_AND_GPU,
+              rule="x / sqrt(mean(x²) + eps), times weight when one is given")
 def rms_norm_random(ctx):
     x = ctx.randn(2, 3, 10, scale=2.0)  # (B, T, D)
     w = ctx.randn(10)  # (D,)
@@ -111,7 +112,8 @@ def rms_norm_random(ctx):
             "output with weight=None passed by keyword": ctx.call(ctx.target, x, weight=None)}
 
 
-@CHECKS.probe("rms_norm", "normalises over the last axis only, any leading dims", same(), CPU, hidden=True)
+@CHECKS.probe("rms_norm", "normalises over the last axis only, any leading dims", same(), CPU, hidden=True,
+              rule="any number of leading dims (none: a single vector)")
 def rms_norm_leading(ctx):
     obs = {}
     for shape in [(9,), (4, 7), (2, 3, 5, 6)]:
@@ -120,7 +122,8 @@ def rms_norm_leading(ctx):
     return obs
 
 
-@CHECKS.probe("rms_norm", "eps goes inside the square root (tiny inputs, a large eps)", same(), CPU)
+@CHECKS.probe("rms_norm", "eps goes inside the square root (tiny inputs, a large eps)", same(), CPU,
+              rule="eps goes inside the square root, whatever its size")
 def rms_norm_eps(ctx):
     tiny = ctx.randn(3, 8, scale=1e-3)  # mean(x²) ~ 1e-6, the size of eps: where eps shows
     x, w = ctx.randn(4, 6), ctx.randn(6)
@@ -129,20 +132,22 @@ def rms_norm_eps(ctx):
 
 
 @CHECKS.probe("rms_norm", "float16 inputs above 256 give finite results (compute in float32)",
-              _finite_then_same("output"), HALF_ANYWHERE)
+              _finite_then_same("output"), HALF_ANYWHERE, rule="float16 inputs above 256 must give finite results")
 def rms_norm_large_half(ctx):
     x = ctx.randn(5, 12, scale=300.0)  # float16: x² > 65504 for most rows
     w = ctx.randn(12)
     return {"output": ctx.call(ctx.target, x, w)}
 
 
-@CHECKS.probe("rms_norm", "returns the input's dtype (float16, bfloat16)", same(), CPU_LOW)
+@CHECKS.probe("rms_norm", "returns the input's dtype (float16, bfloat16)", same(), CPU_LOW,
+              rule="compute in float32 and return a tensor of x's dtype")
 def rms_norm_dtype(ctx):
     x, w = ctx.randn(3, 16, scale=3.0), ctx.randn(16)
     return {"output": ctx.call(ctx.target, x, w)}
 
 
-@CHECKS.probe("rms_norm", "gradients match", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("rms_norm", "gradients match", same(scale=10), CPU, hidden=True,
+              rule="let gradients flow to x and weight")
 def rms_norm_grad(ctx):
     x = ctx.randn(3, 4, 7, requires_grad=True)
     w = ctx.randn(7, requires_grad=True)
@@ -152,7 +157,8 @@ def rms_norm_grad(ctx):
 
 
 @CHECKS.probe("rms_norm", "agrees with F.rms_norm", agrees_with("output", "output with eps=0.1", scale=2,
-                                                                  label="F.rms_norm"), CPU_AND_GPU)
+                                                                  label="F.rms_norm"), CPU_AND_GPU,
+              rule="yours must still agree with F.rms_norm(x, x.shape[-1:], weight, eps)")
 def rms_norm_vs_torch(ctx):
     x, w = ctx.randn(6, 32, scale=2.0), ctx.randn(32)
     # torch's own answer, computed here too; the judge only ever reads the reference child's copy
@@ -193,7 +199,8 @@ def _one_weight(s, r, ctx):
     return same("weight")(s, r, ctx)
 
 
-@CHECKS.probe("RMSNorm", "has one parameter, `weight`, of ones", _one_weight, CPU)
+@CHECKS.probe("RMSNorm", "has one parameter, `weight`, of ones", _one_weight, CPU,
+              rule="create the gain weight, a Parameter of shape (dim,) filled with ones — and nothing else")
 def rmsnorm_params(ctx):
     ctx.manual_seed()
     m = ctx.target(12)
@@ -201,7 +208,8 @@ def rmsnorm_params(ctx):
             "weight": getattr(m, "weight", None)}
 
 
-@CHECKS.probe("RMSNorm", "loads nn.RMSNorm's state dict and matches its output", same(), CPU_AND_GPU)
+@CHECKS.probe("RMSNorm", "loads nn.RMSNorm's state dict and matches its output", same(), CPU_AND_GPU,
+              rule="the same as an nn.Module with a learned gain, loading nn.RMSNorm's state dict")
 def rmsnorm_state_dict(ctx):
     ctx.manual_seed()
     theirs = nn.RMSNorm(24, eps=1e-6)
@@ -214,14 +222,16 @@ def rmsnorm_state_dict(ctx):
     return {"output": ctx.call(mine, x)}
 
 
-@CHECKS.probe("RMSNorm", "uses its eps", same(), CPU, hidden=True)
+@CHECKS.probe("RMSNorm", "uses its eps", same(), CPU, hidden=True,
+              rule="your rms_norm with the module's weight and eps")
 def rmsnorm_eps(ctx):
     m = ctx.target(10, eps=0.5)
     x = ctx.randn(3, 10, scale=0.5)
     return {"output with eps=0.5": ctx.call(m, x)}
 
 
-@CHECKS.probe("RMSNorm", "gradients reach the weight", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("RMSNorm", "gradients reach the weight", same(scale=10), CPU, hidden=True,
+              rule="let gradients flow to x and weight")
 def rmsnorm_grad(ctx):
     m = ctx.target(9)
     x = ctx.randn(4, 9, requires_grad=True)
@@ -324,7 +334,8 @@ def _kernel_ran(s, r, ctx):
     return same("output")(s, r, ctx)
 
 
-@CHECKS.probe("rms_norm_triton", "a Triton kernel computes the output", _kernel_ran, CPU_AND_GPU)
+@CHECKS.probe("rms_norm_triton", "a Triton kernel computes the output", _kernel_ran, CPU_AND_GPU,
+              rule="the work is done by a real @triton.jit kernel")
 def triton_kernel_ran(ctx):
     x, w = ctx.randn(7, 50), ctx.randn(50)  # (rows, D)
     with _count_launches() as launches:
@@ -333,7 +344,8 @@ def triton_kernel_ran(ctx):
     return {"output": out, "kernel launches": len(launches), "output written by a kernel": written}
 
 
-@CHECKS.probe("rms_norm_triton", "rows of any length (the tail is masked)", same(), CPU_AND_GPU + CPU_HALF)
+@CHECKS.probe("rms_norm_triton", "rows of any length (the tail is masked)", same(), CPU_AND_GPU + CPU_HALF,
+              rule="rows of any length D, from 1 to several thousand")
 def triton_lengths(ctx):
     obs = {}
     for rows, d in [(3, 129), (4, 64), (5, 7)]:
@@ -342,7 +354,8 @@ def triton_lengths(ctx):
     return obs
 
 
-@CHECKS.probe("rms_norm_triton", "uses eps inside the square root", same(), CPU)
+@CHECKS.probe("rms_norm_triton", "uses eps inside the square root", same(), CPU,
+              rule="y = x / sqrt(mean(x²) + eps) * w")
 def triton_eps(ctx):
     tiny = ctx.randn(3, 20, scale=1e-3)
     x, w = ctx.randn(4, 24), ctx.randn(24)
@@ -351,13 +364,14 @@ def triton_eps(ctx):
 
 
 @CHECKS.probe("rms_norm_triton", "float16 inputs above 256 give finite results (accumulate in float32)",
-              _finite_then_same("output"), HALF_ANYWHERE)
+              _finite_then_same("output"), HALF_ANYWHERE, rule="load in x's dtype, accumulate in float32")
 def triton_large_half(ctx):
     x, w = ctx.randn(5, 40, scale=300.0), ctx.randn(40)
     return {"output": _run(ctx, x, w)}
 
 
-@CHECKS.probe("rms_norm_triton", "any leading dims, and a non-contiguous input", same(), CPU, hidden=True)
+@CHECKS.probe("rms_norm_triton", "any leading dims, and a non-contiguous input", same(), CPU, hidden=True,
+              rule="with a non-contiguous x, either pass its row stride to the kernel or make a contiguous copy")
 def triton_layouts(ctx):
     x, w = ctx.randn(2, 3, 40), ctx.randn(40)  # (B, T, D)
     strided = ctx.randn(6, 80)[:, ::2]  # (6, 40), row stride 80, column stride 2

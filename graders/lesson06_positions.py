@@ -85,7 +85,8 @@ def _table_values(s, r, ctx):
     return _values(s, r, ctx, *[k for k in r if k.startswith("table")], tol=ctx.tol.scaled(5))
 
 
-@CHECKS.probe("sinusoidal_table", "matches the reference (max_len=37, d_model=12)", _table_values)
+@CHECKS.probe("sinusoidal_table", "matches the reference (max_len=37, d_model=12)", _table_values,
+              rule="Return the (max_len, d_model) float32 table above for positions 0..max_len−1")
 def table_random(ctx):
     return {"table (37, 12)": ctx.call(ctx.target, 37, 12)}
 
@@ -101,19 +102,21 @@ def _row_zero(s, r, ctx):
     return _values(s, r, ctx, "table (5, 8)", tol=ctx.tol.scaled(5))
 
 
-@CHECKS.probe("sinusoidal_table", "sin in even columns, cos in odd: position 0 is (0, 1, 0, 1, ...)", _row_zero)
+@CHECKS.probe("sinusoidal_table", "sin in even columns, cos in odd: position 0 is (0, 1, 0, 1, ...)", _row_zero,
+              rule="sin in the even columns 2i, cos in the odd columns 2i+1")
 def table_row_zero(ctx):
     return {"table (5, 8)": ctx.call(ctx.target, 5, 8)}
 
 
 @CHECKS.probe("sinusoidal_table", "a base other than the default (base=100, d_model=10)", _table_values,
-              hidden=True)
+              hidden=True, rule="use the base argument (other values are checked, from 100 to 500000)")
 def table_base(ctx):
     return {"table (23, 10) with base=100": ctx.call(ctx.target, 23, 10, base=100.0)}
 
 
 @CHECKS.probe("sinusoidal_table", "ValueError for an odd d_model",
-              raises_value_error(("d_model=7", "sinusoidal_table(4, 7)", "d_model")))
+              raises_value_error(("d_model=7", "sinusoidal_table(4, 7)", "d_model")),
+              rule="an odd d_model cannot be split into pairs: raise ValueError naming d_model")
 def table_odd(ctx):
     return {"d_model=7": ctx.raised(ctx.target, 4, 7)}
 
@@ -157,7 +160,9 @@ def _init(s, r, ctx):
     return None
 
 
-@CHECKS.probe("LearnedPositionalEmbedding", "one (max_len, d_model) parameter, initialised N(0, 0.02)", _init)
+@CHECKS.probe("LearnedPositionalEmbedding", "one (max_len, d_model) parameter, initialised N(0, 0.02)", _init,
+              rule="one trainable (max_len, d_model) table (call it weight, as nn.Embedding does), drawn from "
+                   "N(0, 0.02)")
 def learned_init(ctx):
     ctx.manual_seed()
     module = ctx.call(ctx.target, 256, 48)
@@ -186,7 +191,7 @@ def _module_with_known_table(ctx, max_len: int, d_model: int):
 
 
 @CHECKS.probe("LearnedPositionalEmbedding", "adds rows offset..offset+T−1 (offset 0, 9 and 11 of max_len 16)",
-              same())
+              same(), rule="return x plus rows offset..offset+T−1")
 def learned_forward(ctx):
     module, _ = _module_with_known_table(ctx, 16, 12)
     x = ctx.randn(2, 5, 12)  # (B, T, D)
@@ -196,14 +201,16 @@ def learned_forward(ctx):
 
 @CHECKS.probe("LearnedPositionalEmbedding", "ValueError naming max_len for positions past the table",
               raises_value_error(("offset=13, T=5", "positions 13..17 with max_len=16", "max_len"),
-                                 ("offset=0, T=17", "17 positions with max_len=16", "max_len")))
+                                 ("offset=0, T=17", "17 positions with max_len=16", "max_len")),
+              rule="positions past the table raise ValueError naming max_len")
 def learned_too_long(ctx):
     module, _ = _module_with_known_table(ctx, 16, 12)
     return {"offset=13, T=5": ctx.raised(module, ctx.randn(2, 5, 12), offset=13),
             "offset=0, T=17": ctx.raised(module, ctx.randn(2, 17, 12))}
 
 
-@CHECKS.probe("LearnedPositionalEmbedding", "gradients reach the table's rows", same(), hidden=True)
+@CHECKS.probe("LearnedPositionalEmbedding", "gradients reach the table's rows", same(), hidden=True,
+              rule="one trainable (max_len, d_model) table")
 def learned_grad(ctx):
     module, table = _module_with_known_table(ctx, 16, 12)
     x = ctx.randn(3, 4, 12, requires_grad=True)
@@ -294,9 +301,10 @@ def _rope_obs(ctx, key: str, x: torch.Tensor, positions: torch.Tensor, **kwargs)
 
 
 @CHECKS.probe("apply_rope", "matches the reference at arbitrary, non-contiguous positions", _rope_values,
-              CPU_AND_GPU)
+              CPU_AND_GPU, rule="interleaved pairs: pair i is (x[..., 2i], x[..., 2i+1]), rotated by "
+                                "positions · base^(−2i/D)")
 @CHECKS.probe("apply_rope_half", "matches the reference at arbitrary, non-contiguous positions", _rope_values,
-              CPU_AND_GPU)
+              CPU_AND_GPU, rule="except that pair i is (x[..., i], x[..., i + D/2])")
 def rope_values(ctx):
     x = ctx.randn(2, 3, 5, 16)  # (B, H, T, D); T is 1 under the battery's "sequences of length 1"
     values = [7, 2, 19, 40, 3] if ctx.config.dtype == "float32" else [7, 300, 19, 2900, 3]
@@ -316,8 +324,10 @@ def _keeps_norms(s, r, ctx):
     return None
 
 
-@CHECKS.probe("apply_rope", "keeps every vector's norm", _keeps_norms)
-@CHECKS.probe("apply_rope_half", "keeps every vector's norm", _keeps_norms)
+@CHECKS.probe("apply_rope", "keeps every vector's norm", _keeps_norms,
+              rule="a rotation keeps lengths, so ‖RoPE(x)‖ = ‖x‖")
+@CHECKS.probe("apply_rope_half", "keeps every vector's norm", _keeps_norms,
+              rule="still rotated by positions · base^(−2i/D)")
 def rope_norms(ctx):
     x = ctx.randn(3, 7, 12, scale=2.0)  # (B, T, D)
     positions = _positions(ctx, [0, 5, 11, 2, 64, 30, 9])
@@ -337,8 +347,10 @@ def _relative(s, r, ctx):
     return None
 
 
-@CHECKS.probe("apply_rope", "scores depend only on m − n (shift every position: same scores)", _relative)
-@CHECKS.probe("apply_rope_half", "scores depend only on m − n (shift every position: same scores)", _relative)
+@CHECKS.probe("apply_rope", "scores depend only on m − n (shift every position: same scores)", _relative,
+              rule="The score depends on the positions only through m − n")
+@CHECKS.probe("apply_rope_half", "scores depend only on m − n (shift every position: same scores)", _relative,
+              rule="scores that depend only on m − n")
 def rope_relative(ctx):
     q, k = ctx.randn(3, 6, 16), ctx.randn(3, 8, 16)  # (H, Tq, D), (H, Tk, D)
     pq, pk = _positions(ctx, [4, 9, 1, 25, 13, 40]), _positions(ctx, [0, 3, 17, 8, 30, 12, 41, 22])
@@ -350,9 +362,10 @@ def rope_relative(ctx):
     return obs
 
 
-@CHECKS.probe("apply_rope", "positions (T,) or (..., T): one row of positions per sequence", same(scale=ROPE_SCALE))
+@CHECKS.probe("apply_rope", "positions (T,) or (..., T): one row of positions per sequence", same(scale=ROPE_SCALE),
+              rule="either (T,) (the same positions for every sequence) or (..., T)")
 @CHECKS.probe("apply_rope_half", "positions (T,) or (..., T): one row of positions per sequence",
-              same(scale=ROPE_SCALE))
+              same(scale=ROPE_SCALE), rule="positions (T,) or (..., T) (one row per sequence)")
 def rope_batched_positions(ctx):
     x3 = ctx.randn(3, 6, 10)  # (B, T, D)
     p3 = _positions(ctx, [[0, 1, 2, 3, 4, 5], [9, 10, 11, 12, 13, 14], [5, 0, 33, 2, 17, 8]])  # (B, T)
@@ -365,8 +378,10 @@ def rope_batched_positions(ctx):
             "output for x (6, 10), positions (6,)": ctx.call(ctx.target, x2, p2)}
 
 
-@CHECKS.probe("apply_rope", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True)
-@CHECKS.probe("apply_rope_half", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True)
+@CHECKS.probe("apply_rope", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True,
+              rule="base varies (10 to 500000): all are checked")
+@CHECKS.probe("apply_rope_half", "a base other than the default (base=500)", same(scale=ROPE_SCALE), hidden=True,
+              rule="any base, not only the default")
 def rope_base(ctx):
     x = ctx.randn(2, 5, 12)  # (B, T, D)
     positions = _positions(ctx, [6, 1, 28, 3, 15])
@@ -374,15 +389,17 @@ def rope_base(ctx):
 
 
 @CHECKS.probe("apply_rope", "positions continuing from an offset (a KV cache at 100..104)", same(scale=ROPE_SCALE),
-              hidden=True)
+              hidden=True, rule="positions must be whatever the tokens' real positions are — the number of "
+                                 "cached tokens onwards in generation")
 @CHECKS.probe("apply_rope_half", "positions continuing from an offset (a KV cache at 100..104)",
-              same(scale=ROPE_SCALE), hidden=True)
+              same(scale=ROPE_SCALE), hidden=True, rule="arbitrary or continuing from a KV cache's offset")
 def rope_offset(ctx):
     x = ctx.randn(2, 2, 5, 8)  # (B, H, T, D)
     return {"output at positions 100..104": ctx.call(ctx.target, x, _positions(ctx, list(range(100, 105))))}
 
 
-@CHECKS.probe("apply_rope", "gradients flow to x", same(scale=ROPE_SCALE), hidden=True)
+@CHECKS.probe("apply_rope", "gradients flow to x", same(scale=ROPE_SCALE), hidden=True,
+              rule="let gradients flow to x")
 def rope_grad(ctx):
     x = ctx.randn(2, 5, 8, requires_grad=True)
     out = ctx.call(ctx.target, x, _positions(ctx, [3, 0, 12, 7, 1]))
@@ -442,21 +459,23 @@ def _freq_values(s, r, ctx):
     return _values(s, r, ctx, *r, tol=ctx.tol.scaled(5))
 
 
-@CHECKS.probe("rope_inv_freq", "the plain frequencies base^(−2i/dim)", _freq_values)
+@CHECKS.probe("rope_inv_freq", "the plain frequencies base^(−2i/dim)", _freq_values,
+              rule="\"none\": base^(−2i/dim), i = 0..dim/2−1")
 def freq_none(ctx):
     return {"dim=16": ctx.call(ctx.target, 16),
             "dim=12, base=500": ctx.call(ctx.target, 12, base=500.0)}
 
 
 @CHECKS.probe("rope_inv_freq", "\"linear\" (position interpolation): every frequency divided by scale",
-              _freq_values)
+              _freq_values, rule="\"linear\" (position interpolation): those frequencies, each divided by scale")
 def freq_linear(ctx):
     return {"dim=16, scale=4, method='linear'": ctx.call(ctx.target, 16, scale=4.0, method="linear"),
             "dim=10, base=500, scale=2.5, method='linear'": ctx.call(ctx.target, 10, base=500.0, scale=2.5,
                                                                       method="linear")}
 
 
-@CHECKS.probe("rope_inv_freq", "\"ntk\": the base becomes base·scale^(dim/(dim−2))", _freq_values)
+@CHECKS.probe("rope_inv_freq", "\"ntk\": the base becomes base·scale^(dim/(dim−2))", _freq_values,
+              rule="\"ntk\": the same formula with the base replaced by base·scale^(dim/(dim−2))")
 def freq_ntk(ctx):
     return {"dim=16, scale=8, method='ntk'": ctx.call(ctx.target, 16, scale=8.0, method="ntk"),
             "dim=24, base=500000, scale=3, method='ntk'": ctx.call(ctx.target, 24, base=5e5, scale=3.0,
@@ -479,7 +498,7 @@ def _ntk_ends(s, r, ctx):
 
 
 @CHECKS.probe("rope_inv_freq", "\"ntk\" keeps the highest frequency and divides the lowest by exactly scale",
-              _ntk_ends)
+              _ntk_ends, rule="the highest frequency is unchanged and the lowest is divided by exactly scale")
 def freq_ntk_ends(ctx):
     return {"ntk": ctx.call(ctx.target, 32, base=10000.0, scale=4.0, method="ntk"),
             "plain": ctx.call(ctx.target, 32, base=10000.0)}
@@ -487,7 +506,8 @@ def freq_ntk_ends(ctx):
 
 @CHECKS.probe("rope_inv_freq", "ValueError for an unknown method or scale < 1", raises_value_error(
     ("method='yarn'", "rope_inv_freq(16, method='yarn')", "method"),
-    ("scale=0.5", "rope_inv_freq(16, scale=0.5, method='linear')", "scale")))
+    ("scale=0.5", "rope_inv_freq(16, scale=0.5, method='linear')", "scale")),
+    rule="ValueError for any other method, or for scale < 1")
 def freq_bad_args(ctx):
     return {"method='yarn'": ctx.raised(ctx.target, 16, method="yarn"),
             "scale=0.5": ctx.raised(ctx.target, 16, scale=0.5, method="linear")}
@@ -514,12 +534,15 @@ def _slopes(s, r, ctx):
     return _values(s, r, ctx, *r, tol=ctx.tol)
 
 
-@CHECKS.probe("alibi_slopes", "H = 8 and H = 2: 2^(−8(h+1)/H) for a power of two", _slopes)
+@CHECKS.probe("alibi_slopes", "H = 8 and H = 2: 2^(−8(h+1)/H) for a power of two", _slopes,
+              rule="2^(−8(h+1)/H) when H is a power of two")
 def slopes_power_of_two(ctx):
     return {f"slopes for H={h}": ctx.call(ctx.target, h) for h in (8, 2)}
 
 
-@CHECKS.probe("alibi_slopes", "H = 12 and H = 6: the ALiBi paper's rule for other head counts", _slopes)
+@CHECKS.probe("alibi_slopes", "H = 12 and H = 6: the ALiBi paper's rule for other head counts", _slopes,
+              rule="takes the slopes for the largest power of two n below H, and fills the remaining H − n "
+                   "heads with every other slope from the 2n-head sequence")
 def slopes_other(ctx):
     return {f"slopes for H={h}": ctx.call(ctx.target, h) for h in (12, 6)}
 
@@ -552,12 +575,14 @@ def _bias(s, r, ctx):
     return _values(s, r, ctx, *r, tol=ctx.tol)
 
 
-@CHECKS.probe("alibi_bias", "square: bias[h, i, j] = −m_h·|i − j| (H=4, T=5)", _bias)
+@CHECKS.probe("alibi_bias", "square: bias[h, i, j] = −m_h·|i − j| (H=4, T=5)", _bias,
+              rule="Return the (num_heads, t_q, t_k) bias −m_h·|i − j|")
 def bias_square(ctx):
     return {"alibi_bias(4, 5, 5)": ctx.call(ctx.target, 4, 5, 5)}
 
 
-@CHECKS.probe("alibi_bias", "t_q ≠ t_k: queries bottom-right aligned (H=6, t_q=3, t_k=7)", _bias)
+@CHECKS.probe("alibi_bias", "t_q ≠ t_k: queries bottom-right aligned (H=6, t_q=3, t_k=7)", _bias,
+              rule="with query i at position i + (t_k − t_q)")
 def bias_rect(ctx):
     return {"alibi_bias(6, 3, 7)": ctx.call(ctx.target, 6, 3, 7)}
 

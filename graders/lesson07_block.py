@@ -189,7 +189,7 @@ def _mlp_float32(x: torch.Tensor, W: dict) -> torch.Tensor:
 
 
 @CHECKS.probe("MLP", "fc1 → tanh-GELU → fc2, as GPT-2", like_float32(("output", "float32 output")),
-              CPU_AND_GPU)
+              CPU_AND_GPU, rule="between them GELU with the tanh approximation")
 def mlp_values(ctx):
     d = 24
     W = mlp_weights(ctx, d, 4 * d)
@@ -225,7 +225,9 @@ def _width(s, r, ctx):
     return None
 
 
-@CHECKS.probe("MLP", "hidden width is expansion · d_model; bias=False has no biases", _width, CPU)
+@CHECKS.probe("MLP", "hidden width is expansion · d_model; bias=False has no biases", _width, CPU,
+              rule="`fc1 = nn.Linear(d_model, expansion * d_model, bias=bias)` and "
+                   "`fc2 = nn.Linear(expansion * d_model, d_model, bias=bias)`")
 def mlp_width(ctx):
     obs = {}
     for d, expansion, bias in ((20, 3, False), (20, 2, True)):
@@ -264,7 +266,8 @@ def _dropout_mlp(s, r, ctx):
     return None
 
 
-@CHECKS.probe("MLP", "dropout after fc2, active in training mode only", _dropout_mlp, CPU)
+@CHECKS.probe("MLP", "dropout after fc2, active in training mode only", _dropout_mlp, CPU,
+              rule="dropout after `fc2` and nowhere else in the MLP, active in training mode only")
 def mlp_dropout(ctx):
     d, p = 24, 0.4
     W = mlp_weights(ctx, d, 2 * d)
@@ -284,7 +287,8 @@ def mlp_dropout(ctx):
             "output in training mode": ctx.call(mlp, x), "p": p}
 
 
-@CHECKS.probe("MLP", "gradients match", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("MLP", "gradients match", same(scale=10), CPU, hidden=True,
+              rule="gradients must flow back to `x` and to the weights of `fc1` and `fc2`")
 def mlp_grads(ctx):
     d = 12
     W = mlp_weights(ctx, d, 4 * d)
@@ -441,24 +445,29 @@ def like_torch(s, r, ctx):
 
 
 @CHECKS.probe("TransformerBlock", "pre-LN (norm_first=True) equals nn.TransformerEncoderLayer(norm_first=True)",
-              like_torch, CPU_AND_GPU)
+              like_torch, CPU_AND_GPU,
+              rule="`norm_first=True`: pre-LN; `norm_first=False`: post-LN — the formulas of section 3")
 def block_pre_ln(ctx):
     return _block_vs_torch(ctx, B=2, T=7, d=24, heads=4, norm_first=True)
 
 
 @CHECKS.probe("TransformerBlock", "post-LN (norm_first=False) equals nn.TransformerEncoderLayer(norm_first=False)",
-              like_torch, CPU_AND_GPU)
+              like_torch, CPU_AND_GPU,
+              rule="`norm_first=True`: pre-LN; `norm_first=False`: post-LN — the formulas of section 3")
 def block_post_ln(ctx):
     return _block_vs_torch(ctx, B=2, T=7, d=24, heads=4, norm_first=False)
 
 
-@CHECKS.probe("TransformerBlock", "expansion=3 and bias=False", like_torch, CPU)
+@CHECKS.probe("TransformerBlock", "expansion=3 and bias=False", like_torch, CPU,
+              rule="`LayerNorm(d_model, bias=bias)` twice, "
+                   "`MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)` (it returns a pair: keep "
+                   "the output), and your `MLP(d_model, expansion, dropout, bias)`")
 def block_expansion(ctx):
     return _block_vs_torch(ctx, B=3, T=5, d=20, heads=5, expansion=3, bias=False)
 
 
 @CHECKS.probe("TransformerBlock", "causal=True equals nn.TransformerEncoderLayer with a causal mask", like_torch,
-              CPU)
+              CPU, rule="With `causal=True` the block also builds the lower-triangular `(T, T)` mask itself")
 def block_causal(ctx):
     return _block_vs_torch(ctx, B=2, T=9, d=16, heads=2, norm_first=False, causal=True)
 
@@ -478,7 +487,8 @@ def _future(s, r, ctx):
     return msg
 
 
-@CHECKS.probe("TransformerBlock", "causal: future tokens do not change past outputs", _future, CPU)
+@CHECKS.probe("TransformerBlock", "causal: future tokens do not change past outputs", _future, CPU,
+              rule="so position i never reads positions after i")
 def block_future(ctx):
     d, t = 16, 4
     W = block_weights(ctx, d, 4 * d)
@@ -499,7 +509,8 @@ def block_future(ctx):
 
 
 @CHECKS.probe("TransformerBlock", "padding mask (True = may attend), alone and with causal=True", like_torch, CPU,
-              hidden=True)
+              hidden=True,
+              rule="passes `mask` to attention unchanged: boolean, broadcastable to `(B, H, T, T)`, True = may attend")
 def block_padding(ctx):
     obs = {}
     for tag, norm_first, causal in (("padding", True, False), ("padding and causal", False, True)):
@@ -523,7 +534,8 @@ def _dropout_block(s, r, ctx):
     return None
 
 
-@CHECKS.probe("TransformerBlock", "dropout: active in training mode, off in eval mode", _dropout_block, CPU)
+@CHECKS.probe("TransformerBlock", "dropout: active in training mode, off in eval mode", _dropout_block, CPU,
+              rule="All of it must switch off in evaluation")
 def block_dropout(ctx):
     d, p = 16, 0.25
     W = block_weights(ctx, d, 4 * d)
@@ -586,7 +598,9 @@ def _adam_step(params, moments, step: int, lr: float, betas=(0.9, 0.999), eps=1e
 
 
 @CHECKS.probe("TransformerBlock", "a stack of your blocks trains (loss falls as the reference's does)", _trains,
-              CPU)
+              CPU,
+              rule="trains a small stack of your blocks: its loss must fall at least 90% as far as the reference "
+                   "block's")
 def block_trains(ctx):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and immune to busy neighbours
@@ -644,7 +658,8 @@ def _unchanged(block: nn.Module, W: dict) -> list[str]:
     return out
 
 
-@CHECKS.probe("TransformerBlock", "gradients match", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("TransformerBlock", "gradients match", same(scale=10), CPU, hidden=True,
+              rule="gradients must flow back to `x` and to every parameter")
 def block_grads(ctx):
     d = 24
     W = block_weights(ctx, d, 4 * d)

@@ -160,7 +160,8 @@ def _call_text(kwargs: dict) -> str:
 
 
 @CHECKS.probe("GPTConfig", "GPT-2 small's defaults; impossible configs raise ValueError naming the field",
-              _config_judge, CPU)
+              _config_judge, CPU,
+              rule="rejected at once, with a `ValueError` whose message names the field")
 def config_fields(ctx):
     import dataclasses
 
@@ -259,7 +260,8 @@ def _names_judge(s, r, ctx):
 
 
 @CHECKS.probe("GPT", "parameters named wte, wpe, blocks.{i}.(ln1, attn.*_proj, ln2, mlp.fc1/fc2), ln_f; head tied",
-              _names_judge, CPU)
+              _names_judge, CPU,
+              rule="builds `wte`, `wpe`, dropout, `blocks` (an `nn.ModuleList` of `n_layer` `GPTBlock`s)")
 def gpt_names(ctx):
     GPT = ctx.target
     ctx.manual_seed()
@@ -285,7 +287,8 @@ def _logits_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("GPT", "logits and loss match the reference (parameters set by name)", _logits_judge, CPU_AND_GPU)
+@CHECKS.probe("GPT", "logits and loss match the reference (parameters set by name)", _logits_judge, CPU_AND_GPU,
+              rule="logits `(B, T, vocab_size)`, the loss `F.cross_entropy` over all positions")
 def gpt_logits(ctx):
     model = _tiny_gpt(ctx)
     idx, targets = _tokens(ctx, 3, 11), _tokens(ctx, 3, 11)
@@ -315,7 +318,8 @@ def _causal_judge(s, r, ctx):
     return same("logits")(s, r, ctx)
 
 
-@CHECKS.probe("GPT", "the future does not change the past", _causal_judge, CPU)
+@CHECKS.probe("GPT", "the future does not change the past", _causal_judge, CPU,
+              rule="The logits at position `t` depend on no token after `t`")
 def gpt_causal(ctx):
     model = _tiny_gpt(ctx)
     idx = _tokens(ctx, 2, 13)
@@ -341,7 +345,8 @@ def _cache_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("GPT", "logits with a cache, fed in pieces, equal the full forward", _cache_judge, CPU)
+@CHECKS.probe("GPT", "logits with a cache, fed in pieces, equal the full forward", _cache_judge, CPU,
+              rule="a sequence fed through a cache in pieces gets the same logits as one full forward")
 def gpt_cache(ctx):
     model = _tiny_gpt(ctx)
     idx = _tokens(ctx, 2, 10)
@@ -360,7 +365,8 @@ def _block_size_judge(s, r, ctx):
             or (None if s["16 tokens"] == "ok" else f"a sequence of exactly block_size tokens should run: {s['16 tokens']}"))
 
 
-@CHECKS.probe("GPT", "ValueError naming block_size when the sequence runs past it", _block_size_judge, CPU)
+@CHECKS.probe("GPT", "ValueError naming block_size when the sequence runs past it", _block_size_judge, CPU,
+              rule="raise a `ValueError` whose message names `block_size`")
 def gpt_block_size(ctx):
     model = _tiny_gpt(ctx)
     full = ctx.raised(model, _tokens(ctx, 1, 16))
@@ -382,7 +388,8 @@ def _tied_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("GPT", "the head is tied: lm_head.weight is wte.weight (shared storage)", _tied_judge, CPU)
+@CHECKS.probe("GPT", "the head is tied: lm_head.weight is wte.weight (shared storage)", _tied_judge, CPU,
+              rule="tying means two modules holding **the same `Parameter` object**")
 def gpt_tied(ctx):
     ctx.manual_seed()
     model = ctx.call(ctx.target, _Config(**TINY))
@@ -424,7 +431,8 @@ class _NoInitOnMeta(TorchFunctionMode):
 
 
 @CHECKS.probe("GPT", f"GPT-2 small has {GPT2_SMALL_PARAMETERS:,} parameters (built on the meta device)",
-              _count_judge, CPU)
+              _count_judge, CPU,
+              rule="124,439,808 parameters; create its tensors on the default device")
 def gpt_count(ctx):
     with torch.device("meta"), _NoInitOnMeta():
         ctx.manual_seed()
@@ -464,7 +472,9 @@ def _init_judge(s, r, ctx):
 
 
 @CHECKS.probe("GPT", "init: N(0, 0.02), residual projections scaled by 1/√(2·n_layer), loss at init ≈ ln V",
-              _init_judge, CPU)
+              _init_judge, CPU,
+              rule="draws every Linear and Embedding weight from N(0, 0.02²), every bias 0, and LayerNorm's gain 1 "
+                   "and bias 0")
 def gpt_init(ctx):
     ctx.manual_seed()
     model = ctx.call(ctx.target, _Config(**INIT)).eval()
@@ -492,7 +502,8 @@ def gpt_init(ctx):
             "loss at init, rounded": round(float(loss))}
 
 
-@CHECKS.probe("GPT", "gradients match, the tied weight's from both of its uses", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("GPT", "gradients match, the tied weight's from both of its uses", same(scale=10), CPU, hidden=True,
+              rule="one tensor, two uses, and the gradients from both uses add up in it")
 def gpt_grads(ctx):
     model = _tiny_gpt(ctx)
     _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
@@ -583,7 +594,9 @@ def _kv_inputs(ctx):
     return [[(ctx.randn(2, 3, t, 5), ctx.randn(2, 3, t, 5)) for _layer in range(2)] for t in (3, 2, 1)]
 
 
-@CHECKS.probe("KVCache", "update appends along the time axis and returns all of that layer's so far", same(), CPU)
+@CHECKS.probe("KVCache", "update appends along the time axis and returns all of that layer's so far", same(), CPU,
+              rule="appends them **along the time axis** (dim −2) to what that layer already holds, and returns the "
+                   "whole of it")
 def kv_update(ctx):
     cache = ctx.call(ctx.target)
     obs = {}
@@ -602,7 +615,8 @@ def _len_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("KVCache", "len(cache) is the number of cached positions, 0 when empty", _len_judge, CPU)
+@CHECKS.probe("KVCache", "len(cache) is the number of cached positions, 0 when empty", _len_judge, CPU,
+              rule="`len(cache)` is the number of positions cached so far")
 def kv_len(ctx):
     cache = ctx.call(ctx.target)
     lengths = [len(cache)]
@@ -613,7 +627,8 @@ def kv_len(ctx):
     return {"lengths": lengths}
 
 
-@CHECKS.probe("KVCache", "two caches do not share their contents", same(), CPU, hidden=True)
+@CHECKS.probe("KVCache", "two caches do not share their contents", same(), CPU, hidden=True,
+              rule="two caches share nothing")
 def kv_separate(ctx):
     a, b = ctx.call(ctx.target), ctx.call(ctx.target)
     k1, v1, k2, v2 = (ctx.randn(1, 2, 4, 3) for _ in range(4))
@@ -683,7 +698,8 @@ def _int_judge(*keys):
     return judge
 
 
-@CHECKS.probe("count_parameters", "counts every parameter of a plain model", _int_judge("MLP 13→29→11"), CPU)
+@CHECKS.probe("count_parameters", "counts every parameter of a plain model", _int_judge("MLP 13→29→11"), CPU,
+              rule="the number of scalar parameters of any `model` as a Python `int`")
 def count_plain(ctx):
     ctx.manual_seed()
     mlp = nn.Sequential(nn.Linear(13, 29), nn.GELU(), nn.Linear(29, 11, bias=False))
@@ -691,14 +707,16 @@ def count_plain(ctx):
 
 
 @CHECKS.probe("count_parameters", "a tied weight, and a module used twice, count once",
-              _int_judge("embedding and head tied, a block used twice"), CPU)
+              _int_judge("embedding and head tied, a block used twice"), CPU,
+              rule="a shared one (your tied head) counted once")
 def count_shared(ctx):
     ctx.manual_seed()
     return {"embedding and head tied, a block used twice": ctx.call(ctx.target, _Shared())}
 
 
 @CHECKS.probe("count_parameters", "works on the meta device; frozen parameters count too",
-              _int_judge("tied 50257×768 embedding and head on the meta device", "half frozen"), CPU, hidden=True)
+              _int_judge("tied 50257×768 embedding and head on the meta device", "half frozen"), CPU, hidden=True,
+              rule="It should work on a model built on the `meta` device")
 def count_meta(ctx):
     with torch.device("meta"), _NoInitOnMeta():
         emb = nn.Embedding(50257, 768)
@@ -819,7 +837,9 @@ def _tokens_judge(*keys):
 
 
 @CHECKS.probe("generate", "greedy (temperature=0) continues the prompt like the reference",
-              _tokens_judge("greedy tokens"), CPU)
+              _tokens_judge("greedy tokens"), CPU,
+              rule="**Greedy**: take the argmax. Deterministic, and prone to loops on small models. Here "
+                   "`temperature=0`")
 def gen_greedy(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 3, 5)
     return {"greedy tokens": ctx.call(ctx.target, model, idx, 8, temperature=0), "prompt length": 5}
@@ -832,7 +852,8 @@ def _cache_same_judge(s, r, ctx):
     return _tokens_judge("without the cache", "with the cache")(s, r, ctx)
 
 
-@CHECKS.probe("generate", "greedy generation is the same with and without the cache", _cache_same_judge, CPU)
+@CHECKS.probe("generate", "greedy generation is the same with and without the cache", _cache_same_judge, CPU,
+              rule="the cache must not change a single logit")
 def gen_cache(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 2, 4)
     return {"without the cache": ctx.call(ctx.target, model, idx, 9, temperature=0, use_cache=False),
@@ -841,7 +862,9 @@ def gen_cache(ctx):
 
 
 @CHECKS.probe("generate", "crops the context to block_size when running without a cache",
-              _tokens_judge("greedy tokens past block_size"), CPU)
+              _tokens_judge("greedy tokens past block_size"), CPU,
+              rule="Without a cache, each step runs the model on the sequence so far, **cropped to its last "
+                   "`block_size` tokens**")
 def gen_crop(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 2, 14)
     return {"greedy tokens past block_size": ctx.call(ctx.target, model, idx, 7, temperature=0, use_cache=False),
@@ -906,12 +929,14 @@ def _distribution_judge(what):
 
 
 @CHECKS.probe("generate", "temperature=0.6 samples from softmax(logits / 0.6)",
-              _distribution_judge("temperature=0.6"), CPU)
+              _distribution_judge("temperature=0.6"), CPU,
+              rule="**Temperature** τ: sample from softmax(z / τ)")
 def gen_temperature(ctx):
     return _sampled(ctx, temperature=0.6)
 
 
-@CHECKS.probe("generate", "top_k=4 keeps exactly the 4 most likely tokens", _distribution_judge("top_k=4"), CPU)
+@CHECKS.probe("generate", "top_k=4 keeps exactly the 4 most likely tokens", _distribution_judge("top_k=4"), CPU,
+              rule="keep the `k` largest logits, set the rest to −∞, then softmax and sample: exactly `k` candidates")
 def gen_top_k(ctx):
     return _sampled(ctx, temperature=1.3, top_k=4)
 
@@ -920,7 +945,8 @@ _bad_args_judge = raises_value_error(("temperature=-1", "generate(..., temperatu
                                      ("top_k=0", "generate(..., top_k=0)", "top_k"))
 
 
-@CHECKS.probe("generate", "ValueError for a negative temperature or top_k < 1", _bad_args_judge, CPU, hidden=True)
+@CHECKS.probe("generate", "ValueError for a negative temperature or top_k < 1", _bad_args_judge, CPU, hidden=True,
+              rule="Raise `ValueError`, its message naming the argument, for a negative temperature or `top_k < 1`")
 def gen_bad_args(ctx):
     model, idx = _ToyLM(), _prompt(ctx, 1, 3)
     return {"temperature=-1": ctx.raised(ctx.target, model, idx, 2, temperature=-1.0),
@@ -1086,7 +1112,9 @@ LOAD = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32)
 
 
 @CHECKS.probe("load_gpt2_state_dict", "every weight lands in place: Conv1D weights transposed, c_attn split into q, k, v",
-              same(), CPU)
+              same(), CPU,
+              rule="Copy every weight of `state_dict` (the keys above) into `model` in place, converted to our "
+                   "layout")
 def load_values(ctx):
     cfg = _Config(**LOAD)
     model = _Skeleton(cfg)
@@ -1101,7 +1129,8 @@ def _tie_kept_judge(s, r, ctx):
     return same("lm_head.weight")(s, r, ctx)
 
 
-@CHECKS.probe("load_gpt2_state_dict", "the head stays tied to wte after loading", _tie_kept_judge, CPU)
+@CHECKS.probe("load_gpt2_state_dict", "the head stays tied to wte after loading", _tie_kept_judge, CPU,
+              rule="the tie must survive: copy *into* the existing parameters")
 def load_tied(ctx):
     cfg = _Config(**LOAD)
     model = _Skeleton(cfg)
@@ -1111,7 +1140,8 @@ def load_tied(ctx):
 
 
 @CHECKS.probe("load_gpt2_state_dict", "skips the attn.bias / attn.masked_bias buffers of older checkpoints",
-              same(), CPU, hidden=True)
+              same(), CPU, hidden=True,
+              rule="the causal mask stored as a buffer, not weights. Skip them")
 def load_buffers(ctx):
     cfg = _Config(**{**LOAD, "n_layer": 1})
     sd = _hf_checkpoint(cfg, ctx.seed)
@@ -1164,7 +1194,8 @@ _wrong_size_judge = raises_value_error(
 
 
 @CHECKS.probe("load_gpt2_state_dict", "ValueError for a checkpoint of another size or with a key missing",
-              _wrong_size_judge, CPU, hidden=True)
+              _wrong_size_judge, CPU, hidden=True,
+              rule="Raise a `ValueError` naming the key when a tensor's shape does not fit the model")
 def load_wrong(ctx):
     cfg = _Config(**LOAD)
     other = _hf_checkpoint(_Config(**{**LOAD, "n_embd": 40}), ctx.seed)

@@ -161,7 +161,8 @@ def _lse_against_torch(s, r, ctx):
 
 
 @CHECKS.probe("online_logsumexp", "equals torch.logsumexp (block dividing the length or not)", _lse_against_torch,
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="Returns (...), equal to torch.logsumexp(x, dim=-1)")
 def lse_random(ctx):
     x = ctx.randn(3, 5, 40, scale=3.0)  # (A, B, N)
     obs = {}
@@ -179,7 +180,8 @@ def _lse_finite(s, r, ctx):
     return _lse_against_torch(s, r, ctx)
 
 
-@CHECKS.probe("online_logsumexp", "huge magnitudes (±1e4) stay finite", _lse_finite, CPU)
+@CHECKS.probe("online_logsumexp", "huge magnitudes (±1e4) stay finite", _lse_finite, CPU,
+              rule="the max keeps every exponent ≤ 0, so nothing overflows")
 def lse_huge(ctx):
     x = ctx.randn(4, 30, scale=1e4)
     return {"logsumexp": ctx.call(ctx.target, x, 8), "torch.logsumexp": torch.logsumexp(x, dim=-1)}
@@ -196,7 +198,9 @@ def _lse_masked(s, r, ctx):
 
 
 @CHECKS.probe("online_logsumexp", "rows whose first blocks are all -inf (masked), and a row all -inf", _lse_masked,
-              CPU)
+              CPU,
+              rule="While the max is −∞, subtract 0 instead; a row that is all −∞ then ends with `s = 0` and "
+                   "`lse = −∞`")
 def lse_masked(ctx):
     x = ctx.randn(4, 24)  # (rows, N)
     x[0, :8] = float("-inf")  # the first block (block=8) masked
@@ -237,7 +241,8 @@ def _lse_streamed(s, r, ctx):
 
 
 @CHECKS.probe("online_logsumexp", "streams block by block (no intermediate wider than a block)", _lse_streamed,
-              CPU, hidden=True)
+              CPU, hidden=True,
+              rule="read `block` entries at a time with a running (max, sum)")
 def lse_streamed(ctx):
     x = ctx.randn(6, 100)  # (rows, N)
     rec = OpRecorder()
@@ -268,7 +273,8 @@ def _flash_same(*keys):
 
 
 @CHECKS.probe("flash_attention", "matches the reference (Tq ≠ Tk, ragged tiles, float32 ~1e-5)", _flash_same(),
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="Exact softmax(q·kᵀ/√D)·v computed tile by tile")
 def flash_random(ctx):
     q = ctx.randn(2, 3, 70, 16)  # (B, H, Tq, D)
     k = ctx.randn(2, 3, 90, 16)  # (B, H, Tk, D)
@@ -295,7 +301,8 @@ def _flash_vs_torch(s, r, ctx):
 
 
 @CHECKS.probe("flash_attention", "agrees with F.scaled_dot_product_attention; lse with torch.logsumexp "
-              "(causal Tq ≠ Tk: causal_lower_right)", _flash_vs_torch, CPU_AND_GPU)
+              "(causal Tq ≠ Tk: causal_lower_right)", _flash_vs_torch, CPU_AND_GPU,
+              rule="lse (B, H, Tq) in float32: the log-sum-exp of each row of the scaled scores")
 def flash_vs_torch(ctx):
     q, k, v = ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32), ctx.randn(1, 4, 50, 32)
     out, lse = _flash(ctx, q, k, v, block_q=16, block_k=16)
@@ -316,7 +323,8 @@ def flash_vs_torch(ctx):
                 ~causal_mask(20, 50, q.device), float("-inf")), dim=-1)}
 
 
-@CHECKS.probe("flash_attention", "causal mode matches the reference", _flash_same(), CPU_AND_GPU)
+@CHECKS.probe("flash_attention", "causal mode matches the reference", _flash_same(), CPU_AND_GPU,
+              rule="With `causal=True` each query sees only the keys at or before its own position")
 def flash_causal(ctx):
     q, k, v = ctx.randn(2, 3, 96, 16), ctx.randn(2, 3, 96, 16), ctx.randn(2, 3, 96, 16)
     out, lse = _flash(ctx, q, k, v, causal=True, block_q=32, block_k=32)
@@ -325,7 +333,8 @@ def flash_causal(ctx):
 
 
 @CHECKS.probe("flash_attention", "causal mode with Tq ≠ Tk, bottom-right aligned (fewer queries than keys, and "
-              "more: the first Tq − Tk see no key, output 0 and lse −inf)", _flash_same(), CPU, hidden=True)
+              "more: the first Tq − Tk see no key, output 0 and lse −inf)", _flash_same(), CPU, hidden=True,
+              rule="the queries are the last Tq of Tk positions, so query i sees keys j ≤ i + Tk − Tq")
 def flash_causal_ragged(ctx):
     obs = {}
     for tq, tk in ((40, 70), (70, 40), (1, 37)):  # query i sees keys j ≤ i + Tk − Tq (bottom-right aligned)
@@ -340,7 +349,9 @@ def _no_full_scores(s, r, ctx):
 
 
 @CHECKS.probe("flash_attention", "never builds a Tq×Tk tensor (the largest intermediate is a tile)",
-              _no_full_scores, CPU)
+              _no_full_scores, CPU,
+              rule="the grader records the largest tensor your code creates while it runs: it must be smaller than a "
+                   "Tq × Tk matrix")
 def flash_memory(ctx):
     B, H, Tq, Tk, D = 1, 3, 100, 130, 16
     q, k, v = ctx.randn(B, H, Tq, D), ctx.randn(B, H, Tk, D), ctx.randn(B, H, Tk, D)
@@ -383,7 +394,8 @@ def _tiles_skipped(s, r, ctx):
 
 
 @CHECKS.probe("flash_attention", "causal mode skips tiles wholly above the diagonal (Tq = Tk, and bottom-right "
-              "for Tq ≠ Tk)", _tiles_skipped, CPU)
+              "for Tq ≠ Tk)", _tiles_skipped, CPU,
+              rule="tiles wholly above that diagonal are skipped")
 def flash_tile_count(ctx):
     B, H, D, block = 1, 2, 16, 32
     obs = {"B*H": B * H, "block": block, "shapes": [], "largest": 0, "largest shape": [], "limit": 1, "Tq": 0,
@@ -419,7 +431,8 @@ def flash_domain(ctx, ex):
     return {"output": out, "lse": lse}
 
 
-@CHECKS.probe("flash_attention", "tails: T not a multiple of the block", _flash_same(), CPU, hidden=True)
+@CHECKS.probe("flash_attention", "tails: T not a multiple of the block", _flash_same(), CPU, hidden=True,
+              rule="when T is not a multiple of the block, the last tile is shorter")
 def flash_tails(ctx):
     obs = {}
     for tq, tk, bq, bk in ((37, 45, 16, 16), (45, 37, 16, 32), (5, 7, 16, 16), (33, 33, 8, 16)):
@@ -432,7 +445,9 @@ def flash_tails(ctx):
     return obs
 
 
-@CHECKS.probe("flash_attention", "large scores (scale 30) stay finite and exact", _flash_same(), CPU, hidden=True)
+@CHECKS.probe("flash_attention", "large scores (scale 30) stay finite and exact", _flash_same(), CPU, hidden=True,
+              rule="Every exponent is taken relative to the running max, so it is ≤ 0 and large scores cannot "
+                   "overflow")
 def flash_large(ctx):
     q, k, v = ctx.randn(1, 2, 40, 8, scale=30.0), ctx.randn(1, 2, 60, 8, scale=30.0), ctx.randn(1, 2, 60, 8)
     out, lse = _flash(ctx, q, k, v, block_q=16, block_k=16)
@@ -480,7 +495,8 @@ _triton_vs_sdpa = agrees_with(scale=2, label="F.scaled_dot_product_attention")
 
 
 @CHECKS.probe("flash_attention_triton", "a Triton kernel really runs (no fallback to SDPA or matmuls)", _kernel_ran,
-              (Config("cpu", "float32"), Config("cuda", "float16")))
+              (Config("cpu", "float32"), Config("cuda", "float16")),
+              rule="a launcher that falls back to SDPA or to torch matmuls is rejected")
 def triton_ran(ctx):
     q, k, v = ctx.randn(1, 2, 40, 16), ctx.randn(1, 2, 40, 16), ctx.randn(1, 2, 40, 16)
     out, launches, ops = _triton(ctx, q, k, v)
@@ -489,7 +505,8 @@ def triton_ran(ctx):
 
 
 @CHECKS.probe("flash_attention_triton", "matches SDPA through the interpreter (ragged T=37, causal and not)",
-              _triton_vs_sdpa, INTERPRETER)
+              _triton_vs_sdpa, INTERPRETER,
+              rule="softmax(q·kᵀ/√D)·v by the Triton kernel above")
 def triton_interpreted(ctx):
     q, k, v = ctx.randn(1, 2, 37, 16), ctx.randn(1, 2, 37, 16), ctx.randn(1, 2, 37, 16)  # (B, H, T, D)
     obs = {}
@@ -502,7 +519,8 @@ def triton_interpreted(ctx):
 
 
 @CHECKS.probe("flash_attention_triton", "several tiles and head sizes (T=100 and 70, D=32 and 64)", _triton_vs_sdpa,
-              CPU, hidden=True)
+              CPU, hidden=True,
+              rule="It is checked for any B and H, T from 1 to a few tiles, every D, causal or not")
 def triton_sizes(ctx):
     obs = {}
     for B, H, T, D, causal in ((2, 1, 100, 32, False), (1, 3, 70, 64, True)):
@@ -542,7 +560,8 @@ def triton_domain(ctx, ex):
 
 
 @CHECKS.probe("flash_attention_triton", "compiled on GPU: T up to 1000, D=64 and 128, against SDPA", _triton_vs_sdpa,
-              GPU_ONLY)
+              GPU_ONLY,
+              rule="On a GPU it is also checked compiled, in float16 and bfloat16, for T up to 1000 and D up to 128")
 def triton_gpu(ctx):
     obs = {}
     for B, H, T, D, causal in ((2, 3, 1000, 64, False), (2, 3, 1000, 64, True), (1, 4, 777, 128, True),
@@ -565,7 +584,8 @@ def _raises_value_error(s, r, ctx):
 
 
 @CHECKS.probe("flash_attention_triton", "an unsupported head size D raises ValueError", _raises_value_error, CPU,
-              hidden=True)
+              hidden=True,
+              rule="D in {16, 32, 64, 128} (raise `ValueError` naming D otherwise)")
 def triton_bad_d(ctx):
     q = ctx.randn(1, 2, 20, 24)
     try:
@@ -595,7 +615,8 @@ def _same_ints(s, r, ctx):
     return None
 
 
-@CHECKS.probe("attention_flops", "counts 4·B·H·Tq·Tk·D for a forward pass", _same_ints)
+@CHECKS.probe("attention_flops", "counts 4·B·H·Tq·Tk·D for a forward pass", _same_ints,
+              rule="FLOPs of one attention forward pass: 4·b·h·t_q·t_k·d (QKᵀ and PV)")
 def flops_plain(ctx):
     f = ctx.target
     return {"attention_flops(1, 1, 1, 1, 1)": ctx.call(f, 1, 1, 1, 1, 1),
@@ -603,19 +624,22 @@ def flops_plain(ctx):
             "attention_flops(4, 16, 2048, 2048, 64)": ctx.call(f, 4, 16, 2048, 2048, 64)}
 
 
-@CHECKS.probe("attention_flops", "causal counts half", _same_ints)
+@CHECKS.probe("attention_flops", "causal counts half", _same_ints,
+              rule="half of the plain count when t_q = t_k")
 def flops_causal(ctx):
     f = ctx.target
     return {"attention_flops(4, 16, 2048, 2048, 64, causal=True)": ctx.call(f, 4, 16, 2048, 2048, 64, causal=True),
             "attention_flops(2, 3, 6, 6, 10, causal=True)": ctx.call(f, 2, 3, 6, 6, 10, causal=True)}
 
 
-@CHECKS.probe("attention_flops", "exact for huge sizes (a Python int, no float rounding)", _same_ints, hidden=True)
+@CHECKS.probe("attention_flops", "exact for huge sizes (a Python int, no float rounding)", _same_ints, hidden=True,
+              rule="Both return a Python `int`, computed in integer arithmetic")
 def flops_huge(ctx):
     return {"attention_flops(7, 33, 1000003, 999983, 127)": ctx.call(ctx.target, 7, 33, 1000003, 999983, 127)}
 
 
-@CHECKS.probe("kv_cache_bytes", "K and V for every layer, head and position (float16 by default)", _same_ints)
+@CHECKS.probe("kv_cache_bytes", "K and V for every layer, head and position (float16 by default)", _same_ints,
+              rule="a K and a V per layer, KV head, position and sequence")
 def kv_plain(ctx):
     f = ctx.target
     return {"kv_cache_bytes(32, 32, 128, 4096)": ctx.call(f, 32, 32, 128, 4096),
@@ -623,7 +647,8 @@ def kv_plain(ctx):
             "kv_cache_bytes(80, 8, 128, 8192, batch=4)": ctx.call(f, 80, 8, 128, 8192, batch=4)}
 
 
-@CHECKS.probe("kv_cache_bytes", "element size follows dtype (float32, bfloat16, float8)", _same_ints)
+@CHECKS.probe("kv_cache_bytes", "element size follows dtype (float32, bfloat16, float8)", _same_ints,
+              rule="the cache's size in bytes, the element size taken from `dtype`")
 def kv_dtypes(ctx):
     f = ctx.target
     obs = {"kv_cache_bytes(2, 3, 5, 7, batch=11, dtype=torch.float32)": ctx.call(f, 2, 3, 5, 7, batch=11,
@@ -725,25 +750,30 @@ def _faf_probe(ctx, causal, Tq, Tk):
 
 
 @CHECKS.probe("FlashAttentionFunction", "output and gradients match SDPA's (Tq ≠ Tk, ragged)", _faf_vs_sdpa,
-              CPU_AND_GPU)
+              CPU_AND_GPU,
+              rule="It is checked against the gradients of `F.scaled_dot_product_attention`")
 def faf_plain(ctx):
     return _faf_probe(ctx, False, 75, 140)
 
 
-@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's", _faf_vs_sdpa, CPU_AND_GPU)
+@CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's", _faf_vs_sdpa, CPU_AND_GPU,
+              rule="In causal mode, skip the same tiles as the forward and mask the diagonal ones, bottom-right "
+                   "aligned as there")
 def faf_causal(ctx):
     return _faf_probe(ctx, True, 150, 150)
 
 
 @CHECKS.probe("FlashAttentionFunction", "causal gradients match SDPA's with Tq ≠ Tk (bottom-right: "
-              "causal_lower_right)", _faf_vs_sdpa, CPU, hidden=True)
+              "causal_lower_right)", _faf_vs_sdpa, CPU, hidden=True,
+              rule="with `causal_lower_right` when Tq ≠ Tk")
 def faf_causal_ragged(ctx):
     return _faf_probe(ctx, True, 75, 140)
 
 
 @CHECKS.probe("FlashAttentionFunction", "neither forward nor backward builds a Tq×Tk tensor",
               lambda s, r, ctx: _no_tq_by_tk(s, r, ctx, "in the forward or backward pass") or _faf_vs_sdpa(s, r, ctx),
-              CPU, hidden=True)
+              CPU, hidden=True,
+              rule="No Tq × Tk tensor appears in either pass")
 def faf_memory(ctx):
     Tq, Tk = 300, 330
     q, k, v = ctx.randn(1, 2, Tq, 16), ctx.randn(1, 2, Tk, 16), ctx.randn(1, 2, Tk, 16)

@@ -189,7 +189,8 @@ def _ints_judge(key):
 
 
 @CHECKS.probe("SwiGLU", "gate_proj, up_proj (D → hidden) and down_proj (hidden → D); biases only with bias=True",
-              _shapes_judge("bias=False", "bias=True"), CPU)
+              _shapes_judge("bias=False", "bias=True"), CPU,
+              rule="work out each one's in and out features from the formula, and pass bias to all three")
 def swiglu_names(ctx):
     ctx.manual_seed()
     return {"bias=False": _shapes(ctx.call(ctx.target, 20, 44)),
@@ -197,7 +198,8 @@ def swiglu_names(ctx):
 
 
 @CHECKS.probe("SwiGLU", "output is down_proj(silu(gate_proj(x)) * up_proj(x)) (parameters set by name)",
-              _precision_judge("output"), CPU_AND_GPU)
+              _precision_judge("output"), CPU_AND_GPU,
+              rule="FFN_SwiGLU(x) = (Swish₁(x·W) ⊗ x·V) · W₂")
 def swiglu_output(ctx):
     ctx.manual_seed()
     mlp = _fill(ctx.call(ctx.target, 20, 44), ctx.seed)
@@ -205,7 +207,8 @@ def swiglu_output(ctx):
     return _precision(ctx, mlp, lambda m, dt: ctx.call(m, x.to(dt)), "output")
 
 
-@CHECKS.probe("SwiGLU", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("SwiGLU", "gradients match the reference's", same(scale=10), CPU, hidden=True,
+              rule="the gradients of x and of every parameter are checked too")
 def swiglu_grads(ctx):
     ctx.manual_seed()
     mlp = _fill(ctx.call(ctx.target, 12, 30), ctx.seed)
@@ -249,7 +252,9 @@ _HIDDEN_CASES = (("Llama 2 7B: d_model=4096", (4096,), {}), ("Llama 2 13B: d_mod
 
 
 @CHECKS.probe("swiglu_hidden_dim", "Llama's published widths (11008, 13824, 14336, 28672) and small cases",
-              _ints_judge("widths"), CPU)
+              _ints_judge("widths"), CPU,
+              rule="the width that matches a 4·d_model MLP's parameters, widened by ffn_dim_multiplier if given, "
+                   "then rounded up to a multiple of multiple_of")
 def hidden_values(ctx):
     return {"widths": {name: ctx.call(ctx.target, *args, **kwargs) for name, args, kwargs in _HIDDEN_CASES}}
 
@@ -260,7 +265,7 @@ def _hidden_bad_judge(s, r, ctx):
 
 
 @CHECKS.probe("swiglu_hidden_dim", "ValueError for d_model or multiple_of below 1", _hidden_bad_judge, CPU,
-              hidden=True)
+              hidden=True, rule="ValueError for a d_model or multiple_of below 1, the message naming the argument")
 def hidden_bad(ctx):
     return {"d_model=0": ctx.raised(ctx.target, 0), "multiple_of=0": ctx.raised(ctx.target, 64, 0)}
 
@@ -293,7 +298,8 @@ def _attention(ctx, kv=2, window=None, d=36, heads=6):
 
 @CHECKS.probe("LlamaAttention", "q_proj (D→D), k_proj and v_proj (D→num_kv_heads·Dh), out_proj; no biases",
               _shapes_judge("num_kv_heads=2", "num_kv_heads=1",
-                            hint=". Llama has no biases: nn.Linear(..., bias=False) everywhere"), CPU)
+                            hint=". Llama has no biases: nn.Linear(..., bias=False) everywhere"), CPU,
+              rule="q_proj (D → D), k_proj and v_proj (D → num_kv_heads·Dh), out_proj (D → D), no biases")
 def attn_names(ctx):
     ctx.manual_seed()
     return {"num_kv_heads=2": _shapes(ctx.call(ctx.target, 36, 6, 2)),
@@ -315,7 +321,9 @@ def _attn_bad_judge(s, r, ctx):
 
 
 @CHECKS.probe("LlamaAttention", "ValueError when num_heads does not divide d_model, num_kv_heads does not divide "
-              "num_heads, or the head size is odd", _attn_bad_judge, CPU)
+              "num_heads, or the head size is odd", _attn_bad_judge, CPU,
+              rule="Three ValueErrors, each naming what it checks: num_heads does not divide d_model; num_kv_heads "
+                   "does not divide num_heads; the head size Dh = d_model / num_heads is odd")
 def attn_bad(ctx):
     return {label: ctx.raised(ctx.target, *args) for label, args, _ in _ATTN_BAD}
 
@@ -332,7 +340,8 @@ def _gqa_hint(s, r):
 
 @CHECKS.probe("LlamaAttention", "output matches the reference with 1, some and all KV heads (parameters set by name)",
               _precision_judge("output (num_kv_heads=1)", "output (num_kv_heads=2)", "output (num_kv_heads=6)",
-                               hint=_gqa_hint), CPU_AND_GPU)
+                               hint=_gqa_hint), CPU_AND_GPU,
+              rule="Causal grouped-query self-attention with RoPE (half-split) on q and k")
 def attn_output(ctx):
     x = ctx.randn(2, 9, 36)
     obs = {}
@@ -354,7 +363,9 @@ def _attn_cache_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("LlamaAttention", "output through a cache, fed in pieces, equals the full forward", _attn_cache_judge, CPU)
+@CHECKS.probe("LlamaAttention", "output through a cache, fed in pieces, equals the full forward",
+              _attn_cache_judge, CPU,
+              rule="fed through a cache in pieces, the outputs equal those of one call on the whole sequence")
 def attn_cache(ctx):
     attn = _attention(ctx, 2)
     x = ctx.randn(2, 10, 36)
@@ -410,7 +421,8 @@ def _absolute_judge(s, r, ctx):
 
 
 @CHECKS.probe("LlamaAttention", "RoPE at absolute positions: keys cached rotated at len(cache) onwards, v untouched, "
-              "a shift changes nothing", _absolute_judge, CPU)
+              "a shift changes nothing", _absolute_judge, CPU,
+              rule="the keys that go into the cache are rotated at those absolute positions, once")
 def attn_absolute(ctx):
     attn = _attention(ctx, 2)
     x = ctx.randn(2, 7, 36)
@@ -434,7 +446,9 @@ def _mask_judge(s, r, ctx):
 
 
 @CHECKS.probe("LlamaAttention", "sliding_window_mask: causal, queries last, each sees at most `window` keys",
-              _mask_judge, CPU)
+              _mask_judge, CPU,
+              rule="The queries are the last t_q of the t_k key positions; each sees itself and the keys before it, "
+                   "at most window keys in all")
 def attn_mask(ctx):
     mask = ctx.get("sliding_window_mask")
     cases = ((5, 5, None), (3, 8, None), (6, 6, 3), (4, 9, 3), (5, 5, 1))
@@ -450,7 +464,8 @@ def _window_judge(s, r, ctx):
                  tol=ctx.tol.scaled(5))
 
 
-@CHECKS.probe("LlamaAttention", "window=3: the output matches, with and without a rolling cache", _window_judge, CPU)
+@CHECKS.probe("LlamaAttention", "window=3: the output matches, with and without a rolling cache", _window_judge, CPU,
+              rule="With window=W each query sees at most the last W keys, its own included")
 def attn_window(ctx):
     attn = _attention(ctx, 2, window=3)
     x = ctx.randn(2, 9, 36)
@@ -459,7 +474,8 @@ def attn_window(ctx):
     return {"output (window=3)": ctx.call(attn, x), "through a rolling cache (window=3)": torch.cat(pieces, 1)}
 
 
-@CHECKS.probe("LlamaAttention", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("LlamaAttention", "gradients match the reference's", same(scale=10), CPU, hidden=True,
+              rule="the gradients of x and of every parameter are checked too")
 def attn_grads(ctx):
     attn = _attention(ctx, 2)
     x = ctx.randn(2, 6, 36, requires_grad=True)
@@ -474,7 +490,9 @@ def _fast_judge(s, r, ctx):
 
 
 @CHECKS.probe("LlamaAttention", "on a GPU in float16/bfloat16: matches SDPA's fused kernels with enable_gqa",
-              _fast_judge, GPU_ONLY)
+              _fast_judge, GPU_ONLY,
+              rule="On a GPU, in float16 and bfloat16, the output is compared with SDPA's fused kernels (with "
+                   "enable_gqa=True)")
 def attn_fast_path(ctx):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -506,7 +524,8 @@ def _steps(ctx):
 
 
 @CHECKS.probe("RollingKVCache", "update returns the kept positions then the new ones, and keeps the newest `window`",
-              same(), CPU)
+              same(), CPU,
+              rule="Return the kept positions followed by the new k, v (B, H, T_new, Dh); then keep the last window")
 def rolling_update(ctx):
     cache = ctx.call(ctx.target, 4)
     obs = {}
@@ -526,7 +545,8 @@ def _len_judge(s, r, ctx):
     return None
 
 
-@CHECKS.probe("RollingKVCache", "len(cache) counts every position seen, past the window too", _len_judge, CPU)
+@CHECKS.probe("RollingKVCache", "len(cache) counts every position seen, past the window too", _len_judge, CPU,
+              rule="len(cache) counts every position seen, not the kept ones")
 def rolling_len(ctx):
     cache = ctx.call(ctx.target, 4)
     lengths = [len(cache)]
@@ -563,7 +583,8 @@ def _rolling_model_judge(s, r, ctx):
 
 
 @CHECKS.probe("RollingKVCache", "a windowed attention through the cache equals the full sliding-window forward",
-              _rolling_model_judge, CPU)
+              _rolling_model_judge, CPU,
+              rule="so that a chunk of several new queries (a prompt) sees every key it may attend to")
 def rolling_model(ctx):
     d, window = 8, 4
     weights = [tuple(ctx.randn(d, d, scale=1 / math.sqrt(d)) for _ in range(3)) for _layer in range(2)]
@@ -578,7 +599,8 @@ def _rolling_bad_judge(s, r, ctx):
     return expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
 
 
-@CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True)
+@CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True,
+              rule="ValueError for a window below 1, the message naming window")
 def rolling_bad(ctx):
     return {"window=0": ctx.raised(ctx.target, 0)}
 
@@ -657,7 +679,8 @@ def _config_judge(s, r, ctx):
 
 
 @CHECKS.probe("LlamaConfig", "the fields and defaults; impossible configs raise ValueError naming the field",
-              _config_judge, CPU)
+              _config_judge, CPU,
+              rule="A dataclass whose __post_init__ raises ValueError, naming the field, for a size below 1")
 def config_fields(ctx):
     import dataclasses
 
@@ -713,14 +736,17 @@ def _block(ctx, **overrides):
 
 
 @CHECKS.probe("LlamaBlock", "ln1, attn (q/k/v/out_proj), ln2, mlp (gate/up/down_proj); no biases",
-              _shapes_judge("parameters"), CPU)
+              _shapes_judge("parameters"), CPU,
+              rule="ln1 and ln2 (lesson 05's RMSNorm, with the config's norm_eps), attn (your LlamaAttention, every "
+                   "argument taken from the config) and mlp (your SwiGLU, hidden_dim wide)")
 def block_names(ctx):
     ctx.manual_seed()
     return {"parameters": _shapes(ctx.call(ctx.target, _Config()))}
 
 
 @CHECKS.probe("LlamaBlock", "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
-              _precision_judge("output"), CPU_AND_GPU)
+              _precision_judge("output"), CPU_AND_GPU,
+              rule="Pre-norm: x + attn(ln1(x)), then x + mlp(ln2(x))")
 def block_output(ctx):
     block = _block(ctx)
     x = ctx.randn(2, 8, 36)
@@ -732,7 +758,8 @@ def _block_cache_judge(s, r, ctx):
                  "one at a time) against its full forward", tol=ctx.tol.scaled(5))
 
 
-@CHECKS.probe("LlamaBlock", "output through a cache equals the full forward", _block_cache_judge, CPU)
+@CHECKS.probe("LlamaBlock", "output through a cache equals the full forward", _block_cache_judge, CPU,
+              rule="The cache arguments are the attention's; pass them through")
 def block_cache(ctx):
     block = _block(ctx)
     x = ctx.randn(2, 8, 36)
@@ -792,7 +819,10 @@ def _llama_names_judge(s, r, ctx):
 
 
 @CHECKS.probe("Llama", "embed, blocks.{i}.*, norm, lm_head; no position table; tied only when asked",
-              _llama_names_judge, CPU)
+              _llama_names_judge, CPU,
+              rule="embed (nn.Embedding(vocab_size, n_embd)), blocks (an nn.ModuleList of LlamaBlock), norm "
+                   "(RMSNorm), lm_head (nn.Linear(n_embd, vocab_size, bias=False), the very Parameter embed.weight "
+                   "when tie_embeddings). No position embedding.")
 def llama_names(ctx):
     ctx.manual_seed()
     untied = ctx.call(ctx.target, _Config())
@@ -803,7 +833,8 @@ def llama_names(ctx):
 
 
 @CHECKS.probe("Llama", "logits and loss match the reference (parameters set by name)",
-              _precision_judge("logits", "loss"), CPU_AND_GPU)
+              _precision_judge("logits", "loss"), CPU_AND_GPU,
+              rule="Logits (B, T, vocab_size) for idx (B, T) and the mean cross-entropy against targets when given")
 def llama_logits(ctx):
     model = _llama(ctx)
     idx, targets = _tokens(ctx, 3, 11), _tokens(ctx, 3, 11)
@@ -835,7 +866,8 @@ def _causal_judge(s, r, ctx):
     return same("logits")(s, r, ctx)
 
 
-@CHECKS.probe("Llama", "the future does not change the past", _causal_judge, CPU)
+@CHECKS.probe("Llama", "the future does not change the past", _causal_judge, CPU,
+              rule="The model is causal: changing a later token changes no earlier logit")
 def llama_causal(ctx):
     model = _llama(ctx)
     idx = _tokens(ctx, 2, 13)
@@ -860,7 +892,9 @@ def _model_cache_judge(what):
 
 
 @CHECKS.probe("Llama", "logits through a KV cache, one token at a time, equal the full forward",
-              _model_cache_judge("a growing cache"), CPU)
+              _model_cache_judge("a growing cache"), CPU,
+              rule="Through either cache the logits equal the full forward's, however the tokens are split into "
+                   "calls")
 def llama_cache(ctx):
     model = _llama(ctx)
     idx = _tokens(ctx, 2, 12)
@@ -870,7 +904,9 @@ def llama_cache(ctx):
 
 
 @CHECKS.probe("Llama", "with window=4, logits through a rolling cache equal the full sliding-window forward",
-              _model_cache_judge("a rolling cache (window=4)"), CPU)
+              _model_cache_judge("a rolling cache (window=4)"), CPU,
+              rule="or a RollingKVCache when the config has a window (then the full forward uses the sliding-window "
+                   "mask)")
 def llama_rolling(ctx):
     model = _llama(ctx, window=4)
     idx = _tokens(ctx, 2, 14)
@@ -891,7 +927,9 @@ def _block_size_judge(s, r, ctx):
 
 
 @CHECKS.probe("Llama", "ValueError naming block_size past it (a windowed model's cache may run on)",
-              _block_size_judge, CPU)
+              _block_size_judge, CPU,
+              rule="ValueError naming block_size when start + T passes it — except with a window, where only a "
+                   "single call longer than block_size is an error")
 def llama_block_size(ctx):
     model = _llama(ctx)
     cache = _Cache()
@@ -986,7 +1024,10 @@ def _init_judge(s, r, ctx):
 
 
 @CHECKS.probe("Llama", "init: N(0, 0.02), residual projections scaled by 1/√(2·n_layer), loss at init ≈ ln V",
-              _init_judge, CPU)
+              _init_judge, CPU,
+              rule="every Linear and Embedding weight from N(0, 0.02²), and the two residual projections of each "
+                   "block (attn.out_proj, mlp.down_proj) with std 0.02/√(2·n_layer). RMSNorm gains start at 1. With "
+                   "this init the loss at initialisation is close to ln(vocab_size)")
 def llama_init(ctx):
     ctx.manual_seed()
     model = ctx.call(ctx.target, _Config(**INIT)).eval()
@@ -1009,7 +1050,8 @@ def llama_init(ctx):
             "loss at init within 0.3 of ln V": abs(float(loss) - math.log(INIT["vocab_size"])) < 0.3}
 
 
-@CHECKS.probe("Llama", "gradients match the reference's", same(scale=10), CPU, hidden=True)
+@CHECKS.probe("Llama", "gradients match the reference's", same(scale=10), CPU, hidden=True,
+              rule="the gradients of the loss with respect to every parameter are checked too")
 def llama_grads(ctx):
     model = _llama(ctx)
     _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
@@ -1105,14 +1147,16 @@ def _load_judge(key):
 
 
 @CHECKS.probe("load_llama_state_dict", "every tensor of a synthetic Hugging Face checkpoint lands in its parameter",
-              _load_judge("untied, GQA"), CPU)
+              _load_judge("untied, GQA"), CPU,
+              rule="Copy every tensor into the model's existing parameters under torch.no_grad()")
 def load_untied(ctx):
     cfg = _Config(n_layer=3)
     return {"untied, GQA": _loaded(ctx, cfg, hf_llama_state_dict(cfg, ctx.seed))}
 
 
 @CHECKS.probe("load_llama_state_dict", "a tied checkpoint without lm_head.weight loads into a tied model",
-              _load_judge("tied, one KV head"), CPU)
+              _load_judge("tied, one KV head"), CPU,
+              rule="lm_head.weight (absent or equal to the embedding when tied)")
 def load_tied(ctx):
     cfg = _Config(n_kv_head=1, tie_embeddings=True)
     return {"tied, one KV head": _loaded(ctx, cfg, hf_llama_state_dict(cfg, ctx.seed, tied=True))}
@@ -1125,7 +1169,9 @@ def _load_bad_judge(s, r, ctx):
 
 
 @CHECKS.probe("load_llama_state_dict", "ValueError for a missing key, a wrong shape, or too many layers",
-              _load_bad_judge, CPU, hidden=True)
+              _load_bad_judge, CPU, hidden=True,
+              rule="ValueError when a key is missing, a shape differs, or the checkpoint has more layers than the "
+                   "model")
 def load_bad(ctx):
     cfg = _Config()
     sd = hf_llama_state_dict(cfg, ctx.seed)
@@ -1211,7 +1257,9 @@ def _kept_judge(*keys):
 
 
 @CHECKS.probe("filter_logits", "top_k keeps the k largest logits unchanged, the rest -inf; no filter changes nothing",
-              _kept_judge("top_k=2", "top_k=7 (more than V)", "no filter"), CPU)
+              _kept_judge("top_k=2", "top_k=7 (more than V)", "no filter"), CPU,
+              rule="Top-k keeps the k largest logits (all of them when k ≥ V); a filter left at None removes "
+                   "nothing")
 def filter_top_k(ctx):
     logits = torch.tensor(_PROBS).log().to(ctx.device)
     return {"top_k=2": ctx.call(ctx.target, logits, top_k=2), "top_k=7 (more than V)": ctx.call(ctx.target, logits, top_k=7),
@@ -1219,7 +1267,9 @@ def filter_top_k(ctx):
 
 
 @CHECKS.probe("filter_logits", "top_p keeps the smallest most-likely set reaching p, the crossing token included",
-              _kept_judge("top_p=0.6", "top_p=0.9", "top_p=0.5 (3, 5) logits"), CPU)
+              _kept_judge("top_p=0.6", "top_p=0.9", "top_p=0.5 (3, 5) logits"), CPU,
+              rule="keep the smallest set of most likely tokens whose total is at least p. The token whose "
+                   "probability makes the running total cross p is kept")
 def filter_top_p(ctx):
     logits = torch.tensor(_PROBS).log().to(ctx.device)
     scaled = (2.0 * logits + 1.0)  # not a log-probability any more: the softmax is what counts
@@ -1240,7 +1290,8 @@ def _top_p_one_judge(s, r, ctx):
     return _kept_judge("top_p=1.0 (20, 0, -1) logits", "top_p=1.0", "top_p=0.999")(s, r, ctx)
 
 
-@CHECKS.probe("filter_logits", "top_p=1.0 keeps every token, however small its probability", _top_p_one_judge, CPU)
+@CHECKS.probe("filter_logits", "top_p=1.0 keeps every token, however small its probability", _top_p_one_judge, CPU,
+              rule="top_p = 1.0 keeps every token, however small its probability")
 def filter_top_p_one(ctx):
     peaked = torch.tensor([[20.0, 0.0, -1.0]], device=ctx.device)  # probabilities 1 - 3e-9, 2e-9, 8e-10
     logits = ctx.randn(2, 40, scale=6.0)
@@ -1251,14 +1302,17 @@ def filter_top_p_one(ctx):
 
 
 @CHECKS.probe("filter_logits", "min_p keeps the tokens with probability ≥ min_p · the largest",
-              _kept_judge("min_p=0.5", "min_p=0.2"), CPU)
+              _kept_judge("min_p=0.5", "min_p=0.2"), CPU,
+              rule="keep the tokens whose probability is at least min_p times the largest probability")
 def filter_min_p(ctx):
     logits = torch.tensor(_PROBS).log().to(ctx.device)
     return {"min_p=0.5": ctx.call(ctx.target, logits, min_p=0.5), "min_p=0.2": ctx.call(ctx.target, logits, min_p=0.2)}
 
 
 @CHECKS.probe("filter_logits", "top_k, then top_p, then min_p, each on what is left; any leading dims",
-              _kept_judge("top_k=20, top_p=0.8, min_p=0.05", "top_p=0.7, min_p=0.3"), CPU)
+              _kept_judge("top_k=20, top_p=0.8, min_p=0.05", "top_p=0.7, min_p=0.3"), CPU,
+              rule="The filters given apply in the order top-k, top-p, min-p, each to the softmax of what the "
+                   "previous one left")
 def filter_combined(ctx):
     logits = ctx.randn(2, 3, 50, scale=2.0)
     return {"top_k=20, top_p=0.8, min_p=0.05": ctx.call(ctx.target, logits, top_k=20, top_p=0.8, min_p=0.05),
@@ -1290,7 +1344,9 @@ def _filter_bad_judge(s, r, ctx):
 
 
 @CHECKS.probe("filter_logits", "ValueError for top_k < 1, top_p outside (0, 1], min_p outside [0, 1]",
-              _filter_bad_judge, CPU, hidden=True)
+              _filter_bad_judge, CPU, hidden=True,
+              rule="ValueError for top_k < 1, top_p outside (0, 1], min_p outside [0, 1], the message naming the "
+                   "argument")
 def filter_bad(ctx):
     logits = ctx.randn(2, 9)
     return {key: ctx.raised(ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
@@ -1322,7 +1378,10 @@ def _costs_judge(s, r, ctx):
 
 
 @CHECKS.probe("decoder_costs", "params, train_flops, kv_bytes_per_token and adamw_bytes (Llama 3 8B: 8,030,261,248 "
-              "parameters)", _costs_judge, CPU)
+              "parameters)", _costs_judge, CPU,
+              rule="Return a dict of Python ints: params (embedding included, a tied head once), train_flops "
+                   "((6·N_mm + 12·n_layer·n_embd·block_size) · tokens), kv_bytes_per_token (all layers, K and V, in "
+                   "dtype")
 def costs_values(ctx):
     out = {}
     for case, fields, tokens, dtype in _COST_CASES:

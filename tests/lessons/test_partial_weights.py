@@ -3,6 +3,8 @@ exercise's points, and a notebook's partial points do not depend on the hidden s
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 
 import pytest
@@ -16,8 +18,14 @@ MODULE = importlib.import_module(L01.module)
 
 
 def _observe(mistake, seed: int | None) -> dict:
+    return copy.deepcopy(_observed(mistake.id, seed))
+
+
+@functools.cache  # each (mistake, seed) probed once for every test of this module (the judges read, never write)
+def _observed(mistake_id: str, seed: int | None) -> dict:
     from graders.engine import probe_exercise, register_source
 
+    mistake = next(m for m in mistakes_of(L01) if m.id == mistake_id)
     ns, _ = reference(L01)
     m_ns = dict(ns)
     src = mistake_source(mistake)
@@ -29,16 +37,22 @@ def _observe(mistake, seed: int | None) -> dict:
 def _judged(mistake, seed: int | None):
     """The mistake's exercise judged in process with the hidden checks drawn from `seed` (the reference and the
     catalogued mistakes' observations too, as class grading draws them)."""
-    from graders.engine import probe_exercise
     from graders.engine.verdict import judge_exercise
 
-    ns, _ = reference(L01)
     name = mistake.exercise
     s_obs = _observe(mistake, seed)
-    r_obs = probe_exercise(MODULE, ns, name, _configs(MODULE), hidden_seed=seed)
+    r_obs = copy.deepcopy(_reference_observed(name, seed))
     known = {m.id: _observe(m, seed) for m in mistakes_of(L01) if m.exercise == name}
     ex = next(e for e in L01.exercises if e.name == name)
     return judge_exercise(MODULE, ex, s_obs, r_obs, known, gpu=False)
+
+
+@functools.cache
+def _reference_observed(exercise: str, seed: int | None) -> dict:
+    from graders.engine import probe_exercise
+
+    ns, _ = reference(L01)
+    return probe_exercise(MODULE, ns, exercise, _configs(MODULE), hidden_seed=seed)
 
 
 def _partial(ex_result):
@@ -65,8 +79,6 @@ def test_partial_points_are_the_same_under_every_hidden_seed(mistake):
 def test_what_only_the_hidden_draws_decide_does_not_move_partial_points():
     """A bug that shows on some draws only (the issue's 2 of 15 students): whatever the hidden runs say — here
     every one of them flipped — the partial points stay; only passing (full points) depends on them."""
-    import copy
-
     m = next(m for m in mistakes_of(L01) if m.id == "max_wrong_dim")
     ex = _judged(m, None)
     hidden = {c.name for c in MODULE.CHECKS.of(m.exercise) if c.hidden}
