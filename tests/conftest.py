@@ -34,6 +34,15 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # workspace would outlive the test that started it.
 os.environ.setdefault("COURSE_WARM", "0")
 os.environ.setdefault("COURSE_INIT_REFERENCES", "0")  # `course init` in a test does not build every reference
+# An xdist worker is one of N processes sharing the cores: with torch's default pool in each, N x cores threads
+# busy-wait on the cores and every worker runs ~3x slower (the fast tier on 2 cores, 2 workers: 3 min 38 s with
+# torch's default threads, 1 min 10 s with one thread per worker; docs/benchmarks.md). Each worker takes its
+# share, set before anything imports torch; a value the caller chose is kept. Children set their own (sandbox).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _SHARE = max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_SHARE))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 from graders.registry import LESSONS  # noqa: E402
 
