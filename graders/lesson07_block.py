@@ -560,6 +560,56 @@ def block_dropout(ctx):
             "training mode changes the output": changed, "p": p}
 
 
+def _branch_dropout(s, r, ctx):
+    msg = _unloadable(s)
+    if msg:
+        return msg
+    key = "rows of the attention branch's output dropped element by element"
+    share, ref = s.get(key), r[key]
+    if not isinstance(share, (int, float)):
+        return f"{key}: the block's output could not be compared with its input ({share!r})"
+    if ref >= 0.9 and share < 0.5:
+        return (f"with one token per sequence (its attention weight is 1) and the MLP branch zeroed, training mode "
+                f"scaled each row of the attention branch's output as a whole ({share:.0%} of the rows had elements "
+                f"dropped one by one; the reference: {ref:.0%}): dropout on the attention weights alone. Also "
+                f"drop the attention branch's output before it is added to the stream (section 4, site 2)")
+    return None
+
+
+@CHECKS.probe("TransformerBlock", "dropout on the attention branch's output, before the add (one token, the MLP "
+              "branch zeroed)", _branch_dropout, CPU,
+              rule="on the **attention branch's output**, before it is added to the stream")
+def block_attention_branch_dropout(ctx):
+    """With T = 1 and one head, dropout on the attention weights scales a row's branch output as a whole (the
+    weight is 0 or 1/(1-p)); dropout on the branch's output drops its elements one by one. The MLP's fc2 and
+    the out projection's bias are zero, so the block adds only the attention branch (pre-LN)."""
+    d, p = 16, 0.5
+    W = block_weights(ctx, d, 4 * d)
+    W["fc2"] = {k: torch.zeros_like(v) for k, v in W["fc2"].items()}
+    W["out_proj"]["bias"] = torch.zeros_like(W["out_proj"]["bias"])
+    block = _build(ctx, d, 1, dropout=p)
+    try:
+        load_block(block, W)
+    except Unloadable as exc:
+        return {"cannot load weights": str(exc)}
+    block = _ready(ctx, block)
+    x = ctx.randn(64, 1, d)  # 64 sequences of one token
+    key = "rows of the attention branch's output dropped element by element"
+    base = ctx.call(block, x)
+    block.train()
+    ctx.manual_seed()
+    out = ctx.call(block, x)
+    if not (isinstance(base, torch.Tensor) and isinstance(out, torch.Tensor) and base.shape == out.shape == x.shape):
+        return {key: "not a tensor shaped like the input"}
+    a, b = (base - x).double(), (out - x).double()  # the branch's output, eval and training
+    seen = a.abs() > 1e-3
+    ratio = torch.where(seen, b / torch.where(seen, a, torch.ones_like(a)), torch.zeros_like(a))
+    big = torch.where(seen, ratio, torch.full_like(ratio, -1e9)).amax(-1)
+    small = torch.where(seen, ratio, torch.full_like(ratio, 1e9)).amin(-1)
+    rows = seen.any(-1) & (b.abs() > 1e-6).any(-1)  # rows whose attention weight was dropped add nothing: left out
+    return {key: float(((big - small) > 0.1)[rows].float().mean()) if rows.any() else 0.0}
+
+
 def _trains(s, r, ctx):
     msg = _unloadable(s)
     if msg:

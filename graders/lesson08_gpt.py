@@ -502,6 +502,54 @@ def gpt_init(ctx):
             "loss at init, rounded": round(float(loss))}
 
 
+_EMBEDDING_DROPOUT = "training mode changes the logits (every block's output projections zeroed)"
+
+
+def _embedding_dropout(s, r, ctx):
+    if s.get("eval mode is repeatable") is False:
+        return None  # dropout acting in eval mode too: the mode checks and the domain say so
+    if r.get(_EMBEDDING_DROPOUT) and s.get(_EMBEDDING_DROPOUT) is False:
+        return ("with config.dropout=0.5 and every block's attn.out_proj and mlp.fc2 set to zero (the blocks add "
+                "nothing to the stream), training mode gave the eval-mode logits: nothing drops after the "
+                "embeddings. Apply dropout to wte(idx) + wpe(pos) before the first block (nn.Dropout(config.dropout))")
+    if s.get(_EMBEDDING_DROPOUT) is not r.get(_EMBEDDING_DROPOUT):
+        return f"{_EMBEDDING_DROPOUT}: expected {r.get(_EMBEDDING_DROPOUT)!r}, got {s.get(_EMBEDDING_DROPOUT)!r}"
+    return None
+
+
+@CHECKS.probe("GPT", "dropout after the embeddings (every block's output projections zeroed)", _embedding_dropout, CPU,
+              rule="after the embeddings, on the attention weights, on each branch's")
+def gpt_embedding_dropout(ctx):
+    """The blocks' two projections into the residual stream (attn.out_proj, mlp.fc2) zeroed: every block adds
+    zero (dropout of zero is zero), so only a dropout after the embeddings can make training mode differ."""
+    model = _tiny_gpt(ctx, dropout=0.5)
+    with torch.no_grad():
+        for i, block in enumerate(getattr(model, "blocks", None) or ()):
+            for path in ("attn.out_proj", "mlp.fc2"):
+                try:
+                    lin = block.get_submodule(path)
+                except AttributeError:
+                    lin = None
+                if not isinstance(lin, nn.Linear):
+                    raise WrongResult(f"blocks.{i}.{path} should be an nn.Linear (the names the lesson gives)")
+                lin.weight.zero_()
+                if lin.bias is not None:
+                    lin.bias.zero_()
+    idx = _tokens(ctx, 2, 8)
+    ctx.manual_seed()
+    in_eval = _forward(ctx, model, idx)[0]
+    again = _forward(ctx, model, idx)[0]  # the generator has moved on: only dropout could change it
+    model.train()
+    ctx.manual_seed()
+    in_training = _forward(ctx, model, idx)[0]
+
+    def differ(a, b) -> bool:
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and bool(((a - b).abs() > 1e-4).any()))
+
+    return {_EMBEDDING_DROPOUT: differ(in_training, in_eval), "eval mode is repeatable": not differ(in_eval, again)}
+
+
 @CHECKS.probe("GPT", "gradients match, the tied weight's from both of its uses", same(scale=10), CPU, hidden=True,
               rule="one tensor, two uses, and the gradients from both uses add up in it")
 def gpt_grads(ctx):
