@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 _GRADING_CELL = re.compile(r"\bgrade\(\s*['\"]lesson|\bcheck\(\s*['\"]")
 
@@ -48,6 +49,46 @@ def kernel_cells() -> list[dict]:
     history = list(ip.history_manager.input_hist_raw)
     return [{"index": i, "source": src} for i, src in enumerate(history)
             if src.strip() and not _GRADING_CELL.search(src)]
+
+
+DEMO_GUARD = "from course_cli.incell import demo\nwith demo("  # how `course build` wraps a demo cell (build.guard_demo)
+
+
+def demo_sources(lesson) -> set[str]:
+    """The sources of the lesson's demo cells (metadata course.role = demo), stripped: those of the notebook this
+    kernel runs when JupyterLab names it (`__session__`, or JPY_SESSION_NAME: its path), and the course's own
+    student and solved notebooks. The grader never runs a demo (`graded_cells` leaves them out of a notebook
+    file); a check cell must not either: run from the kernel's history, a lesson's plots and timings would run
+    again in every check (lesson 10's, 23 s) and could change what the exercises see."""
+    import json
+
+    from graders.engine.notebook import is_demo
+
+    paths = [lesson.student_path, lesson.solution_path]
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        session = (ip.user_ns.get("__session__") if ip is not None else None) or os.environ.get("JPY_SESSION_NAME")
+    except ImportError:  # pragma: no cover
+        session = os.environ.get("JPY_SESSION_NAME")
+    if isinstance(session, str) and session.endswith(".ipynb"):
+        paths.insert(0, Path(session))
+    found: set[str] = set()
+    for path in paths:
+        try:
+            cells = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+            found |= {"".join(c.get("source", "")).strip() for c in cells if isinstance(c, dict) and is_demo(c)}
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return found - {""}
+
+
+def graded_kernel_cells(lesson) -> list[dict]:
+    """kernel_cells() without the lesson's demo cells (demo_sources) and cells `course build` guarded as demos:
+    the cells `course check` would run from the notebook file."""
+    demos = demo_sources(lesson)
+    return [c for c in kernel_cells() if c["source"].strip() not in demos and not c["source"].startswith(DEMO_GUARD)]
 
 
 def check(exercise: str, lesson: str | None = None):
@@ -104,7 +145,8 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
 
         hidden = not STUDENT_DISTRIBUTION
     stay_with(os.getpid())  # the warm grader ends with this kernel (or when idle)
-    result = grade_cells(lesson_obj, kernel_cells(), "(this notebook's kernel)", names, only_public=not hidden)
+    result = grade_cells(lesson_obj, graded_kernel_cells(lesson_obj), "(this notebook's kernel)", names,
+                         only_public=not hidden)
     ex = next(e for e in result.exercises if e.id == exercise)
     blockers = blocked_by(lesson_obj.id, result).get(exercise)
     html_text, plain = exercise_html(ex, lesson_obj.id, blockers), exercise_plain(ex, lesson_obj.id, blockers)
