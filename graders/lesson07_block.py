@@ -569,10 +569,9 @@ def _branch_dropout(s, r, ctx):
     if not isinstance(share, (int, float)):
         return f"{key}: the block's output could not be compared with its input ({share!r})"
     if ref >= 0.9 and share < 0.5:
-        return (f"with one token per sequence (its attention weight is 1) and the MLP branch zeroed, training mode "
-                f"scaled each row of the attention branch's output as a whole ({share:.0%} of the rows had elements "
-                f"dropped one by one; the reference: {ref:.0%}): dropout on the attention weights alone. Also "
-                f"drop the attention branch's output before it is added to the stream (section 4, site 2)")
+        return (f"training mode scaled whole rows of the attention branch (dropout on the weights only; {share:.0%} "
+                f"of rows had single elements dropped, the reference {ref:.0%}). Also drop the attention branch's "
+                f"output before it is added to the stream (section 4, site 2)")
     return None
 
 

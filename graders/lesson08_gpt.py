@@ -509,9 +509,9 @@ def _embedding_dropout(s, r, ctx):
     if s.get("eval mode is repeatable") is False:
         return None  # dropout acting in eval mode too: the mode checks and the domain say so
     if r.get(_EMBEDDING_DROPOUT) and s.get(_EMBEDDING_DROPOUT) is False:
-        return ("with config.dropout=0.5 and every block's attn.out_proj and mlp.fc2 set to zero (the blocks add "
-                "nothing to the stream), training mode gave the eval-mode logits: nothing drops after the "
-                "embeddings. Apply dropout to wte(idx) + wpe(pos) before the first block (nn.Dropout(config.dropout))")
+        return ("with every block's attn.out_proj and mlp.fc2 zeroed, training mode (dropout=0.5) gave the "
+                "eval-mode logits: nothing drops after the embeddings. Apply dropout to wte(idx) + wpe(pos) "
+                "before the first block (nn.Dropout(config.dropout))")
     if s.get(_EMBEDDING_DROPOUT) is not r.get(_EMBEDDING_DROPOUT):
         return f"{_EMBEDDING_DROPOUT}: expected {r.get(_EMBEDDING_DROPOUT)!r}, got {s.get(_EMBEDDING_DROPOUT)!r}"
     return None
