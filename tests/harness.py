@@ -215,3 +215,30 @@ def set_limit(monkeypatch, field: str, value) -> None:
 
     name, unit = Limits.ENV[field]
     monkeypatch.setenv(name, repr(value / unit) if unit != 1 else repr(value))
+
+
+_NUMBER = __import__("re").compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_INDEX = __import__("re").compile(r"index \(([\d, ]*)\)")
+
+
+def golden_differences(got, want, where: str = "") -> list[str]:
+    """Where two stored verdicts differ, as paths. Every status, score, name and diagnosis must match exactly,
+    and a message word for word and index for index; but a number printed in a message may differ by up to 1 %
+    (float32 sums in another order, on another CPU's vector width, move the 4th significant digit of an error,
+    and the count of low-precision elements just at the tolerance by one or two, never the verdict)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        if sorted(got) != sorted(want):
+            return [f"{where}: keys {sorted(set(got) ^ set(want))}"]
+        return [d for k in want for d in golden_differences(got[k], want[k], f"{where}.{k}")]
+    if isinstance(want, list) and isinstance(got, list):
+        if len(got) != len(want):
+            return [f"{where}: {len(got)} items, stored {len(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want)) for d in golden_differences(g, w, f"{where}[{i}]")]
+    if isinstance(want, str) and isinstance(got, str) and got != want:
+        if _NUMBER.split(got) != _NUMBER.split(want) or _INDEX.findall(got) != _INDEX.findall(want):
+            return [f"{where}: {got!r} != {want!r}"]
+        for g, w in zip(_NUMBER.findall(got), _NUMBER.findall(want)):
+            if abs(float(g) - float(w)) > 1e-2 * max(abs(float(w)), 1e-30):
+                return [f"{where}: {g} != {w} in {got!r}"]
+        return []
+    return [] if got == want else [f"{where}: {got!r} != {want!r}"]

@@ -316,9 +316,9 @@ BATTERY = (
     Variant("very negative inputs (about -400)", "with 400 subtracted from the inputs (scores near -400: exp "
             "underflows to 0 in float32, so an unshifted softmax divides 0 by 0) the result must stay finite and "
             "close to the reference's: subtract the max before exponentiating", offset=-400.0, tol_factor=50.0),
-    Variant("tiny inputs (scaled by 1e-4)", "with the inputs scaled by 1e-4 (their variance, ~1e-8, is smaller "
-            "than eps, so where eps goes decides the result) the result must be close to the reference's: add "
-            "eps to the variance (or mean square) inside the square root, sqrt(var + eps), not sqrt(var) + eps",
+    Variant("tiny inputs (scaled by 1e-4)", "with the inputs scaled by 1e-4 the result must be close to the "
+            "reference's (where a variance or mean square meets eps, ~1e-8 is below eps, so eps goes inside "
+            "the square root, sqrt(var + eps), not sqrt(var) + eps)",
             scale=1e-4, tol_factor=50.0),
 )
 ENTRIES = {v.name: v for v in BATTERY}

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from course_cli.main import cli
 from graders.registry import find_lesson
-from harness import mistakes_of, with_code, with_mistake
+from harness import golden_differences, mistakes_of, with_code, with_mistake
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -81,11 +81,5 @@ def test_course_grade_of_a_fixed_mixed_class_is_unchanged(tmp_path, request):
         return
     assert GOLDEN.exists(), "no stored class results: run with --update-golden"
     want = json.loads(GOLDEN.read_text())
-    assert sorted(got) == sorted(want)
-    for key in want:
-        if key == "students":
-            assert sorted(got[key]) == sorted(want[key])
-            for s in want[key]:
-                assert got[key][s] == want[key][s], f"{s}: the class's result changed"
-        else:
-            assert got[key] == want[key], f"{key}: the class's result changed"
+    differences = golden_differences(got, want)  # a number's last printed digit may differ between CPUs
+    assert not differences, f"the class's result changed: {differences[:5]}"
