@@ -9,7 +9,6 @@ the known mistakes. Probes run in the sandboxed child (student code); judges run
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from dataclasses import dataclass
 
@@ -23,6 +22,10 @@ from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_valu
                      same)
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from . import lm_probes as lm
+from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
+                        kv_steps, kv_updates, precision_judge, tokens, training_steps,
+                        TRAINING_COLUMNS, TRAINING_NOTE)
 
 CHECKS = Checks("lesson08")
 
@@ -52,36 +55,8 @@ class _Config:
 TINY = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32)  # every size different
 
 
-class _Cache:
-    """A KV cache with the course's interface: update(layer_idx, k, v) -> (k_all, v_all), len()."""
-
-    def __init__(self):
-        self.k, self.v = {}, {}
-
-    def update(self, layer_idx, k, v):
-        if layer_idx in self.k:
-            k, v = torch.cat([self.k[layer_idx], k], dim=-2), torch.cat([self.v[layer_idx], v], dim=-2)
-        self.k[layer_idx], self.v[layer_idx] = k, v
-        return k, v
-
-    def __len__(self):
-        return self.k[0].shape[-2] if 0 in self.k else 0
-
-
-def _fill(model: nn.Module, seed: int) -> None:
-    """Give every parameter seeded values chosen by its name, so that two models with the course's
-    parameter names compute the same function whatever order they initialised in."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            g = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
-            t = torch.randn(tuple(p.shape), generator=g)
-            if p.dim() == 1:
-                t = 0.1 * t + (1.0 if name.endswith("weight") else 0.0)  # LayerNorm gains near 1, biases near 0
-            elif name in ("wte.weight", "wpe.weight", "lm_head.weight"):
-                t = 0.2 * t
-            else:
-                t = t / math.sqrt(p.shape[1])
-            p.copy_(t.to(p.dtype))
+def _fill(model: nn.Module, seed: int) -> nn.Module:
+    return fill_by_name(model, seed, ("wte.weight", "wpe.weight", "lm_head.weight"), 0.2)
 
 
 def _tiny_gpt(ctx, **overrides):
@@ -94,11 +69,7 @@ def _tiny_gpt(ctx, **overrides):
 
 
 def _tokens(ctx, *shape, vocab=TINY["vocab_size"]):
-    return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
-
-
-def _forward(ctx, model, idx, **kwargs):
-    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+    return tokens(ctx, *shape, vocab=vocab)
 
 
 def _own_draws(ctx, ex: dict) -> None:
@@ -143,7 +114,7 @@ def _config_judge(s, r, ctx):
     if s["custom"] != r["custom"]:
         return f"GPTConfig(**{r['custom']}) should keep those values, got {s['custom']}"
     for kwargs, name in _BAD_CONFIGS:
-        case = _call_text(kwargs)
+        case = call_text(kwargs)
         msg = expect_value_error(s[case], f"GPTConfig({case})", name)
         if msg:
             return msg
@@ -155,27 +126,12 @@ _BAD_CONFIGS = (({"vocab_size": 0}, "vocab_size"), ({"block_size": 0}, "block_si
                 ({"dropout": 1.0}, "dropout"), ({"dropout": -0.1}, "dropout"))
 
 
-def _call_text(kwargs: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-
-
 @CHECKS.probe("GPTConfig", "GPT-2 small's defaults; impossible configs raise ValueError naming the field",
               _config_judge, CPU,
               rule="rejected at once, with a `ValueError` whose message names the field")
 def config_fields(ctx):
-    import dataclasses
-
-    Config = ctx.target
-    default = ctx.call(Config)
-    fields = [f.name for f in dataclasses.fields(_Config)]
     custom = dict(vocab_size=67, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.1, bias=False)
-    made = ctx.call(Config, **custom)
-    obs = {"is a dataclass": dataclasses.is_dataclass(Config),
-           "defaults": {f: getattr(default, f, "missing") for f in fields},
-           "custom": {f: getattr(made, f, "missing") for f in fields}}
-    for kwargs, _name in _BAD_CONFIGS:
-        obs[_call_text(kwargs)] = ctx.raised(Config, **kwargs)
-    return obs
+    return lm.config_fields(ctx, _Config, {}, custom, _BAD_CONFIGS)
 
 
 _SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
@@ -229,7 +185,7 @@ def config_domain(ctx, ex):
               n_embd=embd, dropout=ex["dropout"], bias=ex["bias"])
     if ex["instances"] != "one":
         ctx.call(ctx.target, **TINY, dropout=0.1, bias=not ex["bias"])
-    obs = {"invalid fields": _invalid_fields(kw), "call": _call_text(kw)}
+    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw)}
     try:
         made = ctx.call(ctx.target, **kw)
     except NotImplementedError:
@@ -272,22 +228,8 @@ def gpt_names(ctx):
             "names (bias=False)": sorted(n for n, _ in no_bias.named_parameters())}
 
 
-def _logits_judge(s, r, ctx):
-    if ctx.config.dtype == "float32":
-        return same("logits", "loss")(s, r, ctx)
-    # float16 / bfloat16 on a GPU: against the reference model's float32 result
-    for key in ("logits", "loss"):
-        got = s.get(key)
-        if isinstance(got, torch.Tensor) and got.dtype != getattr(torch, ctx.config.dtype):
-            return f"{key} has dtype {str(got.dtype).removeprefix('torch.')}: a {ctx.config.dtype} model should give {ctx.config.dtype}"
-        msg = close(got, r[f"{key} (float32)"], f"{key} in {ctx.config.dtype} against the float32 model",
-                    tol=ctx.tol.scaled(5), check_dtype=False)
-        if msg:
-            return msg
-    return None
-
-
-@CHECKS.probe("GPT", "logits and loss match the reference (parameters set by name)", _logits_judge, CPU_AND_GPU,
+@CHECKS.probe("GPT", "logits and loss match the reference (parameters set by name)",
+              precision_judge("logits", "loss", kind="model", against="the float32 model"), CPU_AND_GPU,
               rule="logits `(B, T, vocab_size)`, the loss `F.cross_entropy` over all positions")
 def gpt_logits(ctx):
     model = _tiny_gpt(ctx)
@@ -295,11 +237,11 @@ def gpt_logits(ctx):
     obs = {}
     if ctx.dtype != torch.float32:
         model32 = model.to(ctx.device)
-        logits, loss = _forward(ctx, model32, idx, targets=targets)
+        logits, loss = forward(ctx, model32, idx, targets=targets)
         obs = {"logits (float32)": logits.float(), "loss (float32)": loss.float()}
     model = model.to(device=ctx.device, dtype=ctx.dtype)
-    logits, loss = _forward(ctx, model, idx, targets=targets)
-    logits_only, no_loss = _forward(ctx, model, idx)
+    logits, loss = forward(ctx, model, idx, targets=targets)
+    logits_only, no_loss = forward(ctx, model, idx)
     if no_loss is not None:
         raise WrongResult("without targets, forward should return (logits, None)")
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
@@ -307,53 +249,26 @@ def gpt_logits(ctx):
     return {**obs, "logits": logits, "loss": loss}
 
 
-def _causal_judge(s, r, ctx):
-    a, b = s["logits"], s["logits with the future changed"]
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
-        t = r["changed from"]
-        moved = (a[:, :t] - b[:, :t]).abs().max().item()
-        if moved > 1e-5:
-            return (f"changing the tokens from position {t} on moved the logits of earlier positions by up to "
-                    f"{moved:.3g}: the future leaks into the past. Are the blocks causal (causal=True)?")
-    return same("logits")(s, r, ctx)
-
-
-@CHECKS.probe("GPT", "the future does not change the past", _causal_judge, CPU,
+@CHECKS.probe("GPT", "the future does not change the past",
+              causal_judge(". Are the blocks causal (causal=True)?"), CPU,
               rule="The logits at position `t` depend on no token after `t`")
 def gpt_causal(ctx):
-    model = _tiny_gpt(ctx)
-    idx = _tokens(ctx, 2, 13)
-    changed = idx.clone()
-    changed[:, 7:] = (changed[:, 7:] + 5) % TINY["vocab_size"]
-    return {"logits": _forward(ctx, model, idx)[0], "logits with the future changed": _forward(ctx, model, changed)[0],
-            "changed from": 7}
+    return future_changed(ctx, _tiny_gpt(ctx), TINY["vocab_size"])
 
 
-def _cache_judge(s, r, ctx):
-    full, pieces = s["full forward"], s["through the cache"]
-    if not isinstance(pieces, torch.Tensor) or not isinstance(full, torch.Tensor) or pieces.shape != full.shape:
-        return close(pieces, r["through the cache"], "logits through the cache")
-    msg = close(pieces, full, "logits fed through the cache (a prompt of 4, then 2, then one at a time) "
-                "against your own full forward", tol=ctx.tol.scaled(5))
-    if msg:
-        bad = ((pieces - full).abs().amax(dim=(0, 2)) > 1e-3).nonzero().flatten().tolist()
-        where = (f"; positions {bad[:6]} differ" + (": the first chunk agrees, so do the positions of later "
-                 "chunks continue from len(cache)?" if bad and bad[0] >= 4 else "")) if bad else ""
-        return msg + where
-    if s["cached positions"] != r["cached positions"]:
-        return f"after the last step the cache holds {s['cached positions']} positions, expected {r['cached positions']}"
-    return None
+_CACHE_JUDGE = cache_judge("the cache (a prompt of 4, then 2, then one at a time)", 4,
+                           "the first chunk agrees, so do the positions of later chunks continue from len(cache)?")
 
 
-@CHECKS.probe("GPT", "logits with a cache, fed in pieces, equal the full forward", _cache_judge, CPU,
+@CHECKS.probe("GPT", "logits with a cache, fed in pieces, equal the full forward", _CACHE_JUDGE, CPU,
               rule="a sequence fed through a cache in pieces gets the same logits as one full forward")
 def gpt_cache(ctx):
     model = _tiny_gpt(ctx)
     idx = _tokens(ctx, 2, 10)
-    full, _ = _forward(ctx, model, idx)
-    cache, pieces = _Cache(), []
+    full, _ = forward(ctx, model, idx)
+    cache, pieces = Cache(), []
     for chunk in (idx[:, :4], idx[:, 4:6], *idx[:, 6:].split(1, dim=1)):  # a prompt, a pair, then singles
-        logits, _ = _forward(ctx, model, chunk, cache=cache)
+        logits, _ = forward(ctx, model, chunk, cache=cache)
         pieces.append(logits)
     return {"full forward": full, "through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)}
 
@@ -370,8 +285,8 @@ def _block_size_judge(s, r, ctx):
 def gpt_block_size(ctx):
     model = _tiny_gpt(ctx)
     full = ctx.raised(model, _tokens(ctx, 1, 16))
-    cache = _Cache()
-    _forward(ctx, model, _tokens(ctx, 1, 14), cache=cache)
+    cache = Cache()
+    forward(ctx, model, _tokens(ctx, 1, 14), cache=cache)
     return {"17 tokens at block_size=16": ctx.raised(model, _tokens(ctx, 1, 17)),
             "3 new tokens after 14 cached": ctx.raised(model, _tokens(ctx, 1, 3), cache=cache),
             "16 tokens": "ok" if full["raised"] == "nothing" else f"{full['raised']}: {full['message']}"}
@@ -489,7 +404,7 @@ def gpt_init(ctx):
     gains = [p for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 1]
     idx = _tokens(ctx, 4, 16, vocab=INIT["vocab_size"])
     with torch.no_grad():
-        _, loss = _forward(ctx, model, idx, targets=_tokens(ctx, 4, 16, vocab=INIT["vocab_size"]))
+        _, loss = forward(ctx, model, idx, targets=_tokens(ctx, 4, 16, vocab=INIT["vocab_size"]))
     return {"std of wte / 0.02": ratio([model.wte.weight]),
             "std of wpe / 0.02": ratio([model.wpe.weight]),
             "std of q/k/v_proj and fc1 weights / 0.02": ratio([w for b in blocks for w in (
@@ -537,11 +452,11 @@ def gpt_embedding_dropout(ctx):
                     lin.bias.zero_()
     idx = _tokens(ctx, 2, 8)
     ctx.manual_seed()
-    in_eval = _forward(ctx, model, idx)[0]
-    again = _forward(ctx, model, idx)[0]  # the generator has moved on: only dropout could change it
+    in_eval = forward(ctx, model, idx)[0]
+    again = forward(ctx, model, idx)[0]  # the generator has moved on: only dropout could change it
     model.train()
     ctx.manual_seed()
-    in_training = _forward(ctx, model, idx)[0]
+    in_training = forward(ctx, model, idx)[0]
 
     def differ(a, b) -> bool:
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
@@ -554,7 +469,7 @@ def gpt_embedding_dropout(ctx):
               rule="one tensor, two uses, and the gradients from both uses add up in it")
 def gpt_grads(ctx):
     model = _tiny_gpt(ctx)
-    _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
+    _, loss = forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
     loss.backward()
     named = dict(model.named_parameters())
     return {f"gradient of {n}": (named[n].grad if n in named else None)
@@ -605,26 +520,26 @@ def gpt_domain(ctx, ex):
         ctx.manual_seed()
         ctx.call(ctx.target, _Config(**{**TINY, "vocab_size": 13, "block_size": 8, "n_layer": 1}))
     elif ex["calls"] == "after a forward of another length":
-        _forward(ctx, model, _tokens(ctx, B, 1 if T > 1 else min(2, bs), vocab=V))
+        forward(ctx, model, _tokens(ctx, B, 1 if T > 1 else min(2, bs), vocab=V))
     kwargs = {"targets": _tokens(ctx, B, T, vocab=V)} if ex["targets"] else {}
     if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
         with torch.device("meta"):
-            return {"logits": _forward(ctx, model, idx)[0]}
-    logits, loss = _forward(ctx, model, idx, **kwargs)
+            return {"logits": forward(ctx, model, idx)[0]}
+    logits, loss = forward(ctx, model, idx, **kwargs)
     obs = {"logits": logits}
     if ex["targets"]:
         obs["loss"] = loss
     else:
         obs["loss is None without targets"] = loss is None
     if ex["cache"]:
-        cache = _Cache()
+        cache = Cache()
         first = T // 2 + 1 if ex["cache"].startswith("a prompt") else 1
-        pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
+        pieces = [forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
         obs.update({"logits through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)})
     if mode == "train":
         model.train()
         ctx.manual_seed()
-        trained = _forward(ctx, model, idx)[0]
+        trained = forward(ctx, model, idx)[0]
         if p == "0.0":
             obs["logits in training mode"] = trained
         else:
@@ -638,22 +553,14 @@ def gpt_domain(ctx, ex):
 
 
 def _kv_inputs(ctx):
-    """Two layers, three steps of 3, 2 and 1 new positions; (B, H, T_new, Dh) = (2, 3, T_new, 5)."""
-    return [[(ctx.randn(2, 3, t, 5), ctx.randn(2, 3, t, 5)) for _layer in range(2)] for t in (3, 2, 1)]
+    return kv_steps(ctx, (3, 2, 1))
 
 
 @CHECKS.probe("KVCache", "update appends along the time axis and returns all of that layer's so far", same(), CPU,
               rule="appends them **along the time axis** (dim −2) to what that layer already holds, and returns the "
                    "whole of it")
 def kv_update(ctx):
-    cache = ctx.call(ctx.target)
-    obs = {}
-    for step, layers in enumerate(_kv_inputs(ctx)):
-        for layer, (k, v) in enumerate(layers):
-            k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
-            obs[f"keys of layer {layer} after step {step + 1}"] = k_all
-            obs[f"values of layer {layer} after step {step + 1}"] = v_all
-    return obs
+    return kv_updates(ctx, ctx.call(ctx.target), _kv_inputs(ctx), "{what} of layer {layer} after step {step}")
 
 
 def _len_judge(s, r, ctx):
@@ -1395,29 +1302,6 @@ class TorchGPT(nn.Module):
         return logits, loss
 
 
-def _step_time(model, x, y, repeats):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        _, loss = model(x, targets=y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeats):
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
-
-
 BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4, "n_embd": 128, "batch": 16},
                  {"vocab_size": 512, "block_size": 256, "n_layer": 6, "n_head": 6, "n_embd": 384, "batch": 8})
 
@@ -1425,28 +1309,14 @@ BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4
 def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) -> dict:
     """Median time of one AdamW training step (forward, backward, step) of your GPT and of TorchGPT of the
     same size, measured in the same run."""
-    rows = []
-    for c in configs:
-        c = dict(c)
-        batch = c.pop("batch")
+    def build(c):
         cfg = _Config(**c)
-        torch.manual_seed(0)
-        ours, theirs = ns["GPT"](cfg).to(device).train(), TorchGPT(cfg).to(device).train()
-        n_ours = sum(p.numel() for p in ours.parameters())
-        n_theirs = sum(p.numel() for p in theirs.parameters())
-        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
-        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
-        t_ours = _step_time(ours, x, y, repeats)
-        t_theirs = _step_time(theirs, x, y, repeats)
-        tokens = batch * cfg.block_size
-        rows.append([f"L={cfg.n_layer} D={cfg.n_embd} T={cfg.block_size} B={batch}", f"{n_ours:,}" +
-                     ("" if n_ours == n_theirs else f" (torch's: {n_theirs:,})"),
-                     round(t_ours * 1e3, 2), round(t_theirs * 1e3, 2), round(t_ours / t_theirs, 3),
-                     round(tokens / t_ours)])
+        return ns["GPT"](cfg), TorchGPT(cfg)
+
+    rows = training_steps(configs, build,
+                          lambda c, b: f"L={c['n_layer']} D={c['n_embd']} T={c['block_size']} B={b}", device, repeats)
     return {"title": f"GPT training step on {device}: yours against nn.TransformerEncoderLayer",
-            "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
-            "rows": rows,
-            "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+            "columns": TRAINING_COLUMNS, "rows": rows, "notes": [TRAINING_NOTE]}
 
 
 # The input battery: KVCache takes tensors and gets every entry; the others take none the battery could

@@ -10,7 +10,6 @@ parent.
 from __future__ import annotations
 
 import math
-import zlib
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +20,10 @@ from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from . import lm_probes as lm
+from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
+                        kv_steps, kv_updates, precision_judge, training_steps,
+                        TRAINING_COLUMNS, TRAINING_NOTE)
 
 CHECKS = Checks("lesson10")
 
@@ -51,10 +54,7 @@ class _Config:
     tie_embeddings: bool = False
 
 
-from .lesson08_gpt import _Cache  # noqa: E402  (the grader's growing KV cache, one for both lessons)
-
-
-class _Rolling(_Cache):
+class _Rolling(Cache):
     """The grader's rolling cache, seen from outside: update returns the last `window` positions it had, then
     the new ones; len counts every position. Inside it forgets nothing (a growing cache, whose len is already
     every position), and cuts what it returns out of the whole history."""
@@ -101,28 +101,11 @@ def _window_mask(t_q, t_k, window, device=None):
 
 
 def _fill(model: nn.Module, seed: int) -> nn.Module:
-    """Seeded values chosen by each parameter's name, so that two models with the course's parameter names
-    compute the same function whatever order they initialised in."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            g = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
-            t = torch.randn(tuple(p.shape), generator=g)
-            if p.dim() == 1:
-                t = 0.1 * t + (1.0 if name.endswith("weight") else 0.0)  # norm gains near 1, biases near 0
-            elif name in ("embed.weight", "lm_head.weight"):
-                t = 0.5 * t
-            else:
-                t = t / math.sqrt(p.shape[1])
-            p.copy_(t.to(p.dtype))
-    return model
+    return fill_by_name(model, seed, ("embed.weight", "lm_head.weight"), 0.5)
 
 
 def _tokens(ctx, *shape, vocab=67):
-    return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
-
-
-def _forward(ctx, model, idx, **kwargs):
-    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+    return lm.tokens(ctx, *shape, vocab=vocab)
 
 
 def _shapes(module: nn.Module) -> dict:
@@ -153,24 +136,6 @@ def _precision(ctx, module: nn.Module, run, key: str) -> dict:
     return obs
 
 
-def _precision_judge(*keys, hint=None):
-    def judge(s, r, ctx):
-        if ctx.config.dtype == "float32":
-            msg = same(*keys)(s, r, ctx)
-            return msg + (hint(s, r) if hint and msg else "") if msg else None
-        for key in keys:
-            got = s.get(key)
-            if isinstance(got, torch.Tensor) and got.dtype != getattr(torch, ctx.config.dtype):
-                return (f"{key} has dtype {str(got.dtype).removeprefix('torch.')}: a {ctx.config.dtype} module "
-                        f"should give {ctx.config.dtype}")
-            msg = close(got, r[f"{key} (float32)"], f"{key} in {ctx.config.dtype} against float32",
-                        tol=ctx.tol.scaled(5), check_dtype=False)
-            if msg:
-                return msg
-        return None
-    return judge
-
-
 def _ints_judge(key):
     def judge(s, r, ctx):
         got, want = s[key], r[key]
@@ -198,7 +163,7 @@ def swiglu_names(ctx):
 
 
 @CHECKS.probe("SwiGLU", "output is down_proj(silu(gate_proj(x)) * up_proj(x)) (parameters set by name)",
-              _precision_judge("output"), CPU_AND_GPU,
+              precision_judge("output"), CPU_AND_GPU,
               rule="FFN_SwiGLU(x) = (Swish₁(x·W) ⊗ x·V) · W₂")
 def swiglu_output(ctx):
     ctx.manual_seed()
@@ -339,7 +304,7 @@ def _gqa_hint(s, r):
 
 
 @CHECKS.probe("LlamaAttention", "output matches the reference with 1, some and all KV heads (parameters set by name)",
-              _precision_judge("output (num_kv_heads=1)", "output (num_kv_heads=2)", "output (num_kv_heads=6)",
+              precision_judge("output (num_kv_heads=1)", "output (num_kv_heads=2)", "output (num_kv_heads=6)",
                                hint=_gqa_hint), CPU_AND_GPU,
               rule="Causal grouped-query self-attention with RoPE (half-split) on q and k")
 def attn_output(ctx):
@@ -370,7 +335,7 @@ def attn_cache(ctx):
     attn = _attention(ctx, 2)
     x = ctx.randn(2, 10, 36)
     full = ctx.call(attn, x)
-    cache = _Cache()
+    cache = Cache()
     pieces = [ctx.call(attn, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :4], x[:, 4:6], *x[:, 6:].split(1, 1))]
     return {"full forward": full, "through the cache": torch.cat(pieces, dim=1)}
 
@@ -398,7 +363,7 @@ def attn_domain(ctx, ex):
         kwargs["start"] = 7
     if ex["cache"] == "none":
         return {"output": ctx.call(attn, x, **kwargs)}
-    cache = _Rolling(ex["window"]) if ex["window"] else _Cache()
+    cache = _Rolling(ex["window"]) if ex["window"] else Cache()
     if ex["cache"] == "cache, 3 cached":
         for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
             ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
@@ -519,22 +484,14 @@ def attn_fast_path(ctx):
 
 
 def _steps(ctx):
-    """Two layers, steps of 3, 2, 1, 4 and 1 new positions; (B, H, T_new, Dh) = (2, 3, T_new, 5)."""
-    return [[(ctx.randn(2, 3, t, 5), ctx.randn(2, 3, t, 5)) for _layer in range(2)] for t in (3, 2, 1, 4, 1)]
+    return kv_steps(ctx, (3, 2, 1, 4, 1))
 
 
 @CHECKS.probe("RollingKVCache", "update returns the kept positions then the new ones, and keeps the newest `window`",
               same(), CPU,
               rule="Return the kept positions followed by the new k, v (B, H, T_new, Dh); then keep the last window")
 def rolling_update(ctx):
-    cache = ctx.call(ctx.target, 4)
-    obs = {}
-    for step, layers in enumerate(_steps(ctx)):
-        for layer, (k, v) in enumerate(layers):
-            k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
-            obs[f"keys returned for layer {layer} at step {step + 1}"] = k_all
-            obs[f"values returned for layer {layer} at step {step + 1}"] = v_all
-    return obs
+    return kv_updates(ctx, ctx.call(ctx.target, 4), _steps(ctx), "{what} returned for layer {layer} at step {step}")
 
 
 def _len_judge(s, r, ctx):
@@ -660,10 +617,6 @@ _BAD_CONFIGS = (({"vocab_size": 0}, "vocab_size"), ({"block_size": 0}, "block_si
                 ({"n_kv_head": 4}, "n_kv_head"), ({"window": 0}, "window"), ({"norm_eps": 0.0}, "norm_eps"))
 
 
-def _call_text(kwargs: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-
-
 def _config_judge(s, r, ctx):
     if s["is a dataclass"] is not True:
         return "LlamaConfig should stay a @dataclass"
@@ -672,7 +625,7 @@ def _config_judge(s, r, ctx):
             diff = [f"{k}={s[key].get(k)!r} (expected {v!r})" for k, v in r[key].items() if s[key].get(k) != v]
             return f"LlamaConfig's fields ({key}): " + ", ".join(diff)
     for kwargs, name in _BAD_CONFIGS:
-        msg = expect_value_error(s[_call_text(kwargs)], f"LlamaConfig(..., {_call_text(kwargs)})", name)
+        msg = expect_value_error(s[call_text(kwargs)], f"LlamaConfig(..., {call_text(kwargs)})", name)
         if msg:
             return msg
     return None
@@ -682,19 +635,8 @@ def _config_judge(s, r, ctx):
               _config_judge, CPU,
               rule="A dataclass whose __post_init__ raises ValueError, naming the field, for a size below 1")
 def config_fields(ctx):
-    import dataclasses
-
-    Config = ctx.target
-    fields = [f.name for f in dataclasses.fields(_Config)]
-    default = ctx.call(Config, **_REQUIRED)
     custom = dict(_REQUIRED, rope_base=500000.0, norm_eps=1e-6, window=8, tie_embeddings=True)
-    made = ctx.call(Config, **custom)
-    obs = {"is a dataclass": dataclasses.is_dataclass(Config),
-           "defaults": {f: getattr(default, f, "missing") for f in fields},
-           "custom": {f: getattr(made, f, "missing") for f in fields}}
-    for kwargs, _name in _BAD_CONFIGS:
-        obs[_call_text(kwargs)] = ctx.raised(Config, **{**_REQUIRED, **kwargs})
-    return obs
+    return lm.config_fields(ctx, _Config, _REQUIRED, custom, _BAD_CONFIGS)
 
 
 # The declared domain of LlamaConfig: every field at a non-default value and at the edges of its valid range
@@ -745,7 +687,7 @@ def block_names(ctx):
 
 
 @CHECKS.probe("LlamaBlock", "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
-              _precision_judge("output"), CPU_AND_GPU,
+              precision_judge("output"), CPU_AND_GPU,
               rule="Pre-norm: x + attn(ln1(x)), then x + mlp(ln2(x))")
 def block_output(ctx):
     block = _block(ctx)
@@ -763,7 +705,7 @@ def _block_cache_judge(s, r, ctx):
 def block_cache(ctx):
     block = _block(ctx)
     x = ctx.randn(2, 8, 36)
-    cache = _Cache()
+    cache = Cache()
     pieces = [ctx.call(block, chunk, cache=cache, layer_idx=0) for chunk in (x[:, :5], *x[:, 5:].split(1, 1))]
     return {"full forward": ctx.call(block, x), "through the cache": torch.cat(pieces, 1)}
 
@@ -791,7 +733,7 @@ def block_domain(ctx, ex):
         kwargs["start"] = 7
     if ex["cache"] == "none":
         return {"output": ctx.call(block, x, **kwargs)}
-    cache = _Rolling(ex["config.window"]) if ex["config.window"] else _Cache()
+    cache = _Rolling(ex["config.window"]) if ex["config.window"] else Cache()
     for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
         ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
     return {"output": ctx.call(block, x, cache=cache, **kwargs)}
@@ -833,15 +775,15 @@ def llama_names(ctx):
 
 
 @CHECKS.probe("Llama", "logits and loss match the reference (parameters set by name)",
-              _precision_judge("logits", "loss"), CPU_AND_GPU,
+              precision_judge("logits", "loss"), CPU_AND_GPU,
               rule="Logits (B, T, vocab_size) for idx (B, T) and the mean cross-entropy against targets when given")
 def llama_logits(ctx):
     model = _llama(ctx)
     idx, targets = _tokens(ctx, 3, 11), _tokens(ctx, 3, 11)
 
     def run(m, dt):
-        logits, loss = _forward(ctx, m, idx, targets=targets)
-        _, no_loss = _forward(ctx, m, idx)
+        logits, loss = forward(ctx, m, idx, targets=targets)
+        _, no_loss = forward(ctx, m, idx)
         if no_loss is not None:
             raise WrongResult("without targets, forward should return (logits, None)")
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
@@ -856,39 +798,16 @@ def llama_logits(ctx):
     return out
 
 
-def _causal_judge(s, r, ctx):
-    a, b = s["logits"], s["logits with the future changed"]
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
-        moved = (a[:, :7] - b[:, :7]).abs().max().item()
-        if moved > 1e-5:
-            return (f"changing the tokens from position 7 on moved the logits of earlier positions by up to "
-                    f"{moved:.3g}: the future leaks into the past")
-    return same("logits")(s, r, ctx)
-
-
-@CHECKS.probe("Llama", "the future does not change the past", _causal_judge, CPU,
+@CHECKS.probe("Llama", "the future does not change the past", causal_judge(), CPU,
               rule="The model is causal: changing a later token changes no earlier logit")
 def llama_causal(ctx):
-    model = _llama(ctx)
-    idx = _tokens(ctx, 2, 13)
-    changed = idx.clone()
-    changed[:, 7:] = (changed[:, 7:] + 5) % 67
-    return {"logits": _forward(ctx, model, idx)[0], "logits with the future changed": _forward(ctx, model, changed)[0]}
+    return future_changed(ctx, _llama(ctx), 67)
 
 
 def _model_cache_judge(what):
-    def judge(s, r, ctx):
-        full, pieces = s["full forward"], s["through the cache"]
-        if not isinstance(pieces, torch.Tensor) or not isinstance(full, torch.Tensor) or pieces.shape != full.shape:
-            return close(pieces, r["through the cache"], "logits through the cache")
-        msg = close(pieces, full, f"logits fed through {what} (a prompt of 5, then one token at a time) against "
-                    "your own full forward", tol=ctx.tol.scaled(5))
-        if msg:
-            bad = ((pieces - full).abs().amax(dim=(0, 2)) > 1e-3).nonzero().flatten().tolist()
-            return (msg + f"; positions {bad[:6]} differ" + (": the prompt agrees, so is every layer given the same "
-                    "offset, len(cache) read once before layer 0 updates it?" if bad and bad[0] >= 5 else ""))
-        return None
-    return judge
+    return cache_judge(f"{what} (a prompt of 5, then one token at a time)", 5,
+                       "the prompt agrees, so is every layer given the same offset, len(cache) read once before "
+                       "layer 0 updates it?")
 
 
 @CHECKS.probe("Llama", "logits through a KV cache, one token at a time, equal the full forward",
@@ -898,9 +817,9 @@ def _model_cache_judge(what):
 def llama_cache(ctx):
     model = _llama(ctx)
     idx = _tokens(ctx, 2, 12)
-    cache = _Cache()
-    pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
-    return {"full forward": _forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
+    cache = Cache()
+    pieces = [forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
+    return {"full forward": forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
 
 
 @CHECKS.probe("Llama", "with window=4, logits through a rolling cache equal the full sliding-window forward",
@@ -911,8 +830,8 @@ def llama_rolling(ctx):
     model = _llama(ctx, window=4)
     idx = _tokens(ctx, 2, 14)
     cache = _Rolling(4)
-    pieces = [_forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
-    return {"full forward": _forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
+    pieces = [forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :5], *idx[:, 5:].split(1, 1))]
+    return {"full forward": forward(ctx, model, idx)[0], "through the cache": torch.cat(pieces, 1)}
 
 
 def _block_size_judge(s, r, ctx):
@@ -932,10 +851,10 @@ def _block_size_judge(s, r, ctx):
                    "single call longer than block_size is an error")
 def llama_block_size(ctx):
     model = _llama(ctx)
-    cache = _Cache()
-    _forward(ctx, model, _tokens(ctx, 1, 20), cache=cache)
+    cache = Cache()
+    forward(ctx, model, _tokens(ctx, 1, 20), cache=cache)
     windowed, rolling = _llama(ctx, window=4), _Rolling(4)
-    _forward(ctx, windowed, _tokens(ctx, 1, 22), cache=rolling)
+    forward(ctx, windowed, _tokens(ctx, 1, 22), cache=rolling)
     return {"25 tokens at block_size=24": ctx.raised(model, _tokens(ctx, 1, 25)),
             "5 new tokens after 20 cached": ctx.raised(model, _tokens(ctx, 1, 5), cache=cache),
             "24 tokens": ctx.raised(model, _tokens(ctx, 1, 24))["raised"],
@@ -979,10 +898,10 @@ def llama_domain(ctx, ex):
     idx = {name: relaid(_tokens(ctx, B, T, vocab=V).to(getattr(torch, ex["dtype of idx"])), ex["layout of idx"])
            for name in names}
     targets = {name: _tokens(ctx, B, T, vocab=V) for name in names} if ex["targets"] == "given" else None
-    caches = {name: (_Rolling(window) if window else _Cache()) for name in names} if ex["cache"] != "none" else None
+    caches = {name: (_Rolling(window) if window else Cache()) for name in names} if ex["cache"] != "none" else None
     if ex["cache"] == "7 cached, then all T":
         for name in names:
-            _forward(ctx, models[name], _tokens(ctx, B, 7, vocab=V), cache=caches[name])
+            forward(ctx, models[name], _tokens(ctx, B, 7, vocab=V), cache=caches[name])
         cuts = [(0, T)]
     elif ex["cache"] == "none":
         cuts = [(0, T)]
@@ -995,7 +914,7 @@ def llama_domain(ctx, ex):
             kwargs = {"cache": caches[name]} if caches else {}
             if targets:
                 kwargs["targets"] = targets[name][:, a:b]
-            logits, loss = _forward(ctx, models[name], idx[name][:, a:b], **kwargs)
+            logits, loss = forward(ctx, models[name], idx[name][:, a:b], **kwargs)
             obs.setdefault(f"logits of model {name}", []).append(logits)
             if targets:
                 obs.setdefault(f"loss of model {name}, per call", []).append(loss.reshape(1))
@@ -1039,7 +958,7 @@ def llama_init(ctx):
     gains = [p for n, p in model.named_parameters() if p.dim() == 1]
     idx = _tokens(ctx, 4, 16)
     with torch.no_grad():
-        _, loss = _forward(ctx, model, idx, targets=_tokens(ctx, 4, 16))
+        _, loss = forward(ctx, model, idx, targets=_tokens(ctx, 4, 16))
     return {"std of embed and lm_head / 0.02": ratio([model.embed.weight, model.lm_head.weight]),
             "std of q/k/v_proj, gate/up_proj / 0.02": ratio([w for b in blocks for w in (
                 b.attn.q_proj.weight, b.attn.k_proj.weight, b.attn.v_proj.weight, b.mlp.gate_proj.weight,
@@ -1054,7 +973,7 @@ def llama_init(ctx):
               rule="the gradients of the loss with respect to every parameter are checked too")
 def llama_grads(ctx):
     model = _llama(ctx)
-    _, loss = _forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
+    _, loss = forward(ctx, model, _tokens(ctx, 2, 9), targets=_tokens(ctx, 2, 9))
     loss.backward()
     named = dict(model.named_parameters())
     return {f"gradient of {n}": (named[n].grad if n in named else None)
@@ -1562,9 +1481,6 @@ class TorchLlama(nn.Module):
         return logits, loss
 
 
-from .lesson08_gpt import _step_time  # noqa: E402  (one timer for both lessons' training-step benchmarks)
-
-
 BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4, "n_kv_head": 2, "n_embd": 128,
                   "hidden_dim": 384, "batch": 16},
                  {"vocab_size": 512, "block_size": 256, "n_layer": 6, "n_head": 6, "n_kv_head": 2, "n_embd": 384,
@@ -1574,27 +1490,13 @@ BENCH_CONFIGS = ({"vocab_size": 65, "block_size": 128, "n_layer": 4, "n_head": 4
 def benchmark(ns: dict, device: str, configs=BENCH_CONFIGS, repeats: int = 7) -> dict:
     """Median time of one AdamW training step (forward, backward, step) of your Llama and of TorchLlama of the
     same size, measured in the same run."""
-    rows = []
-    for c in configs:
-        c = dict(c)
-        batch = c.pop("batch")
-        cfg = _Config(**c)
-        torch.manual_seed(0)
-        ours, theirs = ns["Llama"](ns["LlamaConfig"](**c)).to(device).train(), TorchLlama(cfg).to(device).train()
-        n_ours = sum(p.numel() for p in ours.parameters())
-        n_theirs = sum(p.numel() for p in theirs.parameters())
-        x = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
-        y = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size), device=device)
-        t_ours = _step_time(ours, x, y, repeats)
-        t_theirs = _step_time(theirs, x, y, repeats)
-        rows.append([f"L={cfg.n_layer} D={cfg.n_embd} H={cfg.n_head}/{cfg.n_kv_head} T={cfg.block_size} B={batch}",
-                     f"{n_ours:,}" + ("" if n_ours == n_theirs else f" (torch's: {n_theirs:,})"),
-                     round(t_ours * 1e3, 2), round(t_theirs * 1e3, 2), round(t_ours / t_theirs, 3),
-                     round(batch * cfg.block_size / t_ours)])
+    def build(c):
+        return ns["Llama"](ns["LlamaConfig"](**c)), TorchLlama(_Config(**c))
+
+    rows = training_steps(configs, build, lambda c, b: f"L={c['n_layer']} D={c['n_embd']} H={c['n_head']}/"
+                          f"{c['n_kv_head']} T={c['block_size']} B={b}", device, repeats)
     return {"title": f"Llama training step on {device}: yours against nn.RMSNorm + SDPA(enable_gqa)",
-            "columns": ["config", "parameters", "yours (ms)", "torch (ms)", "ratio", "tokens/s (yours)"],
-            "rows": rows,
-            "notes": ["one AdamW step: forward, cross-entropy, backward, update; median of several after warm-up"]}
+            "columns": TRAINING_COLUMNS, "rows": rows, "notes": [TRAINING_NOTE]}
 
 
 # The input battery, on the check of each exercise that computes on a drawn input (a module's parameters

@@ -105,7 +105,7 @@ def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset(), keep
 
 
 def _imported_names(files) -> dict[str, frozenset[str]]:
-    """For each graders module, the names other modules import from it (`from .lesson08_gpt import _Cache`)."""
+    """For each graders module, the names other modules import from it (`from .lesson08_gpt import _gap_at_k`)."""
     out: dict[str, set[str]] = {}
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
@@ -116,7 +116,7 @@ def _imported_names(files) -> dict[str, frozenset[str]]:
 
 
 def _lesson_closure(graders: Path, stem: str) -> set[str]:
-    """The lesson modules `stem` imports (`from .lesson08_gpt import _Cache`), transitively, and itself."""
+    """The lesson modules `stem` imports (`from .lesson08_gpt import _gap_at_k`), transitively, and itself."""
     import re
 
     seen, todo = set(), [stem]

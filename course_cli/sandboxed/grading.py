@@ -28,7 +28,8 @@ CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "at
 
 def _source_files(lesson: Lesson) -> list[Path]:
     """What the reference observations depend on: the lesson's solved notebook and those it imports
-    (`import_lesson("lessonNN")`, transitively), its grader and the engine."""
+    (`import_lesson("lessonNN")`, transitively), their graders, the graders' shared modules (lm_probes.py,
+    parts.py, ...) and the engine."""
     import re
 
     from graders.registry import find_lesson
@@ -45,7 +46,9 @@ def _source_files(lesson: Lesson) -> list[Path]:
         todo += [find_lesson(k) for k in re.findall(r"import_lesson\(\s*\\?['\"](\w+)", text)]
     g = ROOT / "graders"
     return ([l.solution_path for l in seen] + [g / f"{l.id}_{l.slug}.py" for l in seen]
-            + sorted((g / "engine").glob("*.py")) + [g / "parts.py", ROOT / "course_cli" / "sandboxed" / "child.py"])
+            + sorted((g / "engine").glob("*.py"))
+            + sorted(p for p in g.glob("*.py") if not p.name.startswith("lesson"))
+            + [ROOT / "course_cli" / "sandboxed" / "child.py"])
 
 
 def reference_key(lesson: Lesson, device: str) -> str:
