@@ -17,18 +17,16 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+sys.path.insert(0, str(ROOT / "tests"))
+import browser  # noqa: E402  (tests/browser.py: the course's one way to drive Chromium and JupyterLab)
 
 ARM = """
 const cell = arguments[0];
@@ -49,23 +47,10 @@ if (!window.__keyed) {
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(predicate, timeout: float, what: str):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception:  # the page is still changing
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
+    def fail(what):
+        raise SystemExit(f"timed out waiting for {what}")
+    return browser.wait(predicate, timeout, what, interval=0.05, on_timeout=fail)
 
 
 def main() -> None:
@@ -74,12 +59,6 @@ def main() -> None:
     ap.add_argument("--lessons", nargs="+", default=["lesson01", "lesson10"])
     ap.add_argument("--workspace", type=Path, default=None)
     args = ap.parse_args()
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
     from course_cli.student.workspace_ops import JUPYTER_DIR, init
     from graders.registry import find_lesson
@@ -93,70 +72,20 @@ def main() -> None:
     for lid in args.lessons:  # the solved notebook, as a student who finished the lesson has it
         lesson = find_lesson(lid)
         shutil.copy(lesson.solution_path, ws / "lessons" / lesson.notebook)
-    port, token = _free_port(), os.urandom(12).hex()
+    port, token = browser.free_port(), os.urandom(12).hex()
     run_dir = Path(tempfile.mkdtemp(prefix="cwb-", dir=ROOT / "build"))  # the warm server's socket, private
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JUPYTER_CONFIG_DIR": str(ws / JUPYTER_DIR),
            "JUPYTER_PREFER_ENV_PATH": "0", "COURSE_WORKSPACE": str(ws), "COURSE_WARM": "1",
            "XDG_RUNTIME_DIR": str(run_dir)}
-    jupyter = Path(sys.executable).with_name("jupyter")
-    log = open(ws / "jupyter.log", "w")
-    server = subprocess.Popen([str(jupyter), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                               f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-                               f"--ServerApp.root_dir={ws}", "--ServerApp.port_retries=0"]
-                              + (["--allow-root"] if os.geteuid() == 0 else []),
-                              cwd=ws, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    driver = None
     results = {}
     try:
-        _wait(lambda: urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2), 90, "JupyterLab")
-        options = webdriver.ChromeOptions()
-        options.binary_location = str(CHROMIUM)
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=1280,1000",
-                     "--disable-dev-shm-usage", f"--user-data-dir={ws / '.chromium'}"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        for lid in args.lessons:
-            lesson = find_lesson(lid)
-            exercise = lesson.exercises[0].name
-            driver.get(f"{base}/lab/workspaces/{lid}/tree/lessons/{lesson.notebook}?reset&token={token}")
-            status = ("const e = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
-                      ".jp-Notebook-ExecutionIndicator'); return e ? e.getAttribute('data-status') : null;")
-            _wait(lambda: driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Cell"), 90, "the notebook")
-            _wait(lambda: driver.execute_script(status) == "idle" and "Idle" in driver.find_element(
-                By.CSS_SELECTOR, ".jp-StatusBar-Widget, #jp-main-statusbar").text, 120, "an idle kernel")
-            _wait(lambda: driver.find_element(
-                By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").click() or True, 30, "a cell")
-            driver.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
-            _wait(lambda: driver.find_element(By.XPATH, "//div[contains(@class,'lm-Menu-itemLabel') and "
-                                                        "text()='Run All Cells']"), 10, "the Run menu").click()
-            n_checks = len(lesson.exercises)
-            _wait(lambda: len(driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output .course-check"))
-                  >= n_checks and driver.execute_script(status) == "idle", 600, f"Run All of {lid}")
-            cell = _wait(lambda: next(c for c in driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-CodeCell")
-                                      if f'grade("{lid}", "{exercise}")' in c.text), 30, "the check cell")
-            times = []
-            for _ in range(args.runs):
-                driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
-                cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-prompt").click()  # select it (command mode)
-                driver.execute_script(ARM, cell)
-                ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
-                _wait(lambda: driver.execute_script("return window.__t1 !== null && window.__t0 !== null"), 120,
-                      f"the {exercise} check's result")
-                times.append(driver.execute_script("return window.__t1 - window.__t0") / 1000)
-                _wait(lambda: driver.execute_script(status) == "idle", 60, "an idle kernel")
-            results[lid] = (exercise, times)
-            print(f"{lid} `{exercise}` check cell, key press to rendered result: median {statistics.median(times):.2f} s "
-                  f"(min {min(times):.2f}, max {max(times):.2f}, {len(times)} runs)", flush=True)
+        with browser.server(browser.jupyter_lab(port, token, ws), port, token, ws / "jupyter.log", ws, env) as base:
+            driver = browser.chromium(ws / ".chromium", 1280, 1000)
+            try:
+                _measure(driver, base, token, args, results)
+            finally:
+                driver.quit()
     finally:
-        if driver is not None:
-            driver.quit()
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
         for pidfile in (run_dir / "attention-course").glob("w-*.pid"):
             try:
                 os.kill(int(pidfile.read_text()), 15)
@@ -164,6 +93,48 @@ def main() -> None:
                 pass
     print(f"measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f} at the end")
+
+
+def _measure(driver, base: str, token: str, args, results: dict) -> None:
+    """Per lesson: Run All once, then `--runs` Shift+Enter presses on the first exercise's check cell."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from graders.registry import find_lesson
+
+    for lid in args.lessons:
+        lesson = find_lesson(lid)
+        exercise = lesson.exercises[0].name
+        driver.get(f"{base}/lab/workspaces/{lid}/tree/lessons/{lesson.notebook}?reset&token={token}")
+        status = ("const e = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                  ".jp-Notebook-ExecutionIndicator'); return e ? e.getAttribute('data-status') : null;")
+        _wait(lambda: driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Cell"), 90, "the notebook")
+        _wait(lambda: driver.execute_script(status) == "idle" and "Idle" in driver.find_element(
+            By.CSS_SELECTOR, ".jp-StatusBar-Widget, #jp-main-statusbar").text, 120, "an idle kernel")
+        _wait(lambda: driver.find_element(
+            By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").click() or True, 30, "a cell")
+        driver.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
+        _wait(lambda: driver.find_element(By.XPATH, "//div[contains(@class,'lm-Menu-itemLabel') and "
+                                                    "text()='Run All Cells']"), 10, "the Run menu").click()
+        n_checks = len(lesson.exercises)
+        _wait(lambda: len(driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output .course-check"))
+              >= n_checks and driver.execute_script(status) == "idle", 600, f"Run All of {lid}")
+        cell = _wait(lambda: next(c for c in driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-CodeCell")
+                                  if f'grade("{lid}", "{exercise}")' in c.text), 30, "the check cell")
+        times = []
+        for _ in range(args.runs):
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+            cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-prompt").click()  # select it (command mode)
+            driver.execute_script(ARM, cell)
+            ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+            _wait(lambda: driver.execute_script("return window.__t1 !== null && window.__t0 !== null"), 120,
+                  f"the {exercise} check's result")
+            times.append(driver.execute_script("return window.__t1 - window.__t0") / 1000)
+            _wait(lambda: driver.execute_script(status) == "idle", 60, "an idle kernel")
+        results[lid] = (exercise, times)
+        print(f"{lid} `{exercise}` check cell, key press to rendered result: median {statistics.median(times):.2f} s "
+              f"(min {min(times):.2f}, max {max(times):.2f}, {len(times)} runs)", flush=True)
 
 
 if __name__ == "__main__":

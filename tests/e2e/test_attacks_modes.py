@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from course_cli.main import cli
 from harness import set_limit
+from browser import AVAILABLE as HAVE_CHROMIUM, MISSING as NO_CHROMIUM
 from test_attacks import (CGROUP, ENV_SECRETS, L01, READ_SOLUTIONS, SDPA, SECRET, SOFTMAX, _processes_with,
                           attack_notebook, classmate_cell, daemon_cell, needs_sandbox, short_limits,  # noqa: F401
                           solved_copy)
@@ -75,13 +76,9 @@ def _nbgrader(course: Path):
     return run
 
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-
 
 @needs_sandbox
-@pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                    reason="Chromium and chromedriver are not installed at /usr/bin (apt-get install chromium "
-                           "chromium-driver)")
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM)
 def test_nbgrader_feedback_and_export_of_hostile_submissions(tmp_path, short_limits):
     """Markup and control bytes in an error message, and notes planted in a submission's metadata, through
     autograde, generate_feedback and export: the feedback page runs nothing when Chromium opens it, shows no

@@ -13,40 +13,26 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import browser
 from graders.engine import mistake_source, solved_cell
 from graders.registry import ROOT, find_lesson
 from harness import mistakes_of, solution_cell_index
 
 pytestmark = [pytest.mark.slow, pytest.mark.lesson01]
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-JUPYTER = Path(sys.executable).parent / "jupyter"
 L01 = find_lesson("lesson01")
 LAST = "print('the last cell ran')"
 
-if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-    pytest.skip("needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver)",
-                allow_module_level=True)
-selenium = pytest.importorskip("selenium", reason="needs selenium: pip install -e '.[test]'")
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+if not browser.AVAILABLE:
+    pytest.skip(browser.MISSING, allow_module_level=True)
+selenium = pytest.importorskip("selenium", reason=browser.SELENIUM_MISSING)
 from selenium.webdriver.common.by import By  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _notebooks(lessons: Path) -> dict[str, Path]:
@@ -82,63 +68,30 @@ def lab(tmp_path_factory):
     (settings / "apputils-extension").mkdir(parents=True, exist_ok=True)  # init writes the student's no-news settings there
     (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port, token = _free_port(), os.urandom(12).hex()
+    port, token = browser.free_port(), os.urandom(12).hex()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JUPYTER_CONFIG_DIR": str(root / JUPYTER_DIR),
            "JUPYTER_PREFER_ENV_PATH": "0", "COURSE_WORKSPACE": str(root)}  # as `course lab` starts it
     env.pop("COURSE_NBGRADER", None)
-    log = open(root / "jupyter.log", "w")
-    server = subprocess.Popen([str(JUPYTER), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                               f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-                               f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0"]
-                              + (["--allow-root"] if os.geteuid() == 0 else []),
-                              cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
+        with browser.server(browser.jupyter_lab(port, token, root), port, token, root / "jupyter.log", root, env,
+                            timeout=120) as base:
+            driver = browser.chromium(tmp_path_factory.mktemp("chromium"), 1280, 1000)
             try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None:
-                    pytest.fail("JupyterLab exited:\n" + (root / "jupyter.log").read_text()[-3000:])
-                time.sleep(0.5)
-        else:
-            pytest.fail("JupyterLab did not start:\n" + (root / "jupyter.log").read_text()[-3000:])
-        options = webdriver.ChromeOptions()
-        options.binary_location = str(CHROMIUM)
-        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1000",
-                     "--disable-dev-shm-usage", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        try:
-            yield {"driver": driver, "base": base, "token": token, "notebooks": notebooks, "root": root}
-        finally:
-            driver.quit()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+                yield {"driver": driver, "base": base, "token": token, "notebooks": notebooks, "root": root}
+            finally:
+                driver.quit()
+    except browser.ServerFailed as e:
+        pytest.fail(str(e))
 
 
 def _wait(predicate, timeout: float, what: str, driver=None):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception:  # the page is still changing
-            pass
-        time.sleep(0.5)
-    shot = ""
-    if driver is not None:
-        shot = str(_shots() / f"timeout-{int(time.time())}.png")
-        driver.save_screenshot(shot)
-    pytest.fail(f"timed out waiting for {what} (screenshot: {shot})")
+    def fail(what):
+        shot = ""
+        if driver is not None:
+            shot = str(_shots() / f"timeout-{int(time.time())}.png")
+            driver.save_screenshot(shot)
+        pytest.fail(f"timed out waiting for {what} (screenshot: {shot})")
+    return browser.wait(predicate, timeout, what, on_timeout=fail)
 
 
 def _shots() -> Path:

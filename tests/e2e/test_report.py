@@ -8,7 +8,6 @@ self-contained, anonymises its examples, and renders in headless Chromium withou
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import statistics
@@ -28,7 +27,7 @@ from course_cli.classes import batch  # noqa: E402
 from course_cli.main import cli  # noqa: E402
 from course_cli.instructor.report import MIN_FLAGGED, OUTLIER_GAP  # noqa: E402
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+from browser import AVAILABLE as HAVE_CHROMIUM, MISSING as NO_CHROMIUM  # noqa: E402
 
 
 class Rows(HTMLParser):
@@ -220,25 +219,14 @@ def test_bad_input_is_a_clean_error_and_a_foreign_file_is_kept(tmp_path):
 
 def browser(width: int = 1100, height: int = 900):
     """Headless Chromium, fresh profile, no background networking; logs console messages and requests."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    import browser as chromium_driver
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
     profile = tempfile.mkdtemp(prefix="course-chromium-")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                f"--window-size={width},{height}"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    return driver, profile
+    return chromium_driver.chromium(Path(profile), width, height, logs=("browser", "performance")), profile
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                    reason="Chromium and chromedriver are not installed at /usr/bin (apt-get install chromium "
-                           "chromium-driver)")
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM)
 def test_the_page_renders_in_chromium_without_errors_or_requests(made, tmp_path):
     pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
     driver, profile = browser()

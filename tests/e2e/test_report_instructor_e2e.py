@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import statistics
-from collections import Counter
-from html.parser import HTMLParser
 from pathlib import Path
 import pytest
-from click.testing import CliRunner
 from classdata import synthetic_class
-from course_cli.classes import batch
-from course_cli.instructor.report import HELP_BELOW, MIN_FLAGGED, OUTLIER_GAP
-from course_cli.main import cli
-from graders.registry import find_lesson
-from test_report_instructor import CHROMEDRIVER, CHROMIUM, CLASSES, make  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from browser import AVAILABLE as HAVE_CHROMIUM, MISSING as NO_CHROMIUM
+from test_report_instructor import CLASSES, make  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                    reason="Chromium and chromedriver are not installed at /usr/bin")
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM)
 def test_the_page_renders_and_sorts_in_chromium_without_console_errors(tmp_path):
     pytest.importorskip("selenium", reason="selenium is not installed (pip install '.[test]')")
     from selenium.webdriver.common.by import By

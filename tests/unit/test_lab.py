@@ -8,11 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,7 +17,6 @@ from course_cli.main import cli
 from course_cli.student.workspace_ops import JUPYTER_DIR, init
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
 @pytest.fixture
@@ -82,11 +76,5 @@ def test_no_news_toast_in_the_students_lab_even_in_an_older_workspace(ws):
     settings.unlink()  # a workspace made before these files existed: `course lab` adds them
     r = CliRunner().invoke(cli, ["lab", "--print-command"])
     assert r.exit_code == 0 and quiet.exists() and settings.exists()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 

@@ -13,8 +13,6 @@ page in headless Chromium, sorts a column, and finds no console error.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import statistics
 from collections import Counter
 from html.parser import HTMLParser
@@ -29,7 +27,6 @@ from course_cli.instructor.report import HELP_BELOW, MIN_FLAGGED, OUTLIER_GAP
 from course_cli.main import cli
 from graders.registry import find_lesson
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 # ----------------------------------------------------------------------------------------------

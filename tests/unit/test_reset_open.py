@@ -6,13 +6,7 @@ JupyterLab and Chromium: after the reload the page shows the stub and no stale "
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -30,7 +24,6 @@ from harness import solution_cell_index
 ROOT = Path(__file__).resolve().parents[2]
 L01 = find_lesson("lesson01")
 STALE = "softmax: passed (4 / 4) [stale]"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
 def solved_with_stale_output(path: Path) -> None:
@@ -109,11 +102,5 @@ def test_an_open_session_is_found_and_reset_says_what_to_do(ws, monkeypatch, fak
     Sessions.sessions = []  # open nowhere: nothing to say
     r = CliRunner().invoke(cli, ["reset", "lesson01", "softmax"])
     assert r.exit_code == 0 and "Reload" not in r.output
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
