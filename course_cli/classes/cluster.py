@@ -193,7 +193,7 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
         if child is not None:
             child.kill_all()
             child.proc.wait()
-            shutil.rmtree(child.out, ignore_errors=True)
+            child.cleanup()
         raise
     try:
         reference = Reference.finish(lesson, path, child, "cpu")

@@ -83,9 +83,9 @@ def _reference(lesson, device: str = "cpu") -> dict:
     try:
         if child.death():
             raise RuntimeError(f"the reference of {lesson.id} failed to run: {child.death()}")
-        data = {"exercises": {e.name: dict(_read_obs(child.out / f"obs-{e.name}.pt")) for e in lesson.exercises},
+        data = {"exercises": {e.name: dict(_read_obs(child.files / f"obs-{e.name}.pt")) for e in lesson.exercises},
                 "mistakes": {}}
-        for f in child.out.glob("mistake-*.pt"):
+        for f in child.files.glob("mistake-*.pt"):
             obs = _read_obs(f)
             if obs is not None and not hasattr(obs, "message"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = dict(obs)

@@ -318,9 +318,35 @@ _STREAMS: list[_Capped] = []
 _WRAPPERS: list[io.TextIOWrapper] = []
 
 
+def _send_view(job: dict) -> None:
+    """First thing, before any of the notebook's code: send the parent our output folder's descriptor on the
+    socket it gave us (job["view_fd"]), then close it. Inside the sandbox that folder is a sized tmpfs the
+    parent could not reach otherwise; it keeps it alive, and reads it, after we are gone."""
+    fd = job.get("view_fd")
+    if fd is None:
+        return
+    import socket
+
+    try:
+        sock = socket.socket(fileno=int(fd))
+    except OSError:
+        return
+    try:
+        view = os.open(job["out"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            socket.send_fds(sock, [b"v"], [view])
+        finally:
+            os.close(view)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
 def main() -> None:
     job = json.loads(Path(sys.argv[1]).read_text())
     out = Path(job["out"])
+    _send_view(job)
     # The student's prints go to files the parent reads a bounded tail of, never to our terminal; the
     # first `output_limit` bytes are kept, the rest dropped (RLIMIT_FSIZE bounds raw writes to fds 1 and 2).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -247,11 +247,11 @@ class Reference:
                 child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
                                    f"{child.text('stderr.txt')}")
-            data = {"exercises": {e.name: _read_obs(child.out / f"obs-{e.name}.pt") for e in lesson.exercises},
+            data = {"exercises": {e.name: _read_obs(child.files / f"obs-{e.name}.pt") for e in lesson.exercises},
                     "mistakes": {}}
-            for f in child.out.glob("mistake-*.pt"):
+            for f in child.files.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
-            drawn = _read_draws(child.out / "draws.json")
+            drawn = _read_draws(child.files / "draws.json")
             child.cleanup()
             bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
             if bad:
@@ -340,7 +340,7 @@ class Grading:
         try:
             student.wait()
             student.raise_if_never_started()  # an error for the grader, never the student's 0
-            obs = {n: _read_obs(student.out / f"obs-{n}.pt") for n in names}
+            obs = {n: _read_obs(student.files / f"obs-{n}.pt") for n in names}
             obs = {n: _as_errors(module, n, o) if isinstance(o, _Unreadable) else o for n, o in obs.items()}
             gpu = cuda_available()
             if gpu and any(c.device == "cuda" for check in module.CHECKS for c in check.configs):
@@ -368,7 +368,7 @@ class Grading:
         g_student.wait()
         g_student.raise_if_never_started()
         for n in names:
-            g = _read_obs(g_student.out / f"obs-{n}.pt")
+            g = _read_obs(g_student.files / f"obs-{n}.pt")
             g = None if isinstance(g, _Unreadable) else g
             if obs[n] is not None and g is not None and not obs[n].get("missing"):
                 obs[n]["checks"].update(g["checks"])

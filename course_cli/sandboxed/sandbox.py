@@ -25,7 +25,12 @@ The child's limits:
   output   prints are capped at .output bytes inside the child (the rest is dropped and reported as
            "output limit exceeded"); every file the child writes is capped by RLIMIT_FSIZE (.file,
            SIGXFSZ ignored, so a write past it fails with "File too large"); all it writes together by
-           .write: /tmp a tmpfs of .tmp, /dev/shm of .shm, its output folder the rest (watched)
+           .write: /tmp a tmpfs of .tmp, /dev/shm of .shm, its output folder a tmpfs of the rest, all three
+           refused by the kernel when full ("No space left on device") and charged to its memory cgroup;
+           nothing it writes reaches the grader's disk (the parent reads the output folder through the
+           descriptor the child sends first thing, Child.files), and a full output folder stops the child
+           ("output limit exceeded"). Without bubblewrap's --size (< 0.7) the three are folders of its
+           output folder on the grader's disk, whose total the parent walks every 0.2 s
   processes  a cgroup `pids.max` (.processes, threads included) when the cgroup tree is writable
            (root, or a delegated cgroup); the sandbox has no /sys, so the child cannot raise it or leave the
            cgroup; whatever the child leaves behind is killed when it ends (its PID namespace, its process
@@ -257,11 +262,14 @@ def _bwrap_sizes() -> bool:
 
 
 def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders: "Path | None" = None,
-                lim=None) -> list[str]:
+                lim=None, out_size: int | None = None) -> list[str]:
     """The sandbox's world, from an explicit list (see _python_files): the system's /usr and the loader's
     paths, this Python, its standard library and site-packages, the course code the child imports, the
     `visible` paths and its own output folder. Nothing is bound because of where the grader was started.
-    `graders`: the folder shown as graders/ (a student's child gets the child build, without the answers)."""
+    `graders`: the folder shown as graders/ (a student's child gets the child build, without the answers).
+    `out_size`: the output folder is a tmpfs of that size inside the sandbox (with only the host folder's
+    job.json bound into it), never the grader's disk; the parent reads it through the descriptor the child
+    sends (see Child.files). None binds the host folder itself (the warm zygote's jobs folder)."""
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--uid", "1000", "--gid", "1000", "--hostname", "sandbox", "--clearenv"]
@@ -314,7 +322,11 @@ def _bwrap_argv(out: Path, device: str, visible: list[Path], env: dict, graders:
         p = Path(p).resolve()
         if p.exists():
             argv += ["--ro-bind", str(p), str(p)]
-    argv += ["--bind", str(out), str(out)]
+    if out_size is not None:
+        argv += ["--size", str(out_size), "--tmpfs", str(out), "--ro-bind", str(out / "job.json"),
+                 str(out / "job.json")]
+    else:
+        argv += ["--bind", str(out), str(out)]
     for m in masks:
         argv += ["--remount-ro", m]
     if device == "cuda":  # the device nodes CUDA opens, and the driver's view of the hardware (read-only)
@@ -568,13 +580,65 @@ class Child:
     write_limit: int | None = None  # bytes its output folder may hold, in all
     over_written: int = 0  # how many it held when it was stopped for it
     setup_err: object = None  # a private file with what bubblewrap said
+    report: "object | None" = None  # our end of the socket the child sends its output folder's descriptor on
+    view: int | None = None  # that descriptor: the folder as the child saw it (a tmpfs of its own, or `out`)
+    sized: bool = False  # its output folder is a tmpfs of write_limit bytes: the kernel refuses more
+
+    @property
+    def files(self) -> Path:
+        """Where to read what the child wrote: its output folder through the descriptor it sent (a sized tmpfs
+        that lives on after the sandbox while we hold it), else the host folder (a child that never sent it)."""
+        return Path(f"/proc/self/fd/{self.view}") if self.view is not None else self.out
+
+    def _take_view(self) -> None:
+        """Receive the output folder's descriptor, sent by course_cli.sandboxed.child before any student code
+        ran (non-blocking: at most one, a directory, else nothing)."""
+        import socket
+        import stat
+
+        if self.report is None or self.view is not None:
+            return
+        try:
+            _, fds, _, _ = socket.recv_fds(self.report, 16, 4, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            fds = []
+        keep = None
+        for fd in fds:
+            try:
+                ok = keep is None and stat.S_ISDIR(os.fstat(fd).st_mode)
+            except OSError:
+                ok = False
+            if ok:
+                keep = fd
+            else:
+                os.close(fd)
+        self.view = keep
+        self.report.close()
+        self.report = None
+
+    def _written(self) -> int:
+        """Bytes in the output folder: the tmpfs's own count when it is sized (the kernel caps it; one call),
+        else a walk of the host folder, stopped past the limit."""
+        if self.sized:
+            if self.view is None:
+                return 0
+            try:
+                st = os.fstatvfs(self.view)
+            except OSError:
+                return 0
+            used = (st.f_blocks - st.f_bfree) * st.f_frsize
+            # full (less than one MiB left: a writer past it got "No space left on device") counts as over
+            return max(used, self.write_limit + 1) if st.f_bavail * st.f_frsize < 2**20 else used
+        return tree_size(self.files, self.write_limit)
 
     @property
     def never_started(self) -> bool:
         """The sandbox ended before the child ran a line of its own (it writes `progress` first thing, before
         any of the notebook's code): bubblewrap could not set it up. Never the notebook's doing."""
         return (self.sandboxed and self.returncode not in (0, None) and not self.timed_out
-                and not os.path.lexists(self.out / "progress"))
+                and not os.path.lexists(self.files / "progress"))
 
     def sandbox_error(self) -> str:
         """What bubblewrap said (the last lines), for the instructor."""
@@ -631,8 +695,9 @@ class Child:
                 break
             except subprocess.TimeoutExpired:
                 pass
+            self._take_view()
             if self.write_limit is not None:
-                used = tree_size(self.out, self.write_limit)
+                used = self._written()
                 if used > self.write_limit:
                     self.over_written = used
                     break
@@ -651,6 +716,11 @@ class Child:
         self.kill_all()
         if self.returncode is None:
             self.returncode = self.proc.wait()
+        self._take_view()  # sent before it ended: still in the socket
+        if self.write_limit is not None and not self.over_written:  # it filled the folder, then ended (or was
+            used = self._written()  # killed) before the next look: the same verdict whatever the timing
+            if used > self.write_limit:
+                self.over_written = used
         self.elapsed = time.monotonic() - self.started
         return self
 
@@ -669,7 +739,14 @@ class Child:
         self.cgroup = self.mem_cgroup = None
 
     def cleanup(self) -> None:
-        """Remove the child's output folder (after the sandbox is dead), however deep or large."""
+        """Remove the child's output folder (after the sandbox is dead), however deep or large: the host folder,
+        and the sized tmpfs by letting go of its last reference."""
+        if self.report is not None:
+            self.report.close()
+            self.report = None
+        if self.view is not None:
+            os.close(self.view)
+            self.view = None
         remove_tree(self.out)
         if self.setup_err is not None:
             self.setup_err.close()
@@ -677,12 +754,12 @@ class Child:
 
     def text(self, name: str, limit: int = 4000) -> str:
         """The last `limit` bytes of a regular file the child wrote ("" for anything else)."""
-        return readback.read_tail(self.out / name, limit)
+        return readback.read_tail(self.files / name, limit)
 
     def json(self, name: str):
         """JSON the child wrote, or None when it is missing or not something the grader reads."""
         try:
-            return readback.read_json(self.out / name)
+            return readback.read_json(self.files / name)
         except readback.ReadBackError:
             return None
 
@@ -855,8 +932,14 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
            "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
            "hidden_seed": hidden_seed, "draws": draws or {}}
     import json
+    import socket
 
+    # the child sends its output folder's descriptor on `theirs` before any of the notebook's code runs
+    report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    job["view_fd"] = theirs.fileno()
     (out / "job.json").write_text(json.dumps(job))
+    sized = sandboxed and _bwrap_sizes()
+    out_size = max(2**20, lim.write - lim.tmp - lim.shm) if sized else None
     env = {**child_env(device, bench, sandboxed), **(extra_env or {})}
     # CUDA reserves more address space than any sane limit. A benchmark keeps torch's threads, and glibc
     # reserves address space for each thread's malloc arena: twice the limit, and at most 4 arenas.
@@ -866,7 +949,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         # a student's child sees the graders without any answer (course_cli.sandboxed.child_build);
         # the reference child, which runs the solved notebook and the mistakes, sees them whole
         graders = None if mistakes else _child_build(module)
-        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders, lim) + command
+        command = _bwrap_argv(out, device, [Path(p) for p in visible], env, graders, lim, out_size) + command
     cgroup = _new_cgroup(lim.pids())
     # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
     # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
@@ -886,8 +969,11 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=setup_err if setup_err is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup, lim.file))
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup, lim.file),
+                                pass_fds=(theirs.fileno(),))
     except BaseException:
+        report.close()
+        theirs.close()
         for cg in (cgroup, mem_cgroup):
             if cg is not None:
                 _remove_cgroup(cg)
@@ -895,6 +981,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         if setup_err is not None:
             setup_err.close()
         raise
+    theirs.close()
     # the whole child's wall-clock budget: the sum of its cells' and exercises' limits, and for a
     # student's notebook at most the notebook limit; the reference child (mistakes=True) runs trusted code
     work = lim.cell_timeout * max(1, len(cells)) + ex_t * len(exercises) + (ex_t if bench else 0)
@@ -906,8 +993,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     return Child(proc, out, time.monotonic() + STARTUP_ALLOWANCE + work, memory, job, cgroup=cgroup,
                  notebook_limit=notebook_limit, sandboxed=sandboxed, schedule=_schedule(job),
                  mem_cgroup=mem_cgroup, mem_cap=mem_cap if mem_cgroup is not None else None,
-                 write_limit=max(0, lim.write - lim.tmp - lim.shm) if sandboxed and _bwrap_sizes() else lim.write,
-                 setup_err=setup_err)
+                 write_limit=out_size if sized else lim.write, setup_err=setup_err, report=report, sized=sized)
 
 
 def _child_build(module: str) -> Path:

@@ -504,27 +504,36 @@ class Zygote:
 
         self.wait_ready()
         self.wipe()
+        from course_cli.sandboxed.zygote import VIEW_FD
+
         out = Path(tempfile.mkdtemp(dir=self.jobs))
-        job = {**job, "out": str(out)}
+        job = {**job, "out": str(out), "view_fd": VIEW_FD}
         (out / "job.json").write_text(json.dumps(job))
         lim = sandbox.limits()
+        out_size = max(2**20, lim.write - lim.tmp - lim.shm)  # as a cold child's (sandbox.start)
+        report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             send(self.sock, {"op": "check", "job": str(out / "job.json"), "out": str(out),
-                             "limits": {"memory": lim.memory, "file": lim.file, "tmp": lim.tmp}})
+                             "limits": {"memory": lim.memory, "file": lim.file, "tmp": lim.tmp, "shm": lim.shm,
+                                        "out": out_size}}, [theirs.fileno()])
+            theirs.close()
             ready, _, _ = select.select([self.sock], [], [], SILENCE)
             msg, fds = recv(self.sock, want_fds=True) if ready else (None, [])
         except OSError as exc:
             msg, fds = {"error": str(exc)}, []
+        theirs.close()
         if not (isinstance(msg, dict) and msg.get("started") and len(fds) == 1):
             for fd in fds:
                 os.close(fd)
+            report.close()
             self.broken = True
             raise WarmUnavailable(f"the zygote did not start the check ({msg})")
         ex_t = float(job["exercise_timeout"])
         work = min(lim.cell_timeout * max(1, len(job["cells"])) + ex_t * len(job["exercises"]),
                    lim.notebook_timeout)  # as sandbox.start's budget for a student's notebook
         child = _warm_child_class()(_ZygoteProc(self, fds[0]), out, time.monotonic() + sandbox.STARTUP_ALLOWANCE + work,
-                                    lim.memory, job, notebook_limit=work, sandboxed=True)
+                                    lim.memory, job, notebook_limit=work, sandboxed=True, report=report,
+                                    write_limit=out_size, sized=True)
         child.zygote = self
         return child
 

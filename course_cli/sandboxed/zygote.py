@@ -6,8 +6,9 @@ bubblewrap rules as every grading child (sandbox._bwrap_argv: no network, the al
 scrubbed environment), with a jobs folder bound read-write in place of a child's output folder. FD is a Unix
 socket to the warm server, the only thing it listens to. Per job:
 
-    zygote ─ fork ─ C: unshare(user, mount, pid, ipc, uts, net, cgroup), a fresh tmpfs /tmp, only the
-                       job's output folder left visible of the jobs folder
+    zygote ─ fork ─ C: unshare(user, mount, pid, ipc, uts, net, cgroup), fresh sized tmpfs /tmp and
+                       /dev/shm, the jobs folder hidden, the job's output folder a sized tmpfs holding only
+                       its job file (the check sends the server its descriptor on VIEW_FD)
                     └─ fork ─ G: pid 1 of the new PID namespace (the sandbox's init, as bwrap's is);
                                  waits until the server holds a pidfd on it
                               └─ fork ─ the check (pid 2): its own session, no capabilities, no_new_privs,
@@ -90,8 +91,11 @@ def threads() -> int:
         return 1
 
 
-def _enter_namespaces(out: str, tmp_limit: int) -> None:
-    """In C: new namespaces (this user mapped to itself), a private /tmp, and of the jobs folder only `out`."""
+def _enter_namespaces(out: str, limits: dict) -> None:
+    """In C: new namespaces (this user mapped to itself), a private /tmp and /dev/shm, the jobs folder hidden,
+    and in place of `out` a tmpfs of limits["out"] bytes holding only the job file: what the check writes is
+    capped by the kernel and never reaches the grader's disk (the server reads it through the descriptor the
+    check sends)."""
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
     _check(_libc.unshare(flags), "unshare")
@@ -103,14 +107,18 @@ def _enter_namespaces(out: str, tmp_limit: int) -> None:
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{gid} {gid} 1")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    keep = os.open(out, os.O_PATH | os.O_DIRECTORY)  # in the new mount namespace, before /tmp is covered
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_limit},mode=0755")
+    with open(os.path.join(out, "job.json"), "rb") as f:  # before the jobs folder is covered
+        job = f.read()
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmp']},mode=0755")
+    if os.path.isdir("/dev/shm"):  # not the zygote's: nothing one check leaves there reaches the next
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['shm']},mode=01777")
     jobs = os.path.dirname(out)
     if os.path.isdir(jobs):  # the jobs folder is outside /tmp: hide it under an empty tmpfs
         _mount("tmpfs", jobs, "tmpfs", MS_NOSUID | MS_NODEV, "size=65536,mode=0755")
     os.makedirs(out, exist_ok=True)
-    _mount(f"/proc/self/fd/{keep}", out, None, MS_BIND)
-    os.close(keep)
+    _mount("tmpfs", out, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['out']},mode=0700")
+    with open(os.path.join(out, "job.json"), "wb") as f:
+        f.write(job)
 
 
 def _drop_privileges() -> None:
@@ -131,7 +139,10 @@ def _drop_privileges() -> None:
     _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
 
 
-def _run_check(job_path: str, limits: dict) -> None:
+VIEW_FD = 3  # in the check: the socket it sends its output folder's descriptor on (the job's view_fd)
+
+
+def _run_check(job_path: str, limits: dict, view: int) -> None:
     """The check itself (pid 2 of its namespace): the child's limits, then course_cli.sandboxed.child."""
     os.setsid()
     _drop_privileges()
@@ -141,8 +152,12 @@ def _run_check(job_path: str, limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file"], limits["file"]))
-    # the zygote's socket and pipes: nothing of the warm process stays reachable
-    os.closerange(3, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    # the zygote's socket and pipes: nothing of the warm process stays reachable; only the server's socket
+    # for the output folder's descriptor, as VIEW_FD
+    if view != VIEW_FD:
+        os.dup2(view, VIEW_FD)
+        os.close(view)
+    os.closerange(VIEW_FD + 1, max(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
     fd = os.open(os.devnull, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
@@ -167,7 +182,7 @@ def _run_check(job_path: str, limits: dict) -> None:
     os._exit(code)
 
 
-def _init(go: int, job_path: str, limits: dict) -> None:
+def _init(go: int, job_path: str, limits: dict, view: int) -> None:
     """G, pid 1 of the check's namespace: once the server holds its pidfd, start the check and reap; exit as
     bwrap does (the check's exit code, or 128 + the signal that killed it)."""
     if not os.read(go, 1):  # the zygote went away before handing over the check: nothing to run
@@ -175,7 +190,8 @@ def _init(go: int, job_path: str, limits: dict) -> None:
     os.close(go)
     pid = os.fork()
     if pid == 0:
-        _run_check(job_path, limits)
+        _run_check(job_path, limits, view)
+    os.close(view)
     status = 1
     while True:
         try:
@@ -189,7 +205,7 @@ def _init(go: int, job_path: str, limits: dict) -> None:
     os._exit(status)
 
 
-def _fork_check(ctl: socket.socket, job: dict) -> None:
+def _fork_check(ctl: socket.socket, job: dict, view: int) -> None:
     limits = job["limits"]
     go_r, go_w = os.pipe()
     pid_r, pid_w = os.pipe()
@@ -199,11 +215,12 @@ def _fork_check(ctl: socket.socket, job: dict) -> None:
             ctl.close()
             os.close(go_w)
             os.close(pid_r)
-            _enter_namespaces(job["out"], limits["tmp"])
+            _enter_namespaces(job["out"], limits)
             g = os.fork()
             if g == 0:
                 os.close(pid_w)
-                _init(go_r, job["job"], limits)
+                _init(go_r, job["job"], limits, view)
+            os.close(view)
             os.close(go_r)
             os.write(pid_w, str(g).encode())
             os.close(pid_w)
@@ -217,6 +234,7 @@ def _fork_check(ctl: socket.socket, job: dict) -> None:
                 os.write(2, f"warm check setup failed: {exc!r}\n".encode())
             finally:
                 os._exit(70)
+    os.close(view)
     os.close(go_r)
     os.close(pid_w)
     got = b""
@@ -258,14 +276,19 @@ def main() -> None:
 
     send(ctl, {"ready": True, "threads": threads(), "torch": torch.__version__})
     while True:
-        job = recv(ctl)
+        job, fds = recv(ctl, want_fds=True)
         if job is None or job.get("op") == "stop":
             os._exit(0)
         n = threads()
         if n != 1:
             send(ctl, {"error": f"the warm process has {n} threads; forking it is not safe"})
             os._exit(3)
-        _fork_check(ctl, job)
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            send(ctl, {"error": f"a check comes with one socket for its output folder, not {len(fds)}"})
+            continue
+        _fork_check(ctl, job, fds[0])
 
 
 if __name__ == "__main__":

@@ -133,6 +133,46 @@ def test_filling_the_output_folder_is_that_students_error_alone(tmp_path, monkey
     assert not os.listdir(own_tmp)
 
 
+class DiskWatch:
+    """The most bytes a folder held while a run went on (sampled every 5 ms, in a thread)."""
+
+    def __init__(self, folder):
+        import threading
+
+        self.folder, self.most, self.stop = folder, 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.most = max(self.most, sandbox.tree_size(self.folder))
+            self.stop.wait(0.005)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+needs_sized_tmpfs = pytest.mark.skipif(not (sandbox.bwrap_status()[0] and sandbox._bwrap_sizes()),
+                                       reason="needs bubblewrap >= 0.7 (--size): older ones fall back to a watched "
+                                              "folder on the grader's disk")
+
+
+@needs_sized_tmpfs
+def test_what_the_child_writes_never_reaches_the_graders_disk(tmp_path, own_tmp):
+    """The output folder is a tmpfs of the child's own: the kernel refuses its writes past the cap, and the
+    grader's disk (where the host folder lies) never holds more than the job file, however fast it writes."""
+    path = notebook(tmp_path / "fill.ipynb", FILL_OUT)
+    with DiskWatch(own_tmp) as watch:
+        result = grade_notebook(L01, path)
+    assert watch.most < 2**20, watch.most
+    assert "output limit exceeded" in str(result.to_dict())
+    assert not os.listdir(own_tmp)
+
+
 @needs_sandbox
 def test_no_room_on_root_dev_or_past_the_tmpfs_sizes(tmp_path):
     result = grade_notebook(L01, notebook(tmp_path / "w.ipynb", WRITES))

@@ -287,3 +287,24 @@ def _gone(pid: int, seconds: float = 30.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+@pytest.mark.slow
+def test_a_warm_check_writes_to_a_capped_tmpfs_of_its_own_never_the_disk(tmp_path, run_dir):
+    """A warm check that fills its output folder: stopped at the cap ("output limit exceeded"), the jobs folder
+    on disk never grows, and the next check is graded warm as before."""
+    from test_sandbox_caps import FILL_OUT, DiskWatch
+
+    jobs = tmp_path / "jobs"  # the warm server's jobs folder (its tempfile folder), watched
+    jobs.mkdir()
+    hostile = nbformat.read(L01.student_path, as_version=4)
+    hostile.cells.append(nbformat.v4.new_code_cell(FILL_OUT))
+    nbformat.write(hostile, tmp_path / "fill.ipynb")
+    solved = tmp_path / "solved.ipynb"
+    solved.write_bytes(L01.solution_path.read_bytes())
+    with DiskWatch(jobs) as watch:
+        filled = check(tmp_path / "fill.ipynb", run_dir, TMPDIR=str(jobs))
+    assert "output limit exceeded" in json.dumps(filled), json.dumps(filled)[:2000]
+    assert watch.most < 2**20, watch.most
+    assert check(solved, run_dir, TMPDIR=str(jobs))["score"] == 10.0
+    assert warm_checks(run_dir) == 2
