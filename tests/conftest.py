@@ -57,8 +57,18 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    import re
+
+    from graders.registry import LESSONS
+
+    ids = {lesson.id for lesson in LESSONS}
     misplaced = []
     for item in items:
+        # a test parametrized over lessons carries each one's marker ("[lesson05-torch_only]" is in -m lesson05)
+        params = item.name.partition("[")[2]
+        for lesson_id in set(re.findall(r"lesson\d\d", params)) & ids:
+            if item.get_closest_marker(lesson_id) is None:
+                item.add_marker(getattr(pytest.mark, lesson_id))
         in_e2e = E2E in Path(str(item.fspath)).parents
         if in_e2e:
             item.add_marker(pytest.mark.slow)

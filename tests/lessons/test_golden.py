@@ -3,7 +3,7 @@ mistakes, judged in process, equal the ones stored in tests/golden/verdicts.json
 
 The stored file was produced by this test's `--update-golden` run before the restructure of issue 27, so it is
 the old code's own output, not a hand-written expectation. A change that is meant to change a verdict (a new
-check, a new mistake) regenerates it: `python -m pytest tests/test_golden.py --update-golden`, and the diff of
+check, a new mistake) regenerates it: `python -m pytest tests/lessons/test_golden.py --update-golden` (`-k lessonNN` for one lesson), and the diff of
 verdicts.json is then part of the review.
 """
 
