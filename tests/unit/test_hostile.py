@@ -28,7 +28,7 @@ ROOT_USER = os.geteuid() == 0
 
 def _short_limits(mp: pytest.MonkeyPatch) -> None:
     set_limit(mp, "cell_timeout", 3.0)
-    set_limit(mp, "exercise_timeout", 8.0)  # several children share two cores here
+    set_limit(mp, "exercise_timeout", 15.0)  # several children share two cores here (8 s timed out under load)
     set_limit(mp, "memory", 2 * 2**30)
     set_limit(mp, "file", 8 * 2**20)
 
