@@ -225,7 +225,9 @@ def golden_differences(got, want, where: str = "") -> list[str]:
     """Where two stored verdicts differ, as paths. Every status, score, name and diagnosis must match exactly,
     and a message word for word and index for index; but a number printed in a message may differ by up to 1 %
     (float32 sums in another order, on another CPU's vector width, move the 4th significant digit of an error,
-    and the count of low-precision elements just at the tolerance by one or two, never the verdict)."""
+    and the count of low-precision elements just at the tolerance by one or two, never the verdict), and up to
+    5 % in a message about bfloat16 or float16 inputs (a wrong answer's largest error in bfloat16 moved 1.02 %
+    between two x86 CPUs)."""
     if isinstance(want, dict) and isinstance(got, dict):
         if sorted(got) != sorted(want):
             return [f"{where}: keys {sorted(set(got) ^ set(want))}"]
@@ -237,8 +239,9 @@ def golden_differences(got, want, where: str = "") -> list[str]:
     if isinstance(want, str) and isinstance(got, str) and got != want:
         if _NUMBER.split(got) != _NUMBER.split(want) or _INDEX.findall(got) != _INDEX.findall(want):
             return [f"{where}: {got!r} != {want!r}"]
+        low = "bfloat16" in want or "float16" in want  # 8 or 11 bits: another CPU's kernels move the 3rd digit
         for g, w in zip(_NUMBER.findall(got), _NUMBER.findall(want)):
-            if abs(float(g) - float(w)) > 1e-2 * max(abs(float(w)), 1e-30):
+            if abs(float(g) - float(w)) > (5e-2 if low else 1e-2) * max(abs(float(w)), 1e-30):
                 return [f"{where}: {g} != {w} in {got!r}"]
         return []
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]

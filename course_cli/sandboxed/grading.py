@@ -120,7 +120,7 @@ def _malformed(obs) -> str | None:
     for f in ("forbidden", "mutated"):
         if not (isinstance(obs.get(f, []), list) and all(isinstance(x, str) for x in obs.get(f, []))):
             return f"{f} is not a list of strings"
-    for f in ("missing", "timeout"):
+    for f in ("missing", "timeout", "out_of_memory"):
         if not isinstance(obs.get(f, False), bool):
             return f"{f} is not a bool"
     if not isinstance(obs.get("message", ""), str):

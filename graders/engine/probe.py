@@ -420,6 +420,12 @@ def watched_functions(names: tuple[str, ...]) -> dict[int, str]:
     return watched
 
 
+# Checks in a row that ran out of memory before the exercise's other checks are not run: filling the memory
+# cap takes a second or more each time, and twenty such checks would reach the time limit and read "timeout".
+# One memory error alone (a big input that an O(n^2) layout cannot hold) lets the other checks run.
+MEMORY_STOP = 2
+
+
 def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
                    only_public: bool = False, hidden_seed: int | None = None) -> dict:
     """Run every check of one exercise on `ns` for the configs given; returns the observations. The hidden
@@ -433,6 +439,7 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
         return out
     watched = watched_functions(getattr(module, "FORBIDDEN", {}).get(exercise, ()))
     forbidden, mutated = set(), []
+    short_of_memory = 0  # memory errors in a row: code that exhausts memory on every input is stopped at two
     for check in checks:
         for config in check.configs:
             if config not in configs:
@@ -455,9 +462,15 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
                     out["checks"][check.key(config)] = obs
                     out["timeout"] = True
                     return out
+            short_of_memory = short_of_memory + 1 if obs.get("__error__", {}).get("kind") == "memory" else 0
             out["checks"][check.key(config)] = obs
+            if short_of_memory == MEMORY_STOP:
+                out["out_of_memory"] = True  # the checks not run are errors, not timeouts (verdict.py)
+                break
             forbidden |= ctx.forbidden_seen
             mutated += [f"{check.name}: {m}" for m in ctx.mutated]
+        if out.get("out_of_memory"):
+            break
     # seen from above and from below: once, by the name the student wrote
     out["forbidden"] = sorted(f for f in forbidden if not (" (aten." in f and f.split(" (aten.")[0] in forbidden))
     out["mutated"] = mutated[:5]

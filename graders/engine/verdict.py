@@ -236,7 +236,12 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
             r_obs = r_checks.get(check.key(config))
             if check.variant and isinstance(r_obs, dict) and "__inapplicable__" in r_obs:
                 continue  # a battery entry for an exercise that takes no tensor input
-            results.append(_verdict(check, config, s_checks.get(check.key(config)), r_obs))
+            s_obs = s_checks.get(check.key(config))
+            if s_obs is None and student.get("out_of_memory"):
+                results.append(CheckResult(check.name, "error", config.device, config.dtype,
+                                           "not run: the checks before it ran out of memory"))
+                continue
+            results.append(_verdict(check, config, s_obs, r_obs))
     forbidden = getattr(module, "FORBIDDEN", {}).get(name)
     if forbidden:
         used = student.get("forbidden", [])

@@ -147,3 +147,44 @@ def test_running_out_of_memory_ends_a_drawn_check_at_its_first_example():
         with pytest.raises(type(exc)):
             domain_probe(domain, lambda c, e: run(c, e, exc))(ctx)
         assert len(calls) == 1
+
+
+def test_two_memory_errors_in_a_row_end_an_exercise_and_one_does_not():
+    """A memory bomb fills the cap on every check, a second or more each: after two in a row the exercise's
+    other checks are not run, and they read as errors (not the timeout that twenty bombs would reach). One
+    memory error alone (a big input) leaves the other checks to run."""
+    from graders.engine import probe_exercise
+    from graders.registry import LESSONS
+    from harness import _configs, judge_in_process, reference
+
+    lesson = LESSONS[0]
+    module = importlib.import_module(lesson.module)
+    name = lesson.exercises[0].name
+    ns = reference(lesson)[0]
+    right, calls = ns[name], []
+
+    def bomb(*args, **kwargs):
+        calls.append(1)
+        raise MemoryError("cannot allocate")
+
+    obs = probe_exercise(module, {**ns, name: bomb}, name, _configs(module))
+    assert obs["out_of_memory"] and len(calls) == 2 and len(obs["checks"]) == 2
+    res = judge_in_process(lesson, name, obs)
+    assert res.status == "error"
+    assert not any(c.status == "timeout" for c in res.checks)
+    assert sum("not run: the checks before it ran out of memory" in c.message for c in res.checks) > 5
+
+    state = {"n": 0}
+
+    def once(*args, **kwargs):  # out of memory on its first call only
+        state["n"] += 1
+        if state["n"] == 1:
+            raise MemoryError("cannot allocate")
+        return right(*args, **kwargs)
+
+    obs = probe_exercise(module, {**ns, name: once}, name, _configs(module))
+    assert not obs.get("out_of_memory")
+    res = judge_in_process(lesson, name, obs)
+    assert res.status == "error"
+    ran = [c.status for c in res.checks if c.status != "skipped"]
+    assert ran.count("error") == 1 and ran.count("passed") == len(ran) - 1, ran
