@@ -309,3 +309,20 @@ def test_tied_largest_errors_are_reported_at_their_first_index():
     assert "max abs error 0.08333 at index (0, 0)" in msg, msg
     actual[1, 3] = 0.5  # a real maximum is still found
     assert "at index (1, 3)" in close(actual, expected, "weights")
+
+
+def test_close_agrees_with_torch_isclose_on_every_value_kind():
+    """compare.close passes exactly when torch.isclose (equal_nan=True) holds everywhere: numbers near and
+    far, NaN against NaN and against numbers, infinities of either sign."""
+    gen = torch.Generator().manual_seed(0)
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1.0, -1.0])
+    for trial in range(400):
+        e = torch.randn(3, 4, generator=gen)
+        a = e + torch.randn(3, 4, generator=gen) * 10.0 ** float(torch.randint(-8, 1, (), generator=gen))
+        for t in (a, e):
+            if torch.rand((), generator=gen) < 0.5:
+                idx = torch.randint(0, 12, (2,), generator=gen)
+                t.view(-1)[idx] = specials[torch.randint(0, 6, (2,), generator=gen)]
+        tol = compare.tolerance(torch.float32)
+        want = bool(torch.isclose(a.double(), e.double(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all())
+        assert (compare.close(a, e) is None) == want, (trial, a, e)
