@@ -25,6 +25,9 @@ from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")
+# What this lesson's checks import lazily (nn.MultiheadAttention's mask check imports sympy),
+# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ("torch.fx.experimental.symbolic_shapes",)
 
 FORBIDDEN = {
     "MultiHeadAttention": (

@@ -20,6 +20,9 @@ from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
+# What this lesson's checks import lazily (nn.MultiheadAttention's mask check imports sympy),
+# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ("torch.fx.experimental.symbolic_shapes", "torch._subclasses.schema_check_mode")
 
 # Every built-in normalisation: any one of them turns any of these exercises into a reshape
 # (group_norm over x.view(N, G, -1) is a layer_norm; layer_norm of a transposed x is a batch_norm; ...).

@@ -28,6 +28,9 @@ from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_nam
                         TRAINING_COLUMNS, TRAINING_NOTE)
 
 CHECKS = Checks("lesson08")
+# What this lesson's checks import lazily (a meta-device probe),
+# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ("torch.utils._device",)
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {}  # nothing here is a one-call built-in
 

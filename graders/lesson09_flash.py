@@ -33,10 +33,14 @@ def sdpa_causal(q, k, v):
     """SDPA with the course's causal alignment: `is_causal` is top-left, so Tq ≠ Tk passes causal_lower_right."""
     if q.shape[-2] == k.shape[-2]:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    from torch.nn.attention.bias import causal_lower_right
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.shape[-2], k.shape[-2]))
+    # the bottom-right mask causal_lower_right stands for, built here: importing torch.nn.attention.bias pulls in
+    # torch._dynamo (1.5-3 s of a cold check); tests/lessons/test_domains_lesson09.py holds the two equal
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(q.shape[-2], k.shape[-2], q.device))
 
 CHECKS = Checks("lesson09")
+# What this lesson's checks import lazily (triton, and its interpreter's code generator for a kernel),
+# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ("triton", "triton.compiler.code_generator")
 
 FORBIDDEN = {
     "online_logsumexp": ("torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp"),

@@ -258,6 +258,24 @@ def _fork_check(ctl: socket.socket, job: dict, view: int) -> None:
     send(ctl, {"status": os.waitstatus_to_exitcode(st)})
 
 
+def preload(module) -> list[str]:
+    """Import once what every check of `module`'s lesson would otherwise import lazily in its forked child, and
+    lose with it: the lesson's WARM_IMPORTS (what torch imports lazily for its probes: sympy under
+    nn.MultiheadAttention's mask check, torch._dynamo under a meta-device tril, ...; tests/e2e/test_warm_imports.py
+    finds what a lesson's check imports and names what is missing). Not Hypothesis: a warm check is handed the
+    reference's draws and never draws itself. Importing starts no thread pool. Returns the names it could not
+    import (triton is an extra)."""
+    import importlib
+
+    missing = []
+    for name in getattr(module, "WARM_IMPORTS", ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
 def main() -> None:
     fd, module = int(sys.argv[1]), sys.argv[2]
     ctl = socket.socket(fileno=fd)
@@ -271,7 +289,7 @@ def main() -> None:
 
     for name in ("probe_exercise", "register_source", "student_traceback", "ExerciseTimeout", "mistake_source"):
         getattr(engine, name)
-    __import__(module, fromlist=["CHECKS"])
+    preload(__import__(module, fromlist=["CHECKS"]))
     from course_cli.sandboxed import child  # noqa: F401
 
     send(ctl, {"ready": True, "threads": threads(), "torch": torch.__version__})

@@ -261,3 +261,17 @@ def test_a_domain_failure_prints_in_at_most_20_lines_at_80_columns(tmp_path):
     out = buf.getvalue()
     assert "dtype=int8" in out
     assert out.count("\n") <= 20 and max(len(line.rstrip()) for line in out.splitlines()) <= 80, out
+
+
+@pytest.mark.parametrize("tq, tk", [(20, 50), (7, 7), (1, 9), (16, 33)])
+def test_sdpa_causal_is_sdpa_with_causal_lower_right(tq, tk):
+    """The grader's sdpa_causal builds the bottom-right mask itself (importing torch.nn.attention.bias costs a
+    cold check 1.5-3 s): it gives what SDPA gives with causal_lower_right."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    from graders.lesson09_flash import sdpa_causal
+
+    gen = torch.Generator().manual_seed(tq * 100 + tk)
+    q, k, v = (torch.randn(2, 3, t, 16, generator=gen) for t in (tq, tk, tk))
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(tq, tk))
+    torch.testing.assert_close(sdpa_causal(q, k, v), want, atol=1e-6, rtol=1e-5)

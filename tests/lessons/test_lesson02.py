@@ -109,3 +109,22 @@ def causal_mask(t_q, t_k=None, device=None):
         'device="meta": made on the device asked for, whatever it is',
         "over its declared domain (drawn examples, the simplest failure shown)"], explain(ex)
     assert all("not a tensor on the meta device" in c.message for c in failed)
+
+
+def test_the_lower_right_mask_the_grader_builds_is_torchs_causal_lower_right():
+    """causal_vs_torch builds causal_lower_right's mask with tril (its import costs a cold check 1.5-3 s):
+    at every size it probes, and at more, the two are the same mask."""
+    import warnings
+
+    import torch
+    from torch.nn.attention.bias import causal_lower_right
+
+    from graders.lesson02_masks import LOWER_RIGHT_SIZES, lower_right
+
+    sizes = set(LOWER_RIGHT_SIZES) | {(t_q, t_k) for t_q in range(1, 7) for t_k in range(1, 7)}
+    for t_q, t_k in sorted(sizes):
+        with warnings.catch_warnings():  # t_q > t_k leaves rows with no key, which torch warns about
+            warnings.simplefilter("ignore")
+            want = causal_lower_right(t_q, t_k)._materialize()
+        assert want.dtype == torch.bool
+        assert torch.equal(lower_right(t_q, t_k), want), (t_q, t_k)
