@@ -182,9 +182,9 @@ def causal_vs_torch(ctx):
     return obs
 
 
-# The sizes causal_vs_torch probes. Importing torch.nn.attention.bias pulls in torch._dynamo (1.5-3 s, in every
-# cold check), so the probe builds causal_lower_right's mask with tril; tests/lessons/test_lesson02.py holds the
-# two equal at these sizes.
+# The sizes causal_vs_torch probes. It builds causal_lower_right's mask with tril rather than importing
+# torch.nn.attention.bias, which pulls in torch._dynamo (so would the device probe's meta-device tril, later:
+# here the import moves rather than goes); tests/lessons/test_lesson02.py holds the two equal at these sizes.
 LOWER_RIGHT_SIZES = ((4, 4), (2, 7), (5, 9), (6, 4))
 
 
