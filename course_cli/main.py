@@ -59,8 +59,15 @@ def _version() -> str:
         return "unknown"
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:  # read only when asked: importlib.metadata costs every command 30 ms
+        click.echo(f"course, version {_version()}")
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", "-V", prog_name="course")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 def cli() -> None:
     """The attention course: build the Transformer, lesson by lesson, and check it as you go.
 
@@ -123,7 +130,6 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
 
     Example: course check lesson01 softmax
     """
-    from course_cli.render import make_console, render_result
     from course_cli.student.workspace import notebook_path
 
     lesson_obj = _lesson(lesson)
@@ -141,6 +147,11 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         path = click.format_filename(notebook)
     else:
         path = notebook_path(lesson_obj, workspace)
+    if not cold:  # the warm grader imports torch while this process gets ready (the first check of a session)
+        from course_cli.sandboxed.warm import start_early
+
+        start_early(lesson_obj, path)
+    from course_cli.render import make_console, render_result
     from course_cli.sandboxed.sandbox import SandboxUnavailable, fallback_notice
     from course_cli.student.checking import check_and_record
 

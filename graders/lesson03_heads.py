@@ -373,7 +373,7 @@ def mha_dropout(ctx):
     module, _ = _mha(ctx, dropout=0.5)
     out_eval, out_eval2 = _call_mha(ctx, module, x)[0], _call_mha(ctx, module, x)[0]
     module.train()
-    torch.manual_seed(ctx.seed)
+    ctx.manual_seed()
     out_train = _call_mha(ctx, module, x)[0]
     plain, _ = _mha(ctx, dropout=0.0)
     plain.train()
@@ -423,7 +423,7 @@ def mha_dropout_placement(ctx):
     query, key = ctx.randn(2, 4, D), ctx.randn(2, tk, D)
     out_eval = _call_mha(ctx, module, query, key, ctx.put(value))[0]
     module.train()
-    torch.manual_seed(ctx.seed)
+    ctx.manual_seed()
     out_train = _call_mha(ctx, module, query, key, ctx.put(value))[0]
     return {"eval output": out_eval, "train output": out_train, "out_proj bias": bias, "p": p}
 
@@ -467,7 +467,7 @@ def _attention_call(ctx, module, ex, call, eval_call=None):
     module.train()
     if float(p) == 0.0:
         return call(), {}
-    torch.manual_seed(ctx.seed)
+    ctx.manual_seed()
     train = call()
     module.eval()
     ev = call()
@@ -600,7 +600,7 @@ def csa_dropout(ctx):
     x = ctx.randn(2, 5, D)
     out_eval = _tensor(ctx, ctx.call(module, x))
     module.train()
-    torch.manual_seed(ctx.seed)
+    ctx.manual_seed()
     out_train = _tensor(ctx, ctx.call(module, x))
     return {"eval output, dropout=0.5": out_eval, "train differs from eval": not torch.allclose(out_train, out_eval)}
 

@@ -21,7 +21,7 @@ from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 from .engine.checks import Arg, Domain
-from .engine.probe import relaid
+from .engine.probe import relaid, seed_global
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
                         kv_steps, kv_updates, precision_judge, tokens, training_steps,
@@ -82,7 +82,7 @@ def _own_draws(ctx, ex: dict) -> None:
     ctx.gen.manual_seed(seed)
     # and torch's global generator: code that samples without a generator (generate(..., generator=None)) then
     # samples the same in the student's child as in the reference child's run of a catalogued mistake
-    torch.manual_seed(seed)
+    seed_global(seed)
 
 
 def _observed_like(hints: dict | None = None, scale: float = 5.0):

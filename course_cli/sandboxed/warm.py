@@ -243,29 +243,52 @@ def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: 
     return grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd)
 
 
-def prestart(lesson, cwd=None) -> None:
-    """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
-    `course lab` replaces with JupyterLab: `stay_with(os.getpid())` first makes the server end with it); never
-    waits for it."""
+def _none_listening() -> "tuple[Path, str] | None":
+    """(socket path, course key) when warm checks are on here and no server of this workspace listens."""
     if not enabled():
-        return
+        return None
     try:
         path = socket_path(_workspace())
         conn = _connect(path)
         if conn is not None:
             conn.close()
-            return
-        key = course_key()
+            return None
+        return path, course_key()
     except (OSError, WarmUnavailable):
+        return None
+
+
+def prestart(lesson, cwd=None) -> None:
+    """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
+    `course lab` replaces with JupyterLab: `stay_with(os.getpid())` first makes the server end with it); never
+    waits for it."""
+    found = _none_listening()
+    if found is None:
         return
     pid = os.fork()  # this process has no threads and no torch: the fork only detaches the server
     if pid == 0:
         try:
             os.setsid()
-            _spawn(path, key, lesson.id, cwd)
+            _spawn(*found, lesson.id, cwd)
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
+
+
+def start_early(lesson, notebook) -> None:
+    """`course check`'s first step: start the workspace's warm server for `lesson` now if none is listening, so
+    that it and its zygote import torch while this process imports the rest of the CLI and reads the notebook;
+    the check that follows (grade_notebook) waits for this server instead of starting another."""
+    global _EARLY
+    found = _none_listening()
+    if found is not None:
+        try:
+            _EARLY = (found[0], _spawn(*found, lesson.id, str(Path(notebook).resolve().parent)))
+        except OSError:
+            pass
+
+
+_EARLY: "tuple[Path, subprocess.Popen] | None" = None  # the server start_early started, not yet waited for
 
 
 def _workspace() -> Path:
@@ -344,6 +367,7 @@ def _discard(path: Path) -> None:
 
 def _grade_warm(req: dict):
     """The result from the warm server, or None (then the caller grades cold)."""
+    global _EARLY
     try:
         key, path = course_key(), socket_path(_workspace())
     except (OSError, WarmUnavailable):
@@ -353,7 +377,8 @@ def _grade_warm(req: dict):
         if conn is None:
             if attempt == 2:
                 return None
-            proc = _spawn(path, key, req["lesson"], req.get("cwd"))
+            early, _EARLY = (_EARLY if _EARLY and _EARLY[0] == path else None), None
+            proc = early[1] if early else _spawn(path, key, req["lesson"], req.get("cwd"))
             deadline = time.monotonic() + START_TIMEOUT
             while conn is None and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -326,3 +326,44 @@ def test_close_agrees_with_torch_isclose_on_every_value_kind():
         tol = compare.tolerance(torch.float32)
         want = bool(torch.isclose(a.double(), e.double(), rtol=tol.rtol, atol=tol.atol, equal_nan=True).all())
         assert (compare.close(a, e) is None) == want, (trial, a, e)
+
+
+from graders.engine.probe import ProbeContext, seed_global  # noqa: E402
+
+
+def test_seed_global_draws_what_torch_manual_seed_draws():
+    """seed_global skips torch.manual_seed's queued seedings of absent accelerators (1 ms a call), never its
+    numbers: the global generator gives the same draws either way, and so does a module's initialisation."""
+    for seed in (0, 7, 2**40 + 3):
+        torch.manual_seed(seed)
+        want = (torch.randn(5), torch.nn.Linear(3, 2).weight.detach().clone(), torch.randint(0, 9, (4,)))
+        torch.manual_seed(seed + 1)  # something else in between
+        seed_global(seed)
+        got = (torch.randn(5), torch.nn.Linear(3, 2).weight.detach().clone(), torch.randint(0, 9, (4,)))
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    ctx = ProbeContext({}, "x", CPU[0], 11)
+    ctx.manual_seed()
+    a = torch.rand(3)
+    torch.manual_seed(11)
+    assert torch.equal(a, torch.rand(3))
+
+
+def test_a_call_without_watched_functions_still_sees_a_stub_and_an_edit_in_place():
+    """ctx.call without forbidden functions to watch runs the code under no torch function mode (it cost lesson
+    08's probes 0.3 s); it still remembers a NotImplementedError and notices an input changed in place."""
+    ctx = ProbeContext({}, "x", CPU[0], 0)
+    assert not ctx.watched
+
+    def edits(t):
+        t.add_(1)
+        return t
+
+    ctx.call(edits, torch.zeros(2))
+    assert ctx.mutated == ["argument 1"]
+
+    def stub(t):
+        raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        ctx.call(stub, torch.zeros(2))
+    assert ctx.not_implemented is not None

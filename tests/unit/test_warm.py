@@ -91,6 +91,46 @@ def test_warm_is_off_when_asked(monkeypatch):
     assert warm.grade_notebook(L01, L01.solution_path) == "cold" and not called
 
 
+def test_course_check_starts_its_server_first_and_then_waits_for_that_one(monkeypatch, tmp_path):
+    """`course check` starts the warm server before it imports the rest of the CLI (start_early), so that the
+    server imports torch meanwhile; the check then waits for that server: one start, not two (a second server
+    would lose the workspace's lock, and cost a Python start on a 2-core machine)."""
+    spawned, listening = [], []
+
+    class Started:
+        def poll(self):
+            return None
+
+    def spawn(path, key, lesson, cwd):
+        spawned.append((lesson, cwd))
+        return Started()
+
+    def connect(path):
+        if not spawned or len(listening) < 2:  # not yet listening, then listening
+            listening.append(bool(spawned))
+            return None
+        return socket.socketpair()[0]
+
+    monkeypatch.setattr(warm, "enabled", lambda: True)
+    monkeypatch.setattr(warm, "_workspace", lambda: tmp_path)
+    monkeypatch.setattr(warm, "socket_path", lambda ws: tmp_path / "w.sock")
+    monkeypatch.setattr(warm, "_spawn", spawn)
+    monkeypatch.setattr(warm, "_connect", connect)
+    monkeypatch.setattr(warm, "_hello", lambda conn, key: {"key": key, "pid": -1})
+    monkeypatch.setattr(warm, "_send", lambda conn, msg: None)
+    monkeypatch.setattr(warm, "_recv", lambda conn, timeout: {"result": "the verdict"})
+    monkeypatch.setattr(warm, "from_wire", lambda data: data)
+    warm.start_early(L01, tmp_path / "nb" / "lesson01.ipynb")
+    assert spawned == [("lesson01", str((tmp_path / "nb").resolve()))]
+    req = {"op": "grade", "lesson": "lesson01", "path": "x", "cwd": str(tmp_path / "nb")}
+    assert warm._grade_warm(req) == "the verdict"
+    assert len(spawned) == 1 and warm._EARLY is None
+    # with no early start (the check cell's path), the check starts the server itself
+    listening.clear()
+    spawned.clear()
+    assert warm._grade_warm(req) == "the verdict" and len(spawned) == 1
+
+
 # ----------------------------------------------------------------------------------------------
 # end to end
 
