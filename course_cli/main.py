@@ -327,6 +327,22 @@ def _build_references() -> None:
         references.build(lessons, done)
 
 
+def _next_lesson(workspace: Path):
+    """The first lesson with an exercise not yet passed, by the workspace's progress (`course status`'s "Next
+    up"); None when every exercise passes or the progress cannot be read."""
+    from course_cli.student.progress import ProgressStore
+
+    try:
+        data = ProgressStore(workspace).load()
+    except Exception:  # a damaged store is `course status`'s to report; here it only means no prestart
+        return None
+    for lesson in LESSONS:
+        best = data.get("lessons", {}).get(lesson.id, {}).get("best", {})
+        if any(best.get(e.name, {}).get("status") != "passed" for e in lesson.exercises):
+            return lesson
+    return None
+
+
 @cli.command()
 @click.argument("lesson", required=False)
 @click.argument("lab_args", nargs=-1, type=click.UNPROCESSED)
@@ -374,11 +390,14 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
     if print_command:
         click.echo(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return
-    if lesson:  # the check cells' warm grader, loading while JupyterLab starts
+    # the check cells' warm grader, loading while JupyterLab starts: for the lesson asked for, else the one
+    # `course status` says is next (where a student who opens the lessons folder most likely goes on)
+    warm_for = _lesson(lesson) if lesson else _next_lesson(workspace)
+    if warm_for is not None:
         from course_cli.sandboxed.warm import prestart, stay_with
 
         stay_with(os.getpid())  # JupyterLab takes this process over: the server ends with it
-        prestart(_lesson(lesson))
+        prestart(warm_for)
     os.execvpe(exe, argv, {**os.environ, **env})
 
 

@@ -77,3 +77,22 @@ def test_a_corrupt_store_is_kept_aside_and_rebuilt_with_a_warning(tmp_path):
     store.path.write_text("[1, 2, 3]")
     store = ProgressStore(ws)
     assert store.load()["lessons"] == {} and store.warnings
+
+
+def test_course_lab_warms_the_lesson_status_calls_next(tmp_path):
+    """`course lab` without a lesson prestarts the warm grader for the lesson `course status` calls next: the
+    first with an exercise not passed (a full check's best), none when all pass."""
+    from course_cli.main import _next_lesson
+    from graders.registry import LESSONS
+
+    (tmp_path / ".course").mkdir()
+    assert _next_lesson(tmp_path).id == "lesson01"
+    store = ProgressStore(tmp_path)
+    first = LESSONS[0]
+    store.record(LessonResult(first.id, "nb.ipynb", [ExerciseResult(e.name, "passed", e.points, e.points)
+                                                      for e in first.exercises]))
+    assert _next_lesson(tmp_path).id == LESSONS[1].id
+    for lesson in LESSONS[1:]:
+        store.record(LessonResult(lesson.id, "nb.ipynb", [ExerciseResult(e.name, "passed", e.points, e.points)
+                                                          for e in lesson.exercises]))
+    assert _next_lesson(tmp_path) is None
