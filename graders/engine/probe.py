@@ -154,22 +154,28 @@ def resolve(dotted: str) -> Any:
 
 
 def seed_global(seed: int) -> None:
-    """`torch.manual_seed(seed)`, the same numbers, without its cost where torch has no accelerator to seed:
-    there it queues a seeding per backend (CUDA, XPU, MTIA), each with its caller's stack formatted, for a
-    device that never starts: about 1 ms a call, 0.2 s of lesson 08's probes."""
-    if _accelerator():
+    """`torch.manual_seed(seed)`, the same numbers, without its cost where this torch has no accelerator built in:
+    there it queues a seeding per backend (CUDA, XPU, MTIA), each with its caller's stack formatted, for a device
+    that cannot exist: about 1 ms a call, 0.2 s of lesson 08's probes. A torch built with one gets
+    torch.manual_seed itself (its lazy seeding of a device not yet started is kept as is)."""
+    if _accelerator_built():
         torch.manual_seed(seed)
     else:
         torch.default_generator.manual_seed(seed)
 
 
 @functools.cache
-def _accelerator() -> bool:
+def _accelerator_built() -> bool:
+    """Was this torch built with a backend torch.manual_seed seeds? Asked without starting any device (CUDA's
+    is_available would initialise its driver); whatever cannot be asked counts as built."""
+    def built(module: str, check: str) -> bool:
+        fn = getattr(getattr(torch, module, None), check, None)
+        return True if fn is None else bool(fn())
+
     mps = getattr(torch.backends, "mps", None)
-    xpu, mtia = getattr(torch, "xpu", None), getattr(torch, "mtia", None)
-    return bool(torch.cuda.is_available() or (mps is not None and mps.is_available())
-                or (xpu is not None and xpu.is_available()) or (mtia is not None and mtia.is_available())
-                or hasattr(torch, torch._C._get_privateuse1_backend_name()))  # a custom device's module
+    return (built("cuda", "_is_compiled") or built("xpu", "_is_compiled") or built("mtia", "_is_compiled")
+            or (mps is None or mps.is_built())
+            or hasattr(torch, torch._C._get_privateuse1_backend_name()))  # a custom device's module
 
 
 class ProbeContext:
