@@ -364,7 +364,7 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
     import shutil
 
     from course_cli.student.workspace import notebook_path
-    from course_cli.student.workspace_ops import JUPYTER_DIR, jupyter_config
+    from course_cli.student.workspace_ops import JUPYTER_DIR, jupyter_config, kernel_spec
 
     if lesson is not None and lesson.startswith("-"):  # `course lab -- --flag`: no lesson, only JupyterLab's flags
         lab_args, lesson = (lesson, *lab_args), None
@@ -375,6 +375,10 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
     exe = str(beside) if beside.exists() else shutil.which("jupyter") or "jupyter"
     # the workspace's config first, ahead of the environment's (where nbgrader enables its instructor extensions)
     env = {"JUPYTER_CONFIG_DIR": str(workspace / JUPYTER_DIR), "JUPYTER_PREFER_ENV_PATH": "0"}
+    # the kernels: this environment's Python with course_cli.kernel_warm loaded (a lesson notebook's kernel
+    # starts that lesson's warm grader), ahead of any other python3 kernelspec
+    data = kernel_spec(workspace, sys.executable)
+    env["JUPYTER_PATH"] = os.pathsep.join([str(data), *filter(None, [os.environ.get("JUPYTER_PATH")])])
     argv = [exe, "lab", str(target)]
     if no_browser:
         argv.append("--no-browser")

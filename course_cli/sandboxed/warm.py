@@ -258,12 +258,19 @@ def _none_listening() -> "tuple[Path, str] | None":
         return None
 
 
-def prestart(lesson, cwd=None) -> None:
+def prestart(lesson, cwd=None, detach: bool = True) -> None:
     """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
     `course lab` replaces with JupyterLab: `stay_with(os.getpid())` first makes the server end with it); never
-    waits for it."""
+    waits for it. detach=False (a kernel, which has threads): started as this process's child, in a session
+    of its own, as a check cell starts it."""
     found = _none_listening()
     if found is None:
+        return
+    if not detach:
+        try:
+            _spawn(*found, lesson.id, cwd)
+        except OSError:
+            pass
         return
     pid = os.fork()  # this process has no threads and no torch: the fork only detaches the server
     if pid == 0:

@@ -148,6 +148,25 @@ def jupyter_config(target: Path) -> list[Path]:
     return written
 
 
+def kernel_spec(target: Path, python: str) -> Path:
+    """The workspace's Jupyter data folder (`course lab` puts it first on JUPYTER_PATH), holding a `python3`
+    kernelspec: `python` (the course's environment) with the course_cli.kernel_warm extension. Rewritten on
+    every `course lab`, so it follows the environment it runs from; returns the folder."""
+    import json
+
+    data = target / JUPYTER_DIR / "data"
+    spec = data / "kernels" / "python3" / "kernel.json"
+    want = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--ext=course_cli.kernel_warm"],
+            "display_name": "Python 3 (ipykernel)", "language": "python", "metadata": {"debugger": True}}
+    try:
+        if not spec.exists() or json.loads(spec.read_text()) != want:
+            spec.parent.mkdir(parents=True, exist_ok=True)
+            spec.write_text(json.dumps(want, indent=1) + "\n")
+    except (OSError, ValueError):
+        pass  # an unreadable or unwritable spec: the lab starts with the environment's own python3 kernel
+    return data
+
+
 def init(target: Path) -> tuple[list[Path], list[Path]]:
     """Make `target` a workspace: `.course/`, every lesson's notebook in `lessons/`, and a student's Jupyter
     config in `.jupyter/`. Existing notebooks are never touched (a newer course only adds the lessons you lack)."""

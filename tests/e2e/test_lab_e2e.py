@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import pytest
@@ -39,5 +40,24 @@ def test_course_lab_starts_headless_and_opens_a_lesson_in_chromium(tmp_path):
                 "return [...document.querySelectorAll('.Toastify__toast, .jp-toast-message')].map(t => t.textContent)")
             assert not [t for t in toasts if "news" in t.lower()], toasts
             driver.save_screenshot(str(tmp_path / "lab.png"))
+            # the notebook's kernel is the workspace's python3 spec (this Python, course_cli.kernel_warm), and it
+            # started: its session reaches idle
+            import json
+            import urllib.request
+
+            def api(path):
+                with urllib.request.urlopen(f"{base}/api/{path}?token={token}", timeout=10) as r:
+                    return json.load(r)
+
+            spec = api("kernelspecs")["kernelspecs"]["python3"]["spec"]
+            assert spec["argv"][0] == sys.executable and "--ext=course_cli.kernel_warm" in spec["argv"], spec
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                states = [x["kernel"]["execution_state"] for x in api("sessions")
+                          if x["path"].endswith("lesson01_sdpa.ipynb")]
+                if "idle" in states:
+                    break
+                time.sleep(0.5)
+            assert "idle" in states, states
         finally:
             driver.quit()

@@ -308,3 +308,45 @@ def test_a_warm_check_writes_to_a_capped_tmpfs_of_its_own_never_the_disk(tmp_pat
     assert watch.most < 2**20, watch.most
     assert check(solved, run_dir, TMPDIR=str(jobs))["score"] == 10.0
     assert warm_checks(run_dir) == 2
+
+
+@pytest.mark.slow
+def test_a_lesson_notebook_s_kernel_starts_its_warm_grader(tmp_path, run_dir, monkeypatch):
+    """`course lab`'s kernelspec loads course_cli.kernel_warm: a kernel JupyterLab starts for a lesson notebook
+    (JPY_SESSION_NAME names it) starts that lesson's warm grader before any check, whose zygote then serves the
+    first check cell (no "new zygote"); a kernel for any other notebook starts none."""
+    from jupyter_client.manager import start_new_kernel
+
+    from course_cli.student.workspace_ops import init, kernel_spec
+
+    ws = tmp_path / "ws"
+    init(ws)
+    monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec(ws, sys.executable)))
+    env = {**_env(run_dir), "COURSE_WORKSPACE": str(ws)}
+    quiet = {"output_hook": lambda msg: None}
+    for session in (ws / "scratch.ipynb", ws / "lessons" / L01.notebook):
+        km, kc = start_new_kernel(kernel_name="python3", env={**env, "JPY_SESSION_NAME": str(session)},
+                                  cwd=str(ws / "lessons"))
+        try:
+            kc.execute_interactive("import os; pid = os.getpid()", timeout=60, **quiet)
+            if session.name == "scratch.ipynb":
+                time.sleep(2)
+                assert not list((run_dir / "attention-course").glob("w-*.pid"))
+                continue
+            for _ in range(400):  # started by the kernel itself, before any check
+                if list((run_dir / "attention-course").glob("w-*.pid")):
+                    break
+                time.sleep(0.05)
+            pid = server_pid(run_dir)
+            from course_cli.sandboxed.notebook import graded_cells, read_notebook
+
+            for cell in graded_cells(read_notebook(L01.solution_path)):
+                kc.execute_interactive(cell["source"], timeout=300, **quiet)
+            kc.execute_interactive('from course_cli.incell import grade; grade("lesson01", "softmax")', timeout=300,
+                                   **quiet)
+            assert server_pid(run_dir) == pid and warm_checks(run_dir) == 1
+            log = "".join(f.read_text() for f in (run_dir / "attention-course").glob("w-*.log"))
+            assert "new zygote" not in log, log
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def ws(tmp_path, monkeypatch):
 
 def argv(output: str) -> list[str]:
     line = next(ln for ln in output.splitlines() if "JUPYTER_CONFIG_DIR=" in ln)
-    return shlex.split(line)[2:]  # after the two environment assignments
+    words = shlex.split(line)
+    return words[next(i for i, w in enumerate(words) if not re.match(r"[A-Z_]+=", w)):]  # after the environment
 
 
 def test_as_root_it_passes_allow_root_and_says_so(ws, monkeypatch):
@@ -78,3 +80,24 @@ def test_no_news_toast_in_the_students_lab_even_in_an_older_workspace(ws):
     assert r.exit_code == 0 and quiet.exists() and settings.exists()
 
 
+
+
+def test_the_lab_s_kernels_load_the_warm_extension_from_this_environment(ws, monkeypatch):
+    """`course lab` puts a python3 kernelspec of its own first on JUPYTER_PATH: this environment's Python with
+    course_cli.kernel_warm (a lesson notebook's kernel starts its warm grader), rewritten when it goes stale."""
+    import sys
+
+    from course_cli.kernel_warm import lesson_of
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.delenv("JUPYTER_PATH", raising=False)
+    spec = ws / JUPYTER_DIR / "data" / "kernels" / "python3" / "kernel.json"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(json.dumps({"argv": ["/gone/python", "-m", "ipykernel_launcher"]}))
+    r = CliRunner().invoke(cli, ["lab", "lesson01", "--print-command"])
+    assert r.exit_code == 0, r.output
+    assert f"JUPYTER_PATH={ws / JUPYTER_DIR / 'data'}" in r.output
+    argv_ = json.loads(spec.read_text())["argv"]
+    assert argv_[0] == sys.executable and "--ext=course_cli.kernel_warm" in argv_ and "{connection_file}" in argv_
+    assert lesson_of(str(ws / "lessons" / "lesson03_heads.ipynb")).id == "lesson03"
+    assert lesson_of(str(ws / "scratch.ipynb")) is None and lesson_of("") is None
