@@ -20,9 +20,10 @@ from .engine.checks import Arg, Domain
 from .engine.probe import relaid
 
 CHECKS = Checks("lesson07")
-# What this lesson's checks import lazily (a tril on the meta device imports torch._dynamo),
-# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
-WARM_IMPORTS = ("torch._dynamo", "torch.fx.experimental.symbolic_shapes")
+# What this lesson's checks import lazily (a tril on the meta device imports symbolic_shapes, `with
+# torch.device("meta")` torch.utils._device; not torch._dynamo, which engine.probe.defer_dynamo spares every
+# seat), imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ("torch.fx.experimental.symbolic_shapes", "torch.utils._device")
 
 # torch's own encoder layer (and nn.MultiheadAttention under it) would make the block trivial.
 # With a torch function mode active its fast path is off, so every route goes through the first name.

@@ -267,12 +267,15 @@ def preload(module) -> list[str]:
     import (triton is an extra)."""
     import importlib
 
+    from graders.engine.probe import defer_dynamo
+
     missing = []
     for name in getattr(module, "WARM_IMPORTS", ()):
         try:
             importlib.import_module(name)
         except ImportError:
             missing.append(name)
+    defer_dynamo()  # the `_disable_dynamo` wrappers these imports made, too
     return missing
 
 

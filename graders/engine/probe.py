@@ -20,6 +20,58 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .checks import CHECKS_OF, Check, Config, Variant
 
 
+def defer_dynamo() -> int:
+    """Let torch's `_disable_dynamo` wrappers skip importing torch._dynamo while nothing has imported it.
+
+    torch wraps many of its Python refs (the meta-device kernels of `tril`, `where`, ...) and dispatch modes in
+    `torch._compile._disable_dynamo`, whose first call imports torch._dynamo (1.3-2.5 s here) only to wrap the
+    function in `torch._dynamo.disable`. That wrapper caches its result on the function as `__dynamo_disable`;
+    this sets that cache, on every such function that exists now, to a stand-in that calls the function
+    directly while torch._dynamo is not imported (then nothing can be compiling, and `disable` would only call
+    it) and, once it is, builds torch's own wrapper, caches it in its place and calls that: the same results
+    either way, minus the import. Idempotent; returns how many functions it took (run again after importing
+    more of torch: the zygote does, after its WARM_IMPORTS). Any seat that probes runs it (this module's
+    import), so no verdict depends on the seat."""
+    import gc
+
+    try:
+        import torch._compile as compile_module
+
+        code = compile_module._disable_dynamo(lambda: None).__code__
+    except (ImportError, AttributeError, TypeError):
+        return 0
+    taken = 0
+    for inner in gc.get_referrers(code):
+        if not callable(inner) or getattr(inner, "__code__", None) is not code or not inner.__closure__:
+            continue
+        cells = dict(zip(code.co_freevars, (c.cell_contents for c in inner.__closure__)))
+        fn, recursive = cells.get("fn"), cells.get("recursive", True)
+        if fn is None or getattr(fn, "__dynamo_disable", None) is not None:
+            continue
+        try:
+            fn.__dynamo_disable = _until_dynamo(fn, recursive)
+        except (AttributeError, TypeError):  # a builtin or a slotted callable: left as torch made it
+            continue
+        taken += 1
+    return taken
+
+
+def _until_dynamo(fn: Callable, recursive: bool) -> Callable:
+    def call(*args, **kwargs):
+        if "torch._dynamo" not in sys.modules:
+            return fn(*args, **kwargs)
+        import torch._dynamo
+
+        disabled = torch._dynamo.disable(fn, recursive, wrapping=False)
+        fn.__dynamo_disable = disabled
+        return disabled(*args, **kwargs)
+
+    return call
+
+
+defer_dynamo()
+
+
 # ----------------------------------------------------------------------------------------------
 # The child's side: probing a namespace
 
