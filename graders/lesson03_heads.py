@@ -25,9 +25,10 @@ from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
 
 CHECKS = Checks("lesson03")
-# What this lesson's checks import lazily (nn.MultiheadAttention's mask check imports sympy),
-# imported once by the warm zygote (zygote.preload); tests/e2e/test_warm_imports.py names what is missing.
-WARM_IMPORTS = ("torch.fx.experimental.symbolic_shapes",)
+# What this lesson's checks import lazily, imported once by the warm zygote (zygote.preload): nothing, since
+# mha_vs_torch gives nn.MultiheadAttention its padding as an attn_mask (its key_padding_mask path imports sympy);
+# tests/e2e/test_warm_imports.py names what is missing.
+WARM_IMPORTS = ()
 
 FORBIDDEN = {
     "MultiHeadAttention": (
@@ -304,8 +305,10 @@ def mha_vs_torch(ctx):
         obs["torch self-attention output"] = tm(query, query, query, need_weights=False)[0]
         obs["torch cross-attention output"] = tm(query, key, value, need_weights=False)[0]
         obs["torch output with attn_mask"] = tm(query, key, value, attn_mask=~allowed, need_weights=False)[0]
-        obs["torch output with key_padding_mask"] = tm(query, key, value, key_padding_mask=~padding.view(2, 7),
-                                                       need_weights=False)[0]
+        # key_padding_mask=~padding.view(2, 7), said as the (B * H, Tq, Tk) attn_mask torch merges it into: its
+        # own path checks the mask with torch._check_with, which imports sympy (0.4-0.6 s of a first check)
+        blocked = (~padding).expand(2, H, 5, 7).reshape(2 * H, 5, 7)
+        obs["torch output with key_padding_mask"] = tm(query, key, value, attn_mask=blocked, need_weights=False)[0]
     return obs
 
 
