@@ -6,7 +6,8 @@ each ratio's two sides see the same machine load).
   warm    `course check lesson01 --solution` with the workspace's warm server running   goal <= 0.3x
   first   the first check of each lesson after `course init` (references built, no server yet:
           it is started by this check)                                                  goal <= 1.5x
-          and what the start adds: the first check less the warm check right after it
+          and what the start adds: the first check less the warm check right after it; and its floor,
+          a process importing what the zygote imports (torch, the grader, WARM_IMPORTS) plus that warm check
   cold    `course check lesson01 --solution --cold` (a fresh sandbox, as before)        goal <= 1.5x
   cell    lesson 01's check cell in a real kernel (jupyter_client; no browser), warm and cold; and every
           lesson 10 check cell warm (the slowest and the median exercise)          goal <= 0.5 s, 1.5 s
@@ -40,6 +41,14 @@ def timed(cmd: list[str], env: dict) -> float:
     if r.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr.decode()[-2000:]}")
     return time.perf_counter() - t
+
+
+def imports_cmd(lesson) -> list[str]:
+    """A process importing what a lesson's zygote imports before its first fork (zygote.main): torch, the engine's
+    child side, the lesson's grader and its WARM_IMPORTS; no sandbox, socket or reference."""
+    return [sys.executable, "-c", "import importlib, torch; from graders.engine import probe; "
+            f"from course_cli.sandboxed import child, zygote; "
+            f"zygote.preload(importlib.import_module({lesson.module!r}))"]
 
 
 def stop_servers(run_dir: Path) -> None:
@@ -127,11 +136,12 @@ def main() -> None:
                 t_import = timed(torch_cmd, env)
                 t_first = timed(course + ["check", lesson.id, "--solution"], env)
                 t_next = timed(course + ["check", lesson.id, "--solution"], env)  # warm: the check's own work
-                runs.setdefault(lesson.id, []).append((t_first / t_import, t_import, t_next))
-        firsts = []  # per lesson, the run of median ratio: (lesson, first, import torch, warm check after it)
+                t_imports = timed(imports_cmd(lesson), env)  # what the zygote imports, without the sandbox
+                runs.setdefault(lesson.id, []).append((t_first / t_import, t_import, t_next, t_imports))
+        firsts = []  # per lesson, the run of median ratio: (lesson, first, import torch, warm check, imports)
         for lid, rs in runs.items():
-            ratio, ti, tn = sorted(rs)[len(rs) // 2]
-            firsts.append((lid, ratio * ti, ti, tn))
+            ratio, ti, tn, tz = sorted(rs)[len(rs) // 2]
+            firsts.append((lid, ratio * ti, ti, tn, tz))
     finally:
         stop_servers(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -147,9 +157,10 @@ def main() -> None:
               statistics.median(cells10[slowest10]), cell_import, 1.5 / 1.37),
              ("lesson 10 check cells in a kernel, warm: the median exercise",
               statistics.median(statistics.median(v) for v in cells10.values()), cell_import, None)]
-    rows += [(f"first check of {lid} after `course init`", t, ti, 1.5) for lid, t, ti, _ in firsts]
+    rows += [(f"first check of {lid} after `course init`", t, ti, 1.5) for lid, t, ti, _, _ in firsts]
     rows += [(f"the start's own cost in {lid}'s first check (first minus the warm check after it)", t - tn, ti, None)
-             for lid, t, ti, tn in firsts]
+             for lid, t, ti, tn, _ in firsts]
+
     lines = [f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
              f"({platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end), "
              f"`python benchmarks/warm_checks.py --runs {args.runs} --first-runs {args.first_runs}`; medians of {args.runs} interleaved runs "
@@ -158,6 +169,13 @@ def main() -> None:
              "| what | seconds | import torch (s) | ratio | goal |", "|---|---|---|---|---|"]
     for what, t, ti, goal in rows:
         lines.append(f"| {what} | {t:.2f} | {ti:.2f} | {t / ti:.2f}x | {f'<= {goal:.2g}x' if goal else ''} |")
+    lines += ["", "Each first check against its floor: what no first check can skip, a process importing what the "
+              "lesson's zygote imports (torch, the grader, WARM_IMPORTS: the imports torch's own ops make lazily "
+              "for the lesson's probes) plus the warm check after it (the check's own work). Same runs as above.",
+              "", "| lesson | first check (s) | import torch (s) | the zygote's imports (s) | warm check (s) | "
+              "first / (imports + warm) | imports / import torch |", "|---|---|---|---|---|---|---|"]
+    for lid, t, ti, tn, tz in firsts:
+        lines.append(f"| {lid} | {t:.2f} | {ti:.2f} | {tz:.2f} | {tn:.2f} | {t / (tz + tn):.2f}x | {tz / ti:.2f}x |")
     lines.append("")
     lines.append("The check cell's goal is 0.5 s for lesson 01 and 1.5 s for lesson 10 on the quiet machine, where "
                  "`import torch` takes 1.37 s (the section above): 0.36x and 1.1x as ratios.")
