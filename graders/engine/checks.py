@@ -73,6 +73,9 @@ class Check:
         return f"{self.name} @ {config.key}"
 
 
+# What a probe says of a result on the meta device (probe.clean refuses it: it holds no values); a mix of meta
+# and CPU tensors can also hand back a CPU tensor never written, so diagnosis.py reads this first.
+ON_META = "it returned a tensor on the meta device, which holds no values; return a tensor on the input's device"
 HIDDEN_TWIN = " (fresh inputs)"  # the name of a hidden twin: its public check's name, then this
 
 

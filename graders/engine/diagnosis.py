@@ -3,6 +3,7 @@
 Computed in the parent from the student's and the reference's observations (plain tensors, never student
 code). Each rule looks for one shape of wrongness and says it in a sentence:
 
+  device     a result on another device than the inputs' (the meta device first: the rest may be unwritten)
   axes       the output is the reference transposed, with every axis reversed, or with axes permuted
   scale      off by a constant factor (named when it is a simple one: 8, 1/8, √8, 1/√8) or a constant shift
   masks      right except at the masked positions (or only there); a boolean mask inverted or shifted by one
@@ -28,7 +29,7 @@ import re
 import torch
 
 from . import compare
-from .checks import Check, Config
+from .checks import ON_META, Check, Config
 from .judges import JudgeContext, same_observations, wrong_devices
 
 # ------------------------------------------------------------------------------------------------
@@ -318,6 +319,12 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results, tiled: tup
         if all((st == "passed") == sq for sq, st in squares):
             return ("right only when Tq = Tk: an axis of the queries and one of the keys are swapped somewhere "
                     "(the scores should be (..., Tq, Tk), normalised over Tk)")
+    for check, config, st in ran:  # a meta tensor anywhere: the other checks' numbers may be memory never written
+        err = (s_checks.get(check.key(config)) or {}).get("__error__")
+        if st != "passed" and isinstance(err, dict) and err.get("message") == ON_META:
+            return ("a result comes back on meta, not on the inputs' device: a tensor made without device=x.device "
+                    "(it lands on torch's default device, which some checks set to meta) or moved with "
+                    ".to(\"meta\") somewhere in your code")
     for check, config, st in sorted(ran, key=lambda x: x[2] != "failed"):
         if st == "passed":
             continue

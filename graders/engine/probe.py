@@ -4,6 +4,7 @@ child (and the tests' in-process harness, for trusted code) runs this against a 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import linecache
@@ -17,7 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checks import CHECKS_OF, Check, Config, Variant
+from .checks import CHECKS_OF, ON_META, Check, Config, Variant
 
 
 def defer_dynamo() -> int:
@@ -396,8 +397,7 @@ def clean(obs: Any, depth: int = 0) -> Any:
         with torch._C.DisableTorchFunctionSubclass():
             t = torch.Tensor.detach(obs)
             if t.is_meta:
-                raise WrongResult("it returned a tensor on the meta device, which holds no values; "
-                                  "return a tensor on the input's device")
+                raise WrongResult(ON_META)
             if type(t) is not torch.Tensor:
                 t = t.as_subclass(torch.Tensor)
             if t.layout != torch.strided:
@@ -524,7 +524,8 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
             ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config, hidden_seed), watched,
                                check.variant)
             try:
-                raw = check.probe(ctx)
+                with filled_memory(ctx.device):
+                    raw = check.probe(ctx)
                 obs = clean(raw)
                 moved = _off_device(raw, ctx.device)
                 if moved and isinstance(obs, dict):  # clean() brings every tensor to the CPU: say where it was
@@ -556,6 +557,30 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
 
 
 from .draws import domain_probe, draw_examples  # noqa: E402,F401 (the child's side of a declared domain)
+
+
+@contextlib.contextmanager
+def filled_memory(device: torch.device):
+    """On the CPU, memory torch hands out uninitialised (`torch.empty`, and outputs such as a meta-by-CPU
+    matmul's, which torch 2.13 returns on the CPU unwritten) reads as NaN (integers: their largest value)
+    while a probe runs: code that reads memory it never wrote then gets the same observation, and the same
+    verdict, in every run and every seat, instead of whatever the allocator held. torch fills only in its
+    deterministic mode; warn_only, so an op without a deterministic kernel warns and runs as before. CUDA
+    probes are left as they are (cuBLAS and SDPA's kernels are chosen differently in that mode)."""
+    if device.type != "cpu":
+        yield
+        return
+    import torch.utils.deterministic as deterministic
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              deterministic.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    deterministic.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        deterministic.fill_uninitialized_memory = before[2]
 
 
 def relaid(t: torch.Tensor, layout: str) -> torch.Tensor:

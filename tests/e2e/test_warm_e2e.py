@@ -203,19 +203,12 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
 @pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.ipynb")))
 def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
     """Every broken and hostile notebook of tests/fixtures/hostile: the same JSON warm and cold (time limits,
-    memory, output caps, exits, signals, leftovers)."""
+    memory, output caps, exits, signals, leftovers; wrong_device's attention reads memory torch never wrote,
+    which engine.probe.filled_memory makes NaN, so its messages agree too)."""
     folder, run_dir = hostile_folder
     path = folder / name
     cold = check(path, run_dir, "--cold", **SHORT)
     warm_result = check(path, run_dir, **SHORT)
-    if warm_result != cold and check(path, run_dir, "--cold", **SHORT) != cold:
-        # not reproducible cold either (wrong_device returns uninitialised memory): the verdicts, not the
-        # numbers in the messages
-        def verdicts(r):
-            return [(e["id"], e["status"], e["points"], [c["status"] for c in e["checks"]]) for e in r["exercises"]]
-
-        assert verdicts(warm_result) == verdicts(cold)
-        return
     assert warm_result == cold
 
 
