@@ -565,21 +565,24 @@ def filled_memory(device: torch.device):
     matmul's, which torch 2.13 returns on the CPU unwritten) reads as NaN (integers: their largest value)
     while a probe runs: code that reads memory it never wrote then gets the same observation, and the same
     verdict, in every run and every seat, instead of whatever the allocator held. torch fills only in its
-    deterministic mode; warn_only, so an op without a deterministic kernel warns and runs as before. CUDA
-    probes are left as they are (cuBLAS and SDPA's kernels are chosen differently in that mode)."""
-    if device.type != "cpu":
+    deterministic mode; warn_only, so an op without a deterministic kernel warns and runs as before. Set through
+    torch._C: torch.use_deterministic_algorithms also sets inductor's flag, importing torch._inductor (900
+    modules, and torch._dynamo). CUDA probes are left as they are (cuBLAS and SDPA's kernels are chosen
+    differently in that mode)."""
+    set_mode = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if device.type != "cpu" or set_mode is None:
         yield
         return
     import torch.utils.deterministic as deterministic
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
               deterministic.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    set_mode(True, warn_only=True)
     deterministic.fill_uninitialized_memory = True
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        set_mode(before[0], warn_only=before[1])
         deterministic.fill_uninitialized_memory = before[2]
 
 
