@@ -17,15 +17,22 @@ import sys
 import types
 from pathlib import Path
 
-from .engine import register_source
-from .engine.notebook import graded_cells, strip_magics
+from .engine.notebook import graded_cells
+from .engine.runner import Seat, run_cells
 from .registry import ROOT, find_lesson
 
 
-def _cells(path: Path) -> list[str]:
-    """The notebook's graded cells (graders/notebook.py's rules), magics skipped as the child does."""
+class _Trusted(Seat):
+    """import_lesson's seat: an earlier lesson's cells run in this process, and an error in them is raised."""
+
+    raise_errors = True
+
+
+def _cells(path: Path) -> list[dict]:
+    """The notebook's graded cells (graders/notebook.py's rules), numbered as they run (magics skipped by the
+    runner, as in the child)."""
     nb = json.loads(path.read_text(encoding="utf-8"))
-    return [src for src in (strip_magics(c["source"]) for c in graded_cells(nb.get("cells", []))) if src is not None]
+    return [{"index": k, "source": c["source"]} for k, c in enumerate(graded_cells(nb.get("cells", [])), start=1)]
 
 
 def _student_notebook(notebook: str) -> Path:
@@ -54,16 +61,8 @@ def import_lesson(key: str, mine: bool = False) -> types.ModuleType:
     module = types.ModuleType(name, f"{lesson.id} ({'your notebook' if mine else 'the course solution'}): {path}")
     module.__file__ = str(path)
     sys.modules[name] = module
-    cells = _cells(path)
-    if lesson.triton:
-        from .triton_compat import patch_interpreter
-
-        patch_interpreter()  # Triton 3.6's interpreter under NumPy >= 2.4
     try:
-        for i, code in enumerate(cells):
-            filename = f"<{lesson.id} cell {i + 1}>"
-            register_source(filename, code)  # @triton.jit reads its function's source through linecache
-            exec(compile(code, filename, "exec", dont_inherit=True), module.__dict__)
+        run_cells(_cells(path), module.__dict__, _Trusted(), label=f"{lesson.id} cell")
     except BaseException:
         del sys.modules[name]
         raise

@@ -106,52 +106,34 @@ _MISTAKE_OBS: dict[tuple[str, str], dict] = {}  # (lesson id, mistake id) -> obs
 
 
 def _configs(module):
-    return tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == "cpu"},
-                        key=lambda c: c.key))
+    from graders.engine.runner import configs_of
+
+    return configs_of(module, "cpu")
 
 
 def run_in_process(lesson: Lesson, path: Path) -> tuple[dict, list[dict]]:
-    """The notebook's graded cells run into a fresh namespace, as the child runs them (no time or memory
-    limit, no guard: trusted notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
-    from course_cli.sandboxed.notebook import read_notebook
-    from graders.engine import register_source, student_traceback
-    from graders.engine.notebook import graded_cells, strip_magics
-
-    if lesson.triton:
-        from graders.triton_compat import patch_interpreter
-
-        patch_interpreter()
-    import builtins
-    import torch
-
-    torch.manual_seed(0)
-    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
-    reports = []
-    for cell in graded_cells(read_notebook(path)):
-        report = {"index": cell["index"], "status": "ok"}
-        reports.append(report)
-        source = strip_magics(cell["source"])
-        if source is None:
-            report["status"] = "skipped"
-            continue
-        filename = f"<cell {cell['index']}>"
-        register_source(filename, source)
-        try:
-            exec(compile(source, filename, "exec", dont_inherit=True), ns)
-        except Exception as exc:  # noqa: BLE001 - reported, as the child does
-            report.update(status="error", error=student_traceback(exc))
+    """The notebook's graded cells run into a fresh namespace by the child's own runner
+    (graders.engine.runner.run_notebook, with the in-process seat: no time or memory limit, no guard: trusted
+    notebooks only). Returns (namespace, the cells' reports as cells.json has them)."""
+    ns, reports, _ = _run(lesson, path, [])
     return ns, reports
+
+
+def _run(lesson: Lesson, path: Path, exercises: list[str]) -> tuple[dict, list[dict], dict]:
+    """graders.engine.runner.run_notebook on the notebook at `path`, in process: (namespace, cells, obs)."""
+    from course_cli.sandboxed.notebook import read_notebook
+    from graders.engine.notebook import graded_cells
+    from graders.engine.runner import run_notebook
+
+    module = importlib.import_module(lesson.module)
+    return run_notebook(module, graded_cells(read_notebook(path)), exercises, _configs(module))
 
 
 def reference(lesson: Lesson) -> tuple[dict, dict]:
     """(solved namespace, {exercise: observations}) for `lesson`, computed once per test process."""
-    from graders.engine import probe_exercise
-
     if lesson.id not in _SOLVED:
-        module = importlib.import_module(lesson.module)
-        ns, reports = run_in_process(lesson, lesson.solution_path)
+        ns, reports, obs = _run(lesson, lesson.solution_path, [e.name for e in lesson.exercises])
         assert all(r["status"] == "ok" for r in reports), reports
-        obs = {e.name: probe_exercise(module, ns, e.name, _configs(module)) for e in lesson.exercises}
         _SOLVED[lesson.id] = (ns, obs)
     return _SOLVED[lesson.id]
 
@@ -186,9 +168,8 @@ def judge_in_process(lesson: Lesson, exercise: str, student: dict):
 
 def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None):
     """`course check --notebook path` for a trusted notebook (a test's fixture), in this process: the
-    same cells, probes, mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
+    same runner (graders.engine.runner), mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
     from course_cli.sandboxed.notebook import read_notebook
-    from graders.engine import probe_exercise
     from graders.engine.notebook import graded_cells
     from graders.engine.verdict import StudentRun, judge_lesson
 
@@ -196,8 +177,7 @@ def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = N
     _, ref = reference(lesson)
     wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
     cells = graded_cells(read_notebook(path))
-    ns, reports = run_in_process(lesson, path)
-    obs = {e.name: probe_exercise(module, ns, e.name, _configs(module)) for e in wanted}
+    _, reports, obs = _run(lesson, path, [e.name for e in wanted])
     mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise in {e.name for e in wanted}}
     return judge_lesson(lesson, module, StudentRun(obs, reports), ref, mistakes, cells, str(path), wanted)
 

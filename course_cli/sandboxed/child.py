@@ -22,6 +22,7 @@ these observations with the reference's, computed in a separate process from the
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import json
 import os
@@ -29,7 +30,6 @@ import signal
 import sys
 from pathlib import Path
 
-from graders.engine.notebook import strip_magics  # noqa: E402 (the notebook rules live in graders)
 
 
 class _Alarm:
@@ -128,122 +128,134 @@ def _no_keyboard(prompt: object = "") -> str:
                    "(give the value in the code instead)")
 
 
+class _ChildSeat:
+    """The sandboxed child's seat (graders.engine.runner.Seat's hooks): its progress file, each cell's and
+    exercise's alarm, the guard put back after the student's code, the output cap's notes, observations saved
+    as they come."""
+
+    raise_errors = False
+
+    def __init__(self, job: dict, out: Path, guard: "_Guard", torch, timeout_exc):
+        self.job, self.out, self.guard, self.torch, self.timeout_exc = job, out, guard, torch, timeout_exc
+        self.progress = out / "progress"
+        self.dropped = _dropped()
+
+    @contextlib.contextmanager
+    def cell(self, index):
+        _write(self.progress, f"running cell {index}")
+        with _Alarm(self.job["cell_timeout"], self.timeout_exc):
+            yield
+
+    @contextlib.contextmanager
+    def exercise(self, name: str):
+        _write(self.progress, f"checking {name}")
+        self.guard.restore()
+        try:
+            with _Alarm(self.job["exercise_timeout"], self.timeout_exc):
+                yield
+        finally:
+            self.guard.restore()
+
+    def failed(self) -> None:
+        self.guard.restore()
+
+    def cell_done(self, report: dict) -> None:
+        now = _dropped()
+        if now > self.dropped:
+            limit = self.job.get("output_limit", 2**20)
+            msg = (f"cell {report['index']}: output limit exceeded: the notebook printed more than {_size(limit)}; "
+                   f"the rest ({_size(now - self.dropped)} from this cell) was discarded")
+            if report["status"] == "ok":
+                report.update(status="output_limit", error=msg)
+            else:
+                report["error"] += f" ({msg})"
+            self.dropped = now
+
+    def cells_done(self, reports: list[dict]) -> None:
+        self.guard.restore()
+        if not self.job.get("in_process"):  # (in the grader's own process, kill(-1) would reach the grader's)
+            _stop_leftovers()
+        _write(self.out / "cells.json", json.dumps(reports))
+
+    def observed(self, name: str, obs: dict) -> None:
+        _save(self.torch, obs, self.out / f"obs-{name}.pt", self.job.get("file_limit"))
+
+
 def run(job: dict) -> None:
+    """The child's whole run: graders.engine.runner's cells and probes (a benchmark instead of probes, when
+    asked), then the known mistakes for the reference child, with this seat's limits, guard and files."""
     out = Path(job["out"])
     progress = out / "progress"
     _write(progress, "starting: importing torch")
 
+    # torch, the engine and the lesson are imported after the progress file exists: a child that dies importing
+    # them has started (sandbox.Child.never_started tells the sandbox's own failures from the notebook's)
     import torch
 
-    from graders import engine
+    from graders.engine import draws, runner
+    from graders.engine.probe import ExerciseTimeout
 
     torch.manual_seed(0)
-    from graders.engine import draws
-
     draws.given(job.get("draws"))  # the reference child's draws: no Hypothesis import here when they cover all
     hidden_seed = job.get("hidden_seed")  # class grading: the hidden checks' inputs of this run
     module = __import__(job["module"], fromlist=["CHECKS"])
-    configs = tuple(sorted({c for check in module.CHECKS for c in check.configs if c.device == job["device"]},
-                           key=lambda c: c.key))
+    configs = runner.configs_of(module, job["device"])
     engine_modules = [m for n, m in sorted(sys.modules.items()) if n == "graders.engine" or n.startswith("graders.engine.")]
     engine_classes = [v for m in engine_modules for v in vars(m).values()
                       if isinstance(v, type) and v.__module__ == m.__name__]
     builtins.input = _no_keyboard  # the same answer on every machine, whatever stdin the grader was given
     guard = _Guard(torch, [*engine_modules, module], engine_classes)
-    probe_exercise = engine.probe_exercise
-    output_limit = job.get("output_limit", 2**20)
-    dropped = _dropped()
-    cells_report = []
-    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
-    if any("triton" in (cell["source"] or "") for cell in job["cells"]):
-        from graders.triton_compat import patch_interpreter
-
-        patch_interpreter()  # Triton 3.6's interpreter under NumPy >= 2.4 (graders/triton_compat.py)
-    for cell in job["cells"]:
-        index, source = cell["index"], strip_magics(cell["source"])
-        filename = f"<cell {index}>"
-        _write(progress, f"running cell {index}")
-        report = {"index": index, "status": "ok"}
-        if source is None:
-            report["status"] = "skipped"
-            cells_report.append(report)
-            continue
-        engine.register_source(filename, source)
-        try:
-            code = compile(source, filename, "exec", dont_inherit=True)  # not our __future__ flags
-        except SyntaxError as exc:
-            report.update(status="error", error=f"{type(exc).__name__}: {exc.msg} (cell {index}, line {exc.lineno})")
-            cells_report.append(report)
-            continue
-        try:
-            with _Alarm(job["cell_timeout"], engine.ExerciseTimeout):
-                exec(code, ns)
-        except engine.ExerciseTimeout as exc:
-            report.update(status="timeout", error=f"cell {index} {exc}")
-        except SystemExit as exc:
-            report.update(status="error", error=f"cell {index} called sys.exit({exc.code!r}); grading went on without the rest of that cell")
-        except BaseException as exc:  # anything the student's cell raises is reported, never fatal
-            guard.restore()
-            report.update(status="error", error=engine.student_traceback(exc))
-        now = _dropped()
-        if now > dropped:
-            msg = (f"cell {index}: output limit exceeded: the notebook printed more than {_size(output_limit)}; "
-                   f"the rest ({_size(now - dropped)} from this cell) was discarded")
-            if report["status"] == "ok":
-                report.update(status="output_limit", error=msg)
-            else:
-                report["error"] += f" ({msg})"
-            dropped = now
-        cells_report.append(report)
-    guard.restore()
-    _stop_leftovers()
-    _write(out / "cells.json", json.dumps(cells_report))
-
+    seat = _ChildSeat(job, out, guard, torch, ExerciseTimeout)
+    only_public = job.get("only_public", False)
     if job.get("bench"):
+        ns = runner.namespace()
+        runner.run_cells(job["cells"], ns, seat)
         _write(progress, "benchmarking")
         report = module.benchmark(ns, job["device"])
         _write(out / "bench.json", json.dumps(report, default=str))
         _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
         _write(progress, "done")
         return
-
-    only_public = job.get("only_public", False)
-    for name in job["exercises"]:
-        _write(progress, f"checking {name}")
-        guard.restore()
-        try:
-            with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
-                obs = probe_exercise(module, ns, name, configs, only_public, hidden_seed)
-        except engine.ExerciseTimeout as exc:  # the alarm fired between checks
-            obs = {"checks": {}, "timeout": True, "forbidden": [], "mutated": [], "message": str(exc)}
-        guard.restore()
-        _save(torch, obs, out / f"obs-{name}.pt", job.get("file_limit"))
-    if _dropped() > dropped:
+    ns, cells_report, _ = runner.run_notebook(module, job["cells"], job["exercises"], configs, only_public,
+                                              hidden_seed, seat)
+    if _dropped() > seat.dropped:
+        output_limit = job.get("output_limit", 2**20)
         cells_report.append({"index": "checks", "status": "output_limit", "error": (
             f"output limit exceeded while checking: your functions printed more than {_size(output_limit)} "
             f"in all; the rest was discarded")})
         _write(out / "cells.json", json.dumps(cells_report))
 
     if job.get("mistakes"):
-        for mistake in getattr(module, "MISTAKES", ()):
-            if mistake.exercise not in job["exercises"] or mistake.observed:
-                continue
-            _write(progress, f"probing mistake {mistake.id}")
-            m_ns = dict(ns)
-            src = engine.mistake_source(mistake, module.CHECKS.lesson)
-            engine.register_source(f"<mistake {mistake.id}>", src)  # triton reads a kernel's source
-            exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
-            try:
-                with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
-                    obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public, hidden_seed)
-            except engine.ExerciseTimeout:
-                continue
-            _save(torch, obs, out / f"mistake-{mistake.id}.pt")
+        probe_mistakes(job, module, ns, configs, torch)
 
     _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
     if job.get("mistakes"):  # the reference child: what it drew, for the students' children
         _write(out / "draws.json", json.dumps(draws.made()))
     _write(progress, "done")
+
+
+def probe_mistakes(job: dict, module, ns: dict, configs: tuple, torch) -> None:
+    """The reference child's last step: each known mistake's observations (the solved namespace with the
+    mistake's code in place of its exercise), saved as mistake-<id>.pt."""
+    from graders import engine
+
+    out = Path(job["out"])
+    progress = out / "progress"
+    only_public, hidden_seed = job.get("only_public", False), job.get("hidden_seed")
+    for mistake in getattr(module, "MISTAKES", ()):
+        if mistake.exercise not in job["exercises"] or mistake.observed:
+            continue
+        _write(progress, f"probing mistake {mistake.id}")
+        m_ns = dict(ns)
+        src = engine.mistake_source(mistake, module.CHECKS.lesson)
+        engine.register_source(f"<mistake {mistake.id}>", src)  # triton reads a kernel's source
+        exec(compile(src, f"<mistake {mistake.id}>", "exec", dont_inherit=True), m_ns)
+        try:
+            with _Alarm(job["exercise_timeout"], engine.ExerciseTimeout):
+                obs = engine.probe_exercise(module, m_ns, mistake.exercise, configs, only_public, hidden_seed)
+        except engine.ExerciseTimeout:
+            continue
+        _save(torch, obs, out / f"mistake-{mistake.id}.pt")
 
 
 def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:

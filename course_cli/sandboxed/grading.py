@@ -207,14 +207,16 @@ class Reference:
         _TRUSTED[(lesson.id, device, hidden_seed())] = reference
 
     @staticmethod
-    def start(lesson: Lesson, device: str = "cpu", trusted: bool = False):
-        """Return (cache path or None, child or None): a child starts only when nothing is at hand."""
+    def start(lesson: Lesson, device: str = "cpu", trusted: bool = False, runner=None):
+        """Return (cache path or None, child or None): a child (`runner`, as Grading's; a fresh sandboxed one by
+        default) starts only when nothing is at hand. An in-process runner's reference stays in memory."""
         if not lesson.solution_path.exists():  # the student distribution: public references ship as data
             path = shipped_reference(lesson, device)
             if not path.exists():
                 raise RuntimeError(f"this installation has no reference for {lesson.id} on {device}")
             return path, None
-        if trusted:
+        if trusted or isinstance(runner, InProcess):
+            trusted = True  # (an in-process reference never goes to the shared cache)
             if (lesson.id, device, hidden_seed()) in _TRUSTED:
                 return None, None
             path = None
@@ -223,9 +225,10 @@ class Reference:
             if path.exists():  # read (and checked) in finish, while the student's child works
                 return path, None
         cells = graded_cells(read_notebook(lesson.solution_path))
-        child = sandbox.start(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
-                              visible=[ROOT / "solutions"], strict=trusted,
-                              hidden_seed=hidden_seed() if trusted else None)
+        if not isinstance(runner, InProcess):
+            runner = sandbox.start  # a warm zygote forks students' checks only: the reference starts fresh
+        child = runner(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
+                       visible=[ROOT / "solutions"], strict=trusted, hidden_seed=hidden_seed() if trusted else None)
         return path, child
 
     @staticmethod
@@ -301,24 +304,75 @@ def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "er
     return result
 
 
+class InProcess:
+    """The runner for trusted code only (the course's solutions and its own mistakes, in tests): the child's own
+    `run` (course_cli.sandboxed.child, graders.engine.runner) in this process, its files written to a temporary
+    folder and read back as a sandboxed child's are. No sandbox, no time or memory limit the kernel enforces."""
+
+    def __call__(self, module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
+                 mistakes: bool = False, only_public: bool = False, hidden_seed: int | None = None,
+                 draws: dict | None = None, **_unsandboxed) -> "sandbox.Child":
+        import builtins
+        import tempfile
+
+        from course_cli.sandboxed import child
+
+        out = Path(tempfile.mkdtemp(prefix="course-inprocess-"))
+        job = sandbox.make_job(module, cells, exercises, device, out, mistakes=mistakes, only_public=only_public,
+                               hidden_seed=hidden_seed, draws=draws)
+        job["in_process"] = True
+        keyboard = builtins.input
+        try:
+            child.run(job)
+        finally:
+            builtins.input = keyboard  # the child's no-keyboard rule, for its run only
+        return _Ran(_Exited(), out, float("inf"), None, job)
+
+
+class _Exited:
+    """What sandbox.Child needs of a process, for a run that already ended in this process."""
+
+    pid, returncode = -1, 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+class _Ran(sandbox.Child):
+    """An in-process run's files, read back as a child's: nothing to kill."""
+
+    def kill_all(self) -> None:
+        pass
+
+
 class Grading:
     """One grading in flight: `start` launches the children and returns at once; `finish` judges.
-    (nbgrader's autograde starts one before its kernel runs the notebook, and finishes it after.)"""
+    (nbgrader's autograde starts one before its kernel runs the notebook, and finishes it after.)
+
+    `runner` is where the student's notebook runs, the only thing a cold grading, a warm one and a test's differ
+    in: `sandbox.start` (a fresh sandboxed child, the default), a warm server's `zygote.start` (a fork of the
+    zygote: course_cli/sandboxed/warm.py), or `InProcess()` (this process, trusted code only). Each runs
+    course_cli.sandboxed.child's `run` (graders.engine.runner) and is read back the same way. `reference`: the
+    reference already at hand (a warm server keeps it in memory), else it is read or computed here."""
 
     def __init__(self, lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
-                 only_public: bool = False, cwd: str | None = None, trusted: bool = False):
+                 only_public: bool = False, cwd: str | None = None, trusted: bool = False, runner=None,
+                 reference: "Reference | None" = None):
         from graders.registry import STUDENT_DISTRIBUTION
 
         only_public = only_public or STUDENT_DISTRIBUTION  # the distribution ships the public references only
         self.lesson, self.cells, self.notebook, self.only_public, self.cwd = lesson, cells, notebook, only_public, cwd
         self.trusted = trusted
+        self.runner = runner or sandbox.start
         self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
         self.names = [e.name for e in self.wanted]
-        # The reference is finished before any student child starts (a cold cache costs that once), so no
-        # student code runs while reference observations are being written anywhere.
-        ref_path, ref_child = Reference.start(lesson, "cpu", trusted)
-        self.reference = Reference.finish(lesson, ref_path, ref_child, "cpu") if ref_child is not None else None
-        self.ref_path = ref_path
+        self.reference, self.ref_path = reference, None
+        if reference is None:
+            # The reference is finished before any student child starts (a cold cache costs that once), so no
+            # student code runs while reference observations are being written anywhere.
+            ref_path, ref_child = Reference.start(lesson, "cpu", trusted, runner=self.runner)
+            self.reference = Reference.finish(lesson, ref_path, ref_child, "cpu") if ref_child is not None else None
+            self.ref_path = ref_path
         self.student = self._start_student("cpu")
 
     def _start_student(self, device: str):
@@ -329,9 +383,9 @@ class Grading:
             env["COURSE_WORKSPACE"] = str(self.cwd)
         drawn = getattr(self.reference, "draws", {}) if self.reference is not None else \
             Reference.draws_at_hand(self.lesson, self.ref_path, "cpu")
-        return sandbox.start(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
-                             cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
-                             hidden_seed=hidden_seed() if self.trusted else None, draws=drawn)
+        return self.runner(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
+                           cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
+                           hidden_seed=hidden_seed() if self.trusted else None, draws=drawn)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student
@@ -362,7 +416,7 @@ class Grading:
     def _add_gpu(self, obs: dict, reference: "Reference") -> None:
         """GPU probes run in a second child: without TRITON_INTERPRET, without the address-space limit."""
         lesson, names = self.lesson, self.names
-        g_path, g_child = Reference.start(lesson, "cuda", self.trusted)
+        g_path, g_child = Reference.start(lesson, "cuda", self.trusted, runner=self.runner)
         g_reference = Reference.finish(lesson, g_path, g_child, "cuda")
         g_student = self._start_student("cuda")
         g_student.wait()

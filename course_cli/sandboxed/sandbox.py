@@ -910,6 +910,21 @@ def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = N
     return apply
 
 
+def make_job(module: str, cells: list[dict], exercises: list[str], device: str, out: "Path | None",
+             mistakes: bool = False, only_public: bool = False, bench: bool = False,
+             exercise_timeout: float | None = None, hidden_seed: int | None = None, draws: dict | None = None) -> dict:
+    """The job course_cli.sandboxed.child runs (every runner's: a fresh child, the warm zygote's fork, in
+    process), with this run's limits; `out` None for the zygote, which gives each fork its own folder."""
+    lim = limits()
+    cuda = device == "cuda"
+    ex_t = exercise_timeout or (max(lim.exercise_timeout, lim.gpu_exercise_timeout) if cuda else lim.exercise_timeout)
+    return {"module": module, "cells": cells, "exercises": exercises, "device": device,
+            **({"out": str(out)} if out is not None else {}),
+            "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": lim.cell_timeout,
+            "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
+            "hidden_seed": hidden_seed, "draws": draws or {}}
+
+
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
@@ -926,11 +941,9 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         require_sandbox()
     lim = limits()
     out = Path(tempfile.mkdtemp(prefix="course-"))
-    ex_t = exercise_timeout or (max(lim.exercise_timeout, lim.gpu_exercise_timeout) if cuda else lim.exercise_timeout)
-    job = {"module": module, "cells": cells, "exercises": exercises, "device": device, "out": str(out),
-           "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": lim.cell_timeout,
-           "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
-           "hidden_seed": hidden_seed, "draws": draws or {}}
+    job = make_job(module, cells, exercises, device, out, mistakes, only_public, bench, exercise_timeout,
+                   hidden_seed, draws)
+    ex_t = job["exercise_timeout"]
     import json
     import socket
 

@@ -529,8 +529,22 @@ class Zygote:
     def recv(self, timeout: float):
         return _recv(self.sock, timeout)
 
+    def runner(self, module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
+               mistakes: bool = False, only_public: bool = False, hidden_seed: int | None = None,
+               draws: dict | None = None, **cold):
+        """A grading.Grading runner: a student's CPU check forked from this zygote (which has the lesson's binds:
+        `cold`'s visible folders and environment are already its own); anything else (a GPU check, the
+        reference) is started fresh, by sandbox.start."""
+        from course_cli.sandboxed import sandbox
+
+        if device != "cpu" or mistakes or module != self.lesson.module:
+            return sandbox.start(module, cells, exercises, device, mistakes=mistakes, only_public=only_public,
+                                 hidden_seed=hidden_seed, draws=draws, **cold)
+        return self.start(sandbox.make_job(module, cells, exercises, device, None, only_public=only_public,
+                                           hidden_seed=hidden_seed, draws=draws))
+
     def start(self, job: dict):
-        """Fork one check on `job` (sandbox.start's job dict, less `out`); a sandbox.Child for it."""
+        """Fork one check on `job` (sandbox.make_job's, without `out`); a sandbox.Child for it."""
         from course_cli.sandboxed import sandbox
         from course_cli.sandboxed.zygote import recv, send
 
@@ -597,36 +611,12 @@ class Zygote:
 
 
 def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises, only_public, cwd):
-    """grading.Grading with the student's CPU child forked by the zygote and the reference from memory."""
+    """grading.Grading with the zygote as its runner and the reference from memory: the cold grading's rules,
+    its student's CPU child forked instead of started."""
     import copy
 
-    grading = _grading()
-    from course_cli.sandboxed import sandbox
-
-    class WarmGrading(grading.Grading):
-        def __init__(self):
-            from graders.registry import STUDENT_DISTRIBUTION
-
-            self.lesson, self.cells, self.notebook, self.cwd = lesson, cells, notebook, cwd
-            self.only_public = only_public or STUDENT_DISTRIBUTION
-            self.trusted = False
-            self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
-            self.names = [e.name for e in self.wanted]
-            self.reference, self.ref_path = copy.deepcopy(reference), None
-            self.student = self._start_student("cpu")
-
-        def _start_student(self, device: str):
-            if device != "cpu":
-                return super()._start_student(device)
-            lim = sandbox.limits()
-            job = {"module": lesson.module, "cells": cells, "exercises": self.names, "device": "cpu",
-                   "mistakes": False, "only_public": self.only_public, "bench": False,
-                   "cell_timeout": lim.cell_timeout, "exercise_timeout": lim.exercise_timeout,
-                   "output_limit": lim.output, "file_limit": lim.file, "hidden_seed": None,
-                   "draws": getattr(reference, "draws", {})}
-            return zygote.start(job)
-
-    return WarmGrading()
+    return _grading().Grading(lesson, cells, notebook, exercises, only_public, cwd, runner=zygote.runner,
+                              reference=copy.deepcopy(reference))
 
 
 # ----------------------------------------------------------------------------------------------

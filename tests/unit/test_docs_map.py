@@ -51,3 +51,9 @@ def test_each_row_says_what_its_docstring_says():
 def test_the_row_pattern_reads_a_row():
     assert ROW.match("| `graders/registry.py` | The course as one ordered table. |")
     assert first_sentence("One. Two.\n\nThree.") == "One."
+
+
+def test_each_module_has_one_row():
+    """A row twice (course_cli/student/checking.py's was) reads as one in rows(): counted here."""
+    paths = [m.group(1) for line in DOC.read_text(encoding="utf-8").splitlines() if (m := ROW.match(line))]
+    assert sorted({p for p in paths if paths.count(p) > 1}) == []
