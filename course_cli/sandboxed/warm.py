@@ -54,23 +54,9 @@ def enabled() -> bool:
     if not (os.environ.get("COURSE_WARM", "1") != "0" and sys.platform.startswith("linux")
             and hasattr(os, "pidfd_open")):
         return False
-    if _under_tmp():
-        return False  # each check mounts a fresh /tmp over the zygote's world: its lazy imports would vanish
     from course_cli.sandboxed import sandbox
 
     return sandbox.bwrap_status()[0]  # tried once per process (and the cold path needs it anyway)
-
-
-def _under_tmp() -> bool:
-    """Does the course, the interpreter or its site-packages live under /tmp (a checkout or venv made there)?
-    A warm check's fork mounts its own /tmp, which would hide them from the zygote's later (lazy) imports."""
-    import site
-    import tempfile
-
-    tops = {os.path.realpath("/tmp"), os.path.realpath(tempfile.gettempdir())}
-    paths = [str(Path(__file__).resolve()), sys.prefix, os.path.realpath(sys.executable),
-             *(site.getsitepackages() if hasattr(site, "getsitepackages") else [])]
-    return any(os.path.realpath(p) == t or os.path.realpath(p).startswith(t + os.sep) for p in paths for t in tops)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ bubblewrap rules as every grading child (sandbox._bwrap_argv: no network, the al
 scrubbed environment), with a jobs folder bound read-write in place of a child's output folder. FD is a Unix
 socket to the warm server, the only thing it listens to. Per job:
 
-    zygote ─ fork ─ C: unshare(user, mount, pid, ipc, uts, net, cgroup), fresh sized tmpfs /tmp and
+    zygote ─ fork ─ C: unshare(user, mount, pid, ipc, uts, net, cgroup), fresh sized tmpfs /tmp (with the
+                       zygote's binds under /tmp bound through, read-only: a course or venv made there) and
                        /dev/shm, the jobs folder hidden, the job's output folder a sized tmpfs holding only
                        its job file (the check sends the server its descriptor on VIEW_FD)
                     └─ fork ─ G: pid 1 of the new PID namespace (the sandbox's init, as bwrap's is);
@@ -30,12 +31,13 @@ import os
 import resource
 import signal
 import socket
+import stat
 import struct
 import sys
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 4, 24, 38, 47
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -109,16 +111,43 @@ def _enter_namespaces(out: str, limits: dict) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     with open(os.path.join(out, "job.json"), "rb") as f:  # before the jobs folder is covered
         job = f.read()
+    jobs = os.path.dirname(out)
+    kept = _binds_under_tmp(jobs)  # the course, its venv, the notebook's folder, when they live under /tmp
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmp']},mode=0755")
+    for path, fd in kept:  # bound through, as the zygote sees them (read-only), into the fresh /tmp
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.makedirs(path, exist_ok=True)
+        else:  # a file bound alone (a venv's pyvenv.cfg)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        os.close(fd)
+        if not os.statvfs(path).f_flag & os.ST_RDONLY:
+            _mount("none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            if not os.statvfs(path).f_flag & os.ST_RDONLY:
+                raise OSError(f"{path} would be writable in the check")
     if os.path.isdir("/dev/shm"):  # not the zygote's: nothing one check leaves there reaches the next
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['shm']},mode=01777")
-    jobs = os.path.dirname(out)
     if os.path.isdir(jobs):  # the jobs folder is outside /tmp: hide it under an empty tmpfs
         _mount("tmpfs", jobs, "tmpfs", MS_NOSUID | MS_NODEV, "size=65536,mode=0755")
     os.makedirs(out, exist_ok=True)
     _mount("tmpfs", out, "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['out']},mode=0700")
     with open(os.path.join(out, "job.json"), "wb") as f:
         f.write(job)
+
+
+def _binds_under_tmp(jobs: str) -> list[tuple[str, int]]:
+    """The outermost mounts under /tmp in this mount namespace (what bubblewrap bound there for the zygote: a
+    course, a venv or a notebook folder made under /tmp), less the jobs folder, each with an O_PATH descriptor
+    taken before a fresh /tmp covers them. Without them a check's lazy imports would find nothing there."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].encode().decode("unicode_escape")  # (spaces come as \040)
+            if point.startswith("/tmp/") and not (point == jobs or point.startswith(jobs + "/")):
+                points.append(point)
+    outer = [p for p in sorted(set(points)) if not any(p.startswith(q + "/") for q in points if q != p)]
+    return [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in outer]
 
 
 def _drop_privileges() -> None:

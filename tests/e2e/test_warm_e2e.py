@@ -16,9 +16,7 @@ import pytest
 from course_cli.sandboxed import warm
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from graders.registry import LESSONS, ROOT, find_lesson
-from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
-pytestmark = [pytest.mark.skipif(__import__("course_cli.sandboxed.warm", fromlist=["x"])._under_tmp(),
-                                 reason="the course or its venv lives under /tmp: warm checks are off there (cold)")]
+from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _stop_servers, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 @pytest.mark.slow
@@ -343,3 +341,50 @@ def test_a_lesson_notebook_s_kernel_starts_its_warm_grader(tmp_path, run_dir, mo
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+def test_warm_checks_work_with_the_course_and_its_venv_under_tmp(tmp_path, run_dir):
+    """A clone and a venv made under /tmp, as a new student in a container does: a check's fork mounts a fresh
+    /tmp, and the zygote's binds there (the course, the venv, the notebook's folder) are bound through into it.
+    Before, warm checks turned off there without a word (cold, every time)."""
+    import shutil
+    import site
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="course-under-tmp-", dir="/tmp"))
+    try:
+        course = top / "clone"
+        for part in ("graders", "course_cli", "solutions", "lessons"):
+            shutil.copytree(ROOT / part, course / part, ignore=shutil.ignore_patterns("__pycache__"))
+        for f in ("pyproject.toml", "constraints.txt"):
+            shutil.copy(ROOT / f, course / f)
+        venv = top / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        (py,) = venv.glob("lib/python3*/site-packages")
+        (py / "course-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        python = str(venv / "bin" / "python")
+        nb = tmp_path / "solution.ipynb"
+        nb.write_bytes(L01.solution_path.read_bytes())
+
+        def run(*flags):
+            r = subprocess.run([python, "-m", "course_cli", "check", L01.id, "--notebook", str(nb), "--json", *flags],
+                               capture_output=True, text=True, env=_env(run_dir, PYTHONPATH=str(course)),
+                               timeout=600)
+            assert r.returncode in (0, 1), r.stderr[-3000:]
+            return json.loads(r.stdout)
+
+        cold = run("--cold")
+        assert run() == cold and cold["exercises"][0]["status"] == "passed"
+        assert warm_checks(run_dir) == 1  # graded warm, not fallen back to cold
+        # what is bound through stays read-only: a cell that writes into the course leaves nothing there
+        both = nbformat.read(nb, as_version=4)
+        both.cells.insert(1, nbformat.v4.new_code_cell(
+            f"for p in ({str(course / 'planted')!r}, {str(venv / 'planted')!r}):\n"
+            "    try:\n        open(p, 'w').write('x')\n    except OSError:\n        pass\n"))
+        nbformat.write(both, nb)
+        assert run()["exercises"][0]["status"] == "passed" and warm_checks(run_dir) == 2
+        assert not (course / "planted").exists() and not (venv / "planted").exists()
+    finally:
+        _stop_servers(run_dir)
+        shutil.rmtree(top, ignore_errors=True)
