@@ -1,6 +1,6 @@
 """Figures for failing checks: the student's matrix, the reference's and their difference, side by side.
 
-Drawn from the figure data the parent's judge leaves on a failing check (graders/diagnosis.py `figure_data`:
+Drawn from the figure data the parent's judge leaves on a failing check (graders/engine/diagnosis.py `figure_data`:
 plain lists, no tensors), as inline SVG: self-contained, scales to the width of a notebook's output area or a
 page, and needs no plotting library. Masked cells that leaked (the reference has nothing there, the student
 something) are outlined; the first bad index is marked.

@@ -7,7 +7,7 @@ once, under the results, not in every message. The terminal layout is a table at
 (status line, then the message wrapped to the width) below that, instead of squeezing columns.
 
 `exercise_html` is the same report as HTML for a notebook's output area: it wraps to the area's width and puts
-the other failing checks in a collapsed section. No torch here: results are plain data (graders/results.py).
+the other failing checks in a collapsed section. No torch here: results are plain data (graders/engine/results.py).
 """
 
 from __future__ import annotations

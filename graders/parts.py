@@ -29,7 +29,7 @@ class _Trusted(Seat):
 
 
 def _cells(path: Path) -> list[dict]:
-    """The notebook's graded cells (graders/notebook.py's rules), numbered as they run (magics skipped by the
+    """The notebook's graded cells (graders/engine/notebook.py's rules), numbered as they run (magics skipped by the
     runner, as in the child)."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     return [{"index": k, "source": c["source"]} for k, c in enumerate(graded_cells(nb.get("cells", [])), start=1)]

@@ -135,7 +135,7 @@ def child_build(cache: Path, lesson=None) -> Path:
     a slip, their messages name the fix; the reference child alone observes them, from the real graders) and
     none of the private helpers only those used. (The probes' own test doubles stay: lesson 10's RoPE, lesson
     08's toy model, lesson 02's reference mask; they coincide with a few solved lines, listed in
-    tests/test_child_build.py.) Built once per version of graders/ into `cache`/child-graders-KEY/
+    tests/e2e/test_child_build.py.) Built once per version of graders/ into `cache`/child-graders-KEY/
     (atomically); returns the folder to bind in place of graders/. With `lesson`, only that lesson's grader
     module and those it imports are in it: never a later lesson's."""
     import hashlib

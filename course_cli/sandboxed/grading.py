@@ -441,7 +441,7 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises
 
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
-    """Gather what the children left and let graders/verdict.py decide."""
+    """Gather what the children left and let graders/engine/verdict.py decide."""
     from graders.engine.verdict import StudentRun, judge_lesson
 
     run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))

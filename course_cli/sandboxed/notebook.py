@@ -1,7 +1,7 @@
 """Reading a notebook for grading, with a student-facing message for every way it can be unreadable.
 
 Which of its cells the grader runs, and which cell defines a name, are the notebook rules of
-graders/notebook.py (re-exported here for the CLI's modules).
+graders/engine/notebook.py (re-exported here for the CLI's modules).
 """
 
 from __future__ import annotations

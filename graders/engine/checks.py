@@ -143,7 +143,7 @@ class Checks(list):
         against the reference run on the same inputs. `skip` opts out with a reason: {exercise: reason}
         for the whole battery, or {exercise: {entry name: reason}} for some entries; the reasons are kept in
         `self.battery_skipped`. An entry whose probe draws no input it would change is dropped by the engine
-        at probe time (the exercise takes none: tests/test_battery.py holds the reference to that)."""
+        at probe time (the exercise takes none: tests/lessons/test_battery.py holds the reference to that)."""
         skip, base = skip or {}, base or {}
         exercises = list(dict.fromkeys(c.exercise for c in list(self)))
         for name in set(skip) | set(base):

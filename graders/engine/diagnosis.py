@@ -13,7 +13,7 @@ code). Each rule looks for one shape of wrongness and says it in a sentence:
   extent     right only when Tq = Tk; right up to an index along one axis and wrong from there (named a
              tile only in a tiled exercise, TILED, at a multiple of a block the call used)
 
-`settle` is the engine's fallback (graders/engine.py `diagnose`): it keeps a catalogued mistake only when its
+`settle` is the engine's fallback (graders/engine/diagnosis.py `diagnose`): it keeps a catalogued mistake only when its
 observations really match (an exception matches only an exception with the same message), and
 otherwise returns the structural diagnosis. It also leaves, on the first failing check, the data for a figure
 (`CheckResult.figure`: the student's and the reference's matrix, the bad and the leaked cells), which

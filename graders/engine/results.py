@@ -33,7 +33,7 @@ _SEVERITY = {"not_implemented": 5, "timeout": 4, "error": 3, "failed": 2, "passe
 @dataclass(frozen=True)
 class Absent:
     """Why an exercise has no observations to judge: the status it gets, and the message saying why
-    (graders/verdict.py decides; `check` names the one check result it is reported as)."""
+    (graders/engine/verdict.py decides; `check` names the one check result it is reported as)."""
 
     status: str  # "not_implemented", "error" or "timeout"
     message: str

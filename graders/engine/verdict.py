@@ -214,7 +214,7 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                    mistakes: dict[str, dict], gpu: bool, absent: Absent | None = None,
                    only_public: bool = False) -> ExerciseResult:
     """Turn one exercise's observations into its result, checks in order, with a diagnosis. Without
-    observations the result is `absent`'s (graders/verdict.py says why), else: never reached ->
+    observations the result is `absent`'s (graders/engine/verdict.py says why), else: never reached ->
     timeout, defined by no cell -> not_implemented."""
     name, points = exercise.name, float(exercise.points)
     checks = [c for c in CHECKS_OF(module).of(name) if not (only_public and c.hidden)]
