@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from graders.registry import Lesson, ROOT
-from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+from graders.engine.results import LessonResult
 
 from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
@@ -295,13 +295,11 @@ def _read_draws(path: Path) -> dict:
 
 def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error",
                   not_graded: bool = False) -> LessonResult:
-    """Every exercise `status` with `message`; with not_graded=True the submission is NOT GRADED (no score,
-    left out of a class's means: a notebook that is not JSON or cannot be read, nothing submitted)."""
-    result = LessonResult(lesson.id, notebook, notes=[message], not_graded=message if not_graded else "")
-    for ex in lesson.exercises:
-        result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
-                                               [CheckResult("notebook", status, message=message, kind="grader")]))
-    return result
+    """graders/engine/verdict.py's `error_result` (the one rule), for the seats that call it here."""
+    # verdict imports torch (judges, diagnosis): this module's importers must not wait for it
+    from graders.engine.verdict import error_result
+
+    return error_result(lesson, notebook, message, status, not_graded)
 
 
 class InProcess:

@@ -262,3 +262,14 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                           diagnosis_id(diagnosis, getattr(module, "MISTAKES", ()), name))
 
 
+# One rule for a submission that was not run at all (every seat: class grading, nbgrader, Gradescope, the
+# warm server): course_cli.sandboxed.grading re-exports it as _error_result.
+def error_result(lesson, notebook: str, message: str, status: str = "error",
+                 not_graded: bool = False) -> LessonResult:
+    """Every exercise `status` with `message`; with not_graded=True the submission is NOT GRADED (no score,
+    left out of a class's means: a notebook that is not JSON or cannot be read, nothing submitted)."""
+    result = LessonResult(lesson.id, notebook, notes=[message], not_graded=message if not_graded else "")
+    for ex in lesson.exercises:
+        result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
+                                               [CheckResult("notebook", status, message=message, kind="grader")]))
+    return result
