@@ -154,21 +154,53 @@ def mistake_observations(lesson: Lesson, mistake) -> dict:
     return _MISTAKE_OBS[lesson.id, mistake.id]
 
 
-def judge_in_process(lesson: Lesson, exercise: str, student: dict):
+def mutant_observations(lesson: Lesson, exercise: str) -> dict:
+    """The engine's mutants of `exercise` that show on a check, probed in this process as the reference child
+    probes them (graders/engine/mutations.py), every candidate (no time budget: the same set on any machine);
+    computed once per test process. {mutant key: observations}."""
+    from graders.engine.mutations import probe_mutants
+
+    if (lesson.id, exercise) not in _MUTANT_OBS:
+        module = importlib.import_module(lesson.module)
+        ns, ref = reference(lesson)
+        kept, counts = probe_mutants(module, ns, exercise, _configs(module), ref[exercise], budget=float("inf"))
+        _MUTANT_OBS[lesson.id, exercise] = kept
+        _MUTANT_COUNTS[lesson.id, exercise] = counts
+    return _MUTANT_OBS[lesson.id, exercise]
+
+
+_MUTANT_OBS: dict[tuple[str, str], dict] = {}
+_MUTANT_COUNTS: dict[tuple[str, str], dict] = {}
+
+
+def _mistakes(lesson: Lesson, module, names: set[str], mutants: bool, withheld) -> dict:
+    """The catalogued mistakes' observations of `names` (less the `withheld` ids), and with mutants=True the
+    engine's mutants' beside them."""
+    out = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES
+           if m.exercise in names and m.id not in set(withheld)}
+    if mutants:
+        for name in sorted(names):
+            out.update(mutant_observations(lesson, name))
+    return out
+
+
+def judge_in_process(lesson: Lesson, exercise: str, student: dict, mutants: bool = False, withheld=()):
     """Judge `student`'s observations of `exercise` against the in-process reference and every known
-    mistake of that exercise, as `course check` does (CPU only)."""
+    mistake of that exercise, as `course check` does (CPU only); mutants=True: the engine's mutants too."""
     from graders.engine import judge_exercise
 
     module = importlib.import_module(lesson.module)
     _, ref = reference(lesson)
     ex = next(e for e in lesson.exercises if e.name == exercise)
-    mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise == exercise}
+    mistakes = _mistakes(lesson, module, {exercise}, mutants, withheld)
     return judge_exercise(module, ex, student, ref[exercise], mistakes, gpu=False)
 
 
-def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None):
+def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = None, mutants: bool = False,
+                     withheld=()):
     """`course check --notebook path` for a trusted notebook (a test's fixture), in this process: the
-    same runner (graders.engine.runner), mistakes and verdict rules (graders/verdict.py) as the sandboxed path."""
+    same runner (graders.engine.runner), mistakes and verdict rules (graders/verdict.py) as the sandboxed path.
+    mutants=True adds the engine's mutants (as the reference child does); `withheld`: catalogued ids left out."""
     from course_cli.sandboxed.notebook import read_notebook
     from graders.engine.notebook import graded_cells
     from graders.engine.verdict import StudentRun, judge_lesson
@@ -178,13 +210,13 @@ def check_in_process(lesson: Lesson, path: Path, exercises: list[str] | None = N
     wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
     cells = graded_cells(read_notebook(path))
     _, reports, obs = _run(lesson, path, [e.name for e in wanted])
-    mistakes = {m.id: mistake_observations(lesson, m) for m in module.MISTAKES if m.exercise in {e.name for e in wanted}}
+    mistakes = _mistakes(lesson, module, {e.name for e in wanted}, mutants, withheld)
     return judge_lesson(lesson, module, StudentRun(obs, reports), ref, mistakes, cells, str(path), wanted)
 
 
-def check_one(lesson: Lesson, path: Path, exercise: str):
+def check_one(lesson: Lesson, path: Path, exercise: str, mutants: bool = False, withheld=()):
     """`grade_one`, in process (for the course's own fixtures): only `exercise`'s ExerciseResult."""
-    (ex,) = check_in_process(lesson, path, [exercise]).exercises
+    (ex,) = check_in_process(lesson, path, [exercise], mutants, withheld).exercises
     return ex
 
 

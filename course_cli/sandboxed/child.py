@@ -216,8 +216,8 @@ def run(job: dict) -> None:
         _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
         _write(progress, "done")
         return
-    ns, cells_report, _ = runner.run_notebook(module, job["cells"], job["exercises"], configs, only_public,
-                                              hidden_seed, seat)
+    ns, cells_report, solved = runner.run_notebook(module, job["cells"], job["exercises"], configs, only_public,
+                                                   hidden_seed, seat)
     if _dropped() > seat.dropped:
         output_limit = job.get("output_limit", 2**20)
         cells_report.append({"index": "checks", "status": "output_limit", "error": (
@@ -227,6 +227,8 @@ def run(job: dict) -> None:
 
     if job.get("mistakes"):
         probe_mistakes(job, module, ns, configs, torch)
+        if job.get("mutants", True):
+            _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, out, progress, torch)
 
     _write(out / "env.json", json.dumps({"torch": torch.__version__, "cuda": torch.cuda.is_available()}))
     if job.get("mistakes"):  # the reference child: what it drew, for the students' children
@@ -256,6 +258,28 @@ def probe_mistakes(job: dict, module, ns: dict, configs: tuple, torch) -> None:
         except engine.ExerciseTimeout:
             continue
         _save(torch, obs, out / f"mistake-{mistake.id}.pt")
+
+
+def _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, out: Path, progress, torch) -> None:
+    """The engine's mutants of each exercise (graders/engine/mutations.py), run here, in the reference child
+    only: the solved cell's own source, changed by the engine; `mutant-<exercise>-<n>.pt` for the ones that
+    show on a check, and mutants.json with what was tried, dropped and skipped (a time budget per exercise)."""
+    from graders import engine
+    from graders.engine import mutations
+
+    report = {}
+    for name in job["exercises"]:
+        if name not in solved or solved[name].get("missing"):
+            continue
+        _write(progress, f"probing mutants of {name}")
+        kept, counts = mutations.probe_mutants(
+            module, ns, name, configs, solved[name], only_public, hidden_seed,
+            budget=float(job.get("mutant_budget", mutations.BUDGET_S)), cap=int(job.get("mutant_cap", mutations.CAP)),
+            alarm=lambda s: _Alarm(max(s, 0.001), engine.ExerciseTimeout))
+        for key, obs in kept.items():
+            _save(torch, obs, out / f"mutant-{key.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
+        report[name] = counts
+    _write(out / "mutants.json", json.dumps(report))
 
 
 def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:

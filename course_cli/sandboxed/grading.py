@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from graders.registry import Lesson, ROOT
+from graders.engine.mutations import key as mutation_key
 from graders.engine.results import LessonResult
 
 from course_cli.sandboxed import sandbox
@@ -187,9 +188,10 @@ class Reference:
     child that runs only the solved notebook, and kept in this process's memory, out of reach of the
     submissions' children, which could write to the cache folder."""
 
-    def __init__(self, exercises: dict, mistakes: dict, draws: dict | None = None):
-        self.exercises, self.mistakes = exercises, mistakes
+    def __init__(self, exercises: dict, mistakes: dict, draws: dict | None = None, mutation: dict | None = None):
+        self.exercises, self.mistakes = exercises, mistakes  # mistakes: the catalogue's ids and the mutants' keys
         self.draws = draws or {}  # the examples its child drew over the declared domains (engine/draws.py)
+        self.mutation = mutation or {}  # per exercise: the mutants tried, kept, dropped, skipped (the child's counts)
 
     @staticmethod
     def draws_at_hand(lesson: Lesson, path: Path | None, device: str = "cpu") -> dict:
@@ -254,6 +256,11 @@ class Reference:
                     "mistakes": {}}
             for f in child.files.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
+            for f in sorted(child.files.glob("mutant-*.pt")):  # the engine's mutants (graders/engine/mutations.py)
+                exercise, _, n = f.stem.removeprefix("mutant-").rpartition("-")
+                if n.isdigit() and any(e.name == exercise for e in lesson.exercises):
+                    data["mistakes"][mutation_key(exercise, int(n))] = _read_obs(f)
+            data["mutation"] = _mutation_counts(child.json("mutants.json"))
             drawn = _read_draws(child.files / "draws.json")
             child.cleanup()
             bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
@@ -261,7 +268,8 @@ class Reference:
                 raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
             data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
-                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"], drawn)
+                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"], drawn,
+                                                                         data["mutation"])
                 return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -278,7 +286,16 @@ class Reference:
                 raise RuntimeError(f"the reference observations in {path} cannot be read; reinstall the course")
             path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
             return Reference.finish(lesson, *Reference.start(lesson, device), device)
-        return Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")))
+        return Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")),
+                         data.get("mutation") if isinstance(data.get("mutation"), dict) else {})
+
+
+def _mutation_counts(data) -> dict:
+    """mutants.json: {exercise: {count name: number}}, kept only when it is that (a report, never a verdict)."""
+    if not isinstance(data, dict):
+        return {}
+    return {k: {c: v for c, v in counts.items() if isinstance(c, str) and isinstance(v, (int, float))}
+            for k, counts in list(data.items())[:1000] if isinstance(k, str) and isinstance(counts, dict)}
 
 
 def _read_draws(path: Path) -> dict:

@@ -490,7 +490,29 @@ def mistake_fits(check_list, s_checks, r_checks, m_checks, status: dict) -> int:
     return count
 
 
+class Named(str):
+    """A diagnosis sentence that carries its stable id (kinds.py `diagnosis_id` reads it): a mutant's."""
+
+    ident: str = ""
+
+    def __new__(cls, text: str, ident: str = ""):
+        self = super().__new__(cls, text)
+        self.ident = ident
+        return self
+
+
+class _Reproduced:
+    """A mutant that reproduces the student's observations, as settle() takes a catalogued mistake."""
+
+    def __init__(self, mutant: dict):
+        self.message = Named(mutant["sentence"], f"mutation:{mutant['operator']}")
+
+
 def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
+    """The catalogued mistake that reproduces the student's observations (the most failed checks), else the
+    engine's first mutant that does (mutations.py: the same rule, `mistake_fits`), else what settle() says."""
+    from .mutations import entries
+
     status = {(r.name, r.device, r.dtype): r.status for r in results}
     best, best_count = None, 0
     for mistake in getattr(module, "MISTAKES", ()):
@@ -499,6 +521,15 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
         count = mistake_fits(checks, s_checks, r_checks, mistakes[mistake.id]["checks"], status)
         if count > best_count:
             best, best_count = mistake, count
+    if best is None:  # catalogued mistakes first: theirs is the written, reviewed wording
+        for obs in entries(mistakes, name).values():
+            mutant = obs.get("mutant") if isinstance(obs, dict) else None
+            if not (isinstance(mutant, dict) and isinstance(mutant.get("sentence"), str)
+                    and isinstance(mutant.get("operator"), str) and isinstance(obs.get("checks"), dict)):
+                continue
+            count = mistake_fits(checks, s_checks, r_checks, obs["checks"], status)
+            if count > best_count:
+                best, best_count = _Reproduced(mutant), count
     if best is None and any(r.name == "leaves its inputs unchanged" and r.status == "failed" for r in results):
         # the inputs were modified in place: every later number is suspect, and that check says why
         try:

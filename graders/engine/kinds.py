@@ -59,6 +59,8 @@ def diagnosis_id(text: str | None, mistakes=(), exercise: str | None = None) -> 
     lesson's MISTAKES), else `structural:<kind>`, else `other`; None for no diagnosis."""
     if not text:
         return None
+    if getattr(text, "ident", ""):  # a reproduced mutant's sentence (diagnosis.py `Named`): mutation:<operator>
+        return text.ident
     for m in mistakes:
         if m.message == text and (exercise is None or m.exercise == exercise):
             return m.id
@@ -67,4 +69,4 @@ def diagnosis_id(text: str | None, mistakes=(), exercise: str | None = None) -> 
 
 
 def is_catalogued(ident: str | None) -> bool:
-    return bool(ident) and ident != OTHER and not ident.startswith("structural:")
+    return bool(ident) and ident != OTHER and not ident.startswith(("structural:", "mutation:"))

@@ -18,6 +18,7 @@ from .judges import JudgeContext, wrong_devices
 from .notebook import defines, defining_cell
 from .diagnosis import diagnose
 from .kinds import diagnosis_id
+from .mutations import entries as mutation_entries
 from .results import Absent, CheckResult, ExerciseResult, LessonResult, exercise_status
 
 
@@ -94,6 +95,7 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
             continue
         mistakes = {m.id: reference_mistakes[m.id] for m in getattr(module, "MISTAKES", ())
                     if m.exercise == ex.name and m.id in reference_mistakes}
+        mistakes.update(mutation_entries(reference_mistakes, ex.name))  # the engine's mutants (mutations.py)
         res = judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why, only_public)
         result.exercises.append(_switched_off(res, module, cells) or res)
     _blocked_by_stubs(lesson, result, cells)

@@ -1,0 +1,153 @@
+"""The mutation engine (issue 44 item 2, graders/engine/mutations.py), measured.
+
+    python benchmarks/mutation_coverage.py --fired                      # operators and candidates, every lesson
+    python benchmarks/mutation_coverage.py --withheld lesson01 lesson02 # catalogue mistakes named by a mutant
+    python benchmarks/mutation_coverage.py --cost --before /tmp/base lesson01  # reference build, cache, check
+
+--fired: per lesson and exercise, which operator families fire on the solved defining cell and how many
+candidates (after the cap) it gives; pure ast, no torch run.
+--withheld: each catalogued mistake (edits) planted, graded in process with its own catalogue entry withheld
+and the engine's mutants (every candidate, or --budget seconds per exercise as the reference child runs
+them): named by a mutant (the library found it), by another catalogued mistake, structurally, or not at all.
+--cost: against `--before` (a checkout of the code before, e.g. `git archive main | tar -x -C /tmp/base`),
+in one run, interleaved: the reference build (`course check LESSON --solution` with an empty cache), the
+cache file's size, and `course check` of a notebook with one catalogued mistake with the reference cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(HERE), str(HERE / "tests")]
+
+
+def fired() -> None:
+    from graders.engine.mistakes import solved_cell
+    from graders.engine.mutations import fired as sites, mutants
+    from graders.registry import LESSONS
+
+    for lesson in LESSONS:
+        rows = []
+        for ex in lesson.exercises:
+            try:
+                src = solved_cell(lesson.id, ex.name)
+            except LookupError:
+                continue
+            rows.append((ex.name, sites(src, ex.name), len(mutants(src, ex.name))))
+        fams = sorted({f for _, s, _ in rows for f in s})
+        print(f"{lesson.id}: {len(fams)} operator families fire ({', '.join(fams)}); candidates per exercise "
+              + ", ".join(f"{n} {c}" for n, _, c in rows))
+
+
+def withheld(lessons: list[str], budget: float) -> None:
+    import harness
+    from graders.registry import find_lesson
+
+    harness_budget = budget
+    if harness_budget != float("inf"):  # as the reference child: a time budget per exercise
+        from graders.engine import mutations
+
+        orig = mutations.probe_mutants
+
+        def bounded(*a, **k):
+            k["budget"] = harness_budget
+            return orig(*a, **k)
+
+        harness.probe_mutants = bounded  # noqa
+        import graders.engine.mutations as gm
+        gm.probe_mutants = bounded
+    tmp = Path(tempfile.mkdtemp())
+    total = {"mutant": 0, "catalogue": 0, "structural": 0, "none": 0, "passed": 0}
+    for lid in lessons:
+        lesson = find_lesson(lid)
+        counts = dict.fromkeys(total, 0)
+        named = []
+        for m in harness.mistakes_of(lesson):
+            if not m.edits:
+                continue
+            ex = harness.check_one(lesson, harness.with_mistake(lesson, m, tmp), m.exercise, mutants=True,
+                                   withheld=[m.id])
+            ident = ex.diagnosis_id or ""
+            kind = ("passed" if ex.status == "passed" else "mutant" if ident.startswith("mutation:")
+                    else "structural" if ident.startswith("structural:") else "none" if not ident or ident == "other"
+                    else "catalogue")
+            counts[kind] += 1
+            if kind == "mutant":
+                named.append(f"{m.id}={ident.removeprefix('mutation:')}")
+        n = sum(counts.values())
+        for k in total:
+            total[k] += counts[k]
+        cand = {k: v for (l, _), v in harness._MUTANT_COUNTS.items() if l == lid for k, v in [(_, v)]}
+        kept = sum(v["kept"] for v in cand.values())
+        tried = sum(v["tried"] for v in cand.values())
+        skipped = sum(v["skipped"] for v in cand.values())
+        print(f"{lid}: {counts['mutant']}/{n} catalogue mistakes named by a mutant ({', '.join(named)}); "
+              f"by another catalogue entry {counts['catalogue']}, structural {counts['structural']}, none "
+              f"{counts['none']}; mutants tried {tried}, kept {kept}, skipped {skipped}", flush=True)
+    n = sum(total.values())
+    print(f"all: {total['mutant']}/{n} ({total['mutant'] / max(n, 1):.0%}) named by a mutant, {total}")
+
+
+def _check(tree: Path, cache: Path, lesson: str, notebook: str | None) -> float:
+    env = dict(os.environ, PYTHONPATH=str(tree), COURSE_CACHE_DIR=str(cache))
+    args = [sys.executable, "-m", "course_cli", "check", lesson] + (["--notebook", notebook] if notebook else ["--solution"])
+    t = time.perf_counter()
+    subprocess.run(args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def cost(before: Path, lessons: list[str]) -> None:
+    import harness
+    from graders.registry import find_lesson
+
+    for lid in lessons:
+        lesson = find_lesson(lid)
+        m = next(m for m in harness.mistakes_of(lesson) if m.edits)
+        tmp = Path(tempfile.mkdtemp())
+        nb = str(harness.with_mistake(lesson, m, tmp))
+        times = {}
+        for label, tree in (("before", before), ("after", HERE)):
+            cache = tmp / f"cache-{label}"
+            build = _check(tree, cache, lid, None)  # an empty cache: the reference (and mistakes, mutants) built
+            size = sum(p.stat().st_size for p in cache.glob("*.pt"))
+            times[label] = (build, size)
+        checks = {"before": [], "after": []}
+        for _ in range(2):  # interleaved, the reference cached
+            for label, tree in (("before", before), ("after", HERE)):
+                checks[label].append(_check(tree, tmp / f"cache-{label}", lid, nb))
+        (bb, bs), (ab, as_) = times["before"], times["after"]
+        cb, ca = min(checks["before"]), min(checks["after"])
+        print(f"{lid}: reference build before {bb:.1f} s, after {ab:.1f} s ({ab / bb:.2f}x); cache {bs / 1e6:.2f} MB "
+              f"-> {as_ / 1e6:.2f} MB ({as_ / max(bs, 1):.2f}x); course check of `{m.id}` with the reference cached "
+              f"before {cb:.1f} s, after {ca:.1f} s ({ca / cb:.2f}x)", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lessons", nargs="*", default=[])
+    ap.add_argument("--fired", action="store_true")
+    ap.add_argument("--withheld", action="store_true")
+    ap.add_argument("--budget", type=float, default=float("inf"), help="seconds per exercise (default: all)")
+    ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--before", type=Path)
+    args = ap.parse_args()
+    if args.fired:
+        fired()
+    if args.withheld:
+        withheld(args.lessons, args.budget)
+    if args.cost:
+        if not args.before:
+            ap.error("--cost needs --before")
+        cost(args.before, args.lessons)
+
+
+if __name__ == "__main__":
+    main()

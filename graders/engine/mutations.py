@@ -1,0 +1,798 @@
+"""Mutation operators: wrong answers the engine derives from a reference's own source, each with a sentence.
+
+A catalogued mistake (checks.py `Mistake`) is typed by a lesson's author; a *mutant* is made here, by one
+operator applied at one place of the solved cell that defines an exercise (`mutants(source, exercise)`).
+Only the reference child runs them (trusted code: the course's own solution, changed by the engine), on the
+same inputs as the student's checks; the parent names one exactly as it names a catalogued mistake
+(diagnosis.py `mistake_fits`: the same checks fail, with the same observations), catalogued mistakes first.
+
+Each operator yields (mutated tree, operator id, sentence). The sentence says the *concept* with the
+names the code uses ("`scores` is divided by d_k instead of √d_k"), never the reference's line. The
+operators, in the order they are tried (round-robin, so a cap keeps every family):
+
+  scale        √d → d, the scale dropped, applied twice (math.sqrt / torch.sqrt / ** 0.5 / rsqrt)
+  axis         a reduction's dim changed (-1 ↔ -2, k ↔ k±1; all of a function's equal dims at once), keepdim dropped
+  diagonal     tril/triu's diagonal off by one; tril ↔ triu
+  comparison   < ↔ <=, > ↔ >= (a boundary off by one); a comparison negated
+  slice        a slice bound off by one
+  sign         a unary minus dropped; a - b → b - a
+  arguments    the first two positional arguments swapped (and a @ b → b @ a)
+  cast         a float32 upcast dropped (.float(), .to(torch.float32), dtype=torch.float32)
+  variance     biased ↔ unbiased (a mean of squared deviations ↔ .var(); unbiased=, correction=)
+  eps          eps moved outside the root (sqrt(v + eps) → sqrt(v) + eps, rsqrt → 1/(sqrt + eps)), dropped
+  residual     x + f(x) → f(x)
+  repeat       repeat_interleave ↔ tiling (torch.cat([x] * n))
+  mask         masked_fill / where with the mask inverted
+  neginf       -inf → -1e9, -inf → 0
+  default      an optional argument ignored: its name replaced by its default (one use, or all of them)
+
+A mutant that does not compile or whose source equals the original is dropped; the child drops the ones
+whose observations pass every check (equivalent, for the checks) and keeps the first of those with equal
+observations. Pure `ast`; no torch here.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+CAP = 40  # candidates per exercise, at most
+
+MODULES = {"math", "torch", "np", "numpy", "F", "nn", "tl", "triton"}
+REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "softmax", "log_softmax", "cumsum",
+              "logsumexp", "norm", "argmax", "argmin", "prod", "cat", "stack", "topk", "sort", "flip", "all", "any"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One candidate: the cell's source with one change, the operator that made it, and what it means."""
+
+    source: str
+    operator: str  # "<family>-<variant>": the stable part of the diagnosis id, mutation:<operator>
+    sentence: str  # the concept, with the code's own names; shown as the diagnosis when it reproduces
+
+    @property
+    def family(self) -> str:
+        return self.operator.split("-", 1)[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Where an operator may change the code, and how a change is applied to a copy
+
+
+def _scope(tree: ast.Module, exercise: str) -> list[ast.AST]:
+    """Every node of the exercise's own definition (function or class), in a fixed (breadth-first) order."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == exercise:
+            return list(ast.walk(node))
+    return []
+
+
+def _parents(root: ast.AST) -> dict[int, tuple[ast.AST, str, int | None]]:
+    out = {}
+    for node in ast.walk(root):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, v in enumerate(value):
+                    if isinstance(v, ast.AST):
+                        out[id(v)] = (node, field, i)
+            elif isinstance(value, ast.AST):
+                out[id(value)] = (node, field, None)
+    return out
+
+
+def _replace(parents, old: ast.AST, new: ast.AST) -> None:
+    parent, field, i = parents[id(old)]
+    if i is None:
+        setattr(parent, field, new)
+    else:
+        getattr(parent, field)[i] = new
+
+
+# A site: (indices of nodes in _scope order, builder(node) -> replacement, operator id, sentence)
+Site = tuple[tuple[int, ...], Callable[[ast.AST], ast.AST], str, str]
+
+
+def _apply(tree: ast.Module, exercise: str, site: Site) -> str | None:
+    indices, build, _, _ = site
+    twin = copy.deepcopy(tree)
+    nodes = _scope(twin, exercise)
+    parents = _parents(twin)
+    try:
+        for i in indices:
+            _replace(parents, nodes[i], build(nodes[i]))
+        ast.fix_missing_locations(twin)
+        src = ast.unparse(twin)
+        compile(src, "<mutant>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError):
+        return None
+    return src + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Naming what a site changes, in the code's own words
+
+
+def _u(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def _short(node: ast.AST, n: int = 40) -> str:
+    text = _u(node)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _target_of(nodes: list[ast.AST], parents, node: ast.AST) -> str:
+    """What the statement holding `node` computes: `scores` for `scores = ...`, 'the result' for a return."""
+    cur = node
+    while id(cur) in parents:
+        parent = parents[id(cur)][0]
+        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            return f"`{_short(targets[0], 30).strip('()')}`"
+        if isinstance(parent, ast.Return):
+            return "the result"
+        if isinstance(parent, (ast.If, ast.While)) and cur is parent.test:
+            return f"the test `{_short(parent.test, 40)}`"
+        if isinstance(parent, (ast.FunctionDef, ast.ClassDef)):
+            break
+        cur = parent
+    return "the result"
+
+
+def _call_name(call: ast.Call) -> str:
+    f = call.func
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    if isinstance(f, ast.Name):
+        return f.id
+    return ""
+
+
+def _int_value(node: ast.AST) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and type(node.operand.value) is int:
+        return -node.operand.value
+    return None
+
+
+def _const(v) -> ast.AST:
+    if isinstance(v, (int, float)) and v < 0:
+        return ast.UnaryOp(ast.USub(), ast.Constant(-v))
+    return ast.Constant(v)
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _is_sqrt(node: ast.AST) -> ast.AST | None:
+    """The argument of a square root (math.sqrt(x), torch.sqrt(x), x.sqrt(), x ** 0.5), or None."""
+    if isinstance(node, ast.Call) and _call_name(node) == "sqrt":
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id in MODULES and len(node.args) == 1:
+            return node.args[0]
+        if isinstance(node.func, ast.Attribute) and not node.args:
+            return node.func.value
+        if isinstance(node.func, ast.Name) and len(node.args) == 1:
+            return node.args[0]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) \
+            and node.right.value == 0.5:
+        return node.left
+    return None
+
+
+def _epsish(node: ast.AST) -> bool:
+    return any("eps" in n.lower() for n in _names(node)) or any(
+        isinstance(n, ast.Attribute) and "eps" in n.attr.lower() for n in ast.walk(node))
+
+
+def _dims(node: ast.AST) -> bool:
+    """Does this expression involve a variable (a size), not only constants and modules?"""
+    return bool(_names(node) - MODULES)
+
+
+# ----------------------------------------------------------------------------------------------
+# The operators: each a function of (scope nodes, parents, context) yielding sites
+
+
+def op_scale(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        arg = _is_sqrt(node)
+        if arg is None or _epsish(arg) or not _dims(arg):
+            continue
+        what = _target_of(nodes, parents, node)
+        a = _short(arg, 24)
+        parent = parents.get(id(node), (None,))[0]
+        how = {ast.Div: "divided by", ast.Mult: "multiplied by"}.get(type(getattr(parent, "op", None)), "scaled with")
+        yield (i,), (lambda n: copy.deepcopy(_is_sqrt(n))), "scale-linear", \
+            f"{what} is {how} {a} instead of √{a} (the square root is missing)"
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Div, ast.Mult)) and parent.right is node:
+            j = nodes.index(parent) if parent in nodes else None
+            if j is not None:
+                yield (j,), (lambda p: p.left), "scale-dropped", f"{what} is never {how} √{a}: the scale is missing"
+                yield (j,), (lambda p: ast.BinOp(p, p.op, copy.deepcopy(p.right))), "scale-twice", \
+                    f"{what} is {how} √{a} twice: the scale is applied once too often"
+
+
+def op_axis(nodes, parents, ctx) -> Iterator[Site]:
+    by_value: dict[int, list[int]] = {}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        spots = [k for k in node.keywords if k.arg in ("dim", "axis")]
+        what = _target_of(nodes, parents, node)
+        for kw in spots:
+            c = _int_value(kw.value)
+            if c is None:
+                continue
+            j = nodes.index(kw)
+            by_value.setdefault(c, []).append(j)
+            for new in _other_axes(c):
+                yield (j,), (lambda k, new=new: ast.keyword(k.arg, _const(new))), f"axis-changed", \
+                    f"the {name} that gives {what} runs over axis {new}, not axis {c}"
+        if not spots and name in REDUCTIONS and node.args and isinstance(node.func, ast.Attribute):
+            pos = 0 if not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES) else 1
+            if len(node.args) > pos and name not in ("topk",):
+                c = _int_value(node.args[pos])
+                if c is not None:
+                    j = nodes.index(node.args[pos])
+                    by_value.setdefault(c, []).append(j)
+                    for new in _other_axes(c):
+                        yield (j,), (lambda n, new=new: _const(new)), "axis-changed", \
+                            f"the {name} that gives {what} runs over axis {new}, not axis {c}"
+        for kw in node.keywords:
+            if kw.arg == "keepdim" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                j = nodes.index(node)
+                yield (j,), (lambda n: _without_kw(n, "keepdim")), "axis-keepdim-dropped", \
+                    (f"the {name} that gives {what} drops the reduced axis (no keepdim=True), so it broadcasts "
+                     f"against the wrong axis")
+    for c, js in sorted(by_value.items()):
+        if len(js) > 1:
+            for new in _other_axes(c):
+                yield tuple(js), (lambda n, new=new: ast.keyword(n.arg, _const(new)) if isinstance(n, ast.keyword)
+                                  else _const(new)), "axis-all-changed", \
+                    f"every reduction over axis {c} runs over axis {new} instead"
+
+
+def _other_axes(c: int) -> list[int]:
+    if c == -1:
+        return [-2]
+    if c == -2:
+        return [-1]
+    return [c + 1] + ([c - 1] if c > 0 else [])
+
+
+def _without_kw(call: ast.Call, name: str) -> ast.Call:
+    call.keywords = [k for k in call.keywords if k.arg != name]
+    return call
+
+
+def op_diagonal(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Call) and _call_name(node) in ("tril", "triu")):
+            continue
+        name = _call_name(node)
+        what = _target_of(nodes, parents, node)
+        other = "triu" if name == "tril" else "tril"
+        for delta, more in ((-1, "one diagonal fewer"), (1, "one diagonal more")):
+            yield (i,), (lambda n, delta=delta: _shift_diagonal(n, delta)), \
+                f"diagonal-{'minus' if delta < 0 else 'plus'}-one", \
+                f"the {name} that gives {what} keeps {more} than it should: its diagonal is off by one"
+        yield (i,), (lambda n, other=other: _rename_call(n, other)), "diagonal-triangle-swapped", \
+            f"{what} keeps the {'upper' if name == 'tril' else 'lower'} triangle ({other}) instead of the " \
+            f"{'lower' if name == 'tril' else 'upper'} one ({name})"
+
+
+def _shift_diagonal(call: ast.Call, delta: int) -> ast.Call:
+    for kw in call.keywords:
+        if kw.arg == "diagonal":
+            kw.value = ast.BinOp(kw.value, ast.Add() if delta > 0 else ast.Sub(), ast.Constant(abs(delta)))
+            return call
+    method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, ast.Name)
+                                                           and call.func.value.id in MODULES)
+    pos = 0 if method else 1
+    if len(call.args) > pos:
+        call.args[pos] = ast.BinOp(call.args[pos], ast.Add() if delta > 0 else ast.Sub(), ast.Constant(abs(delta)))
+    else:
+        call.keywords.append(ast.keyword("diagonal", _const(delta)))
+    return call
+
+
+def _rename_call(call: ast.Call, name: str) -> ast.Call:
+    if isinstance(call.func, ast.Attribute):
+        call.func.attr = name
+    elif isinstance(call.func, ast.Name):
+        call.func.id = name
+    return call
+
+
+_BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+_NEGATED = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
+_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def op_comparison(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _BOUNDARY):
+            continue
+        op = type(node.ops[0])
+        left, right = _short(node.left, 24), _short(node.comparators[0], 24)
+        if _in_raise_guard(parents, node):
+            continue  # a validation's bound: the domain's own checks say which values must raise
+        new = _BOUNDARY[op]
+        incl = new in (ast.LtE, ast.GtE)
+        yield (i,), (lambda n, new=new: _with_op(n, new)), "comparison-boundary", \
+            (f"the comparison of {left} with {right} {'includes' if incl else 'excludes'} the boundary "
+             f"({_SYMBOL[new]}): an off-by-one at {right}")
+        neg = _NEGATED[op]
+        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", \
+            (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it selects the "
+             f"positions it should leave out")
+
+
+def _with_op(node: ast.Compare, op) -> ast.Compare:
+    node.ops = [op()]
+    return node
+
+
+def _in_raise_guard(parents, node) -> bool:
+    """Is `node` the test of an `if` whose body raises (an argument's validation)?"""
+    cur = node
+    while id(cur) in parents:
+        parent = parents[id(cur)][0]
+        if isinstance(parent, ast.If) and parents[id(cur)][1] == "test":
+            return any(isinstance(s, ast.Raise) for s in parent.body)
+        if isinstance(parent, ast.stmt):
+            return False
+        cur = parent
+    return False
+
+
+def op_slice(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Slice):
+            continue
+        what = _target_of(nodes, parents, node)
+        for end in ("lower", "upper"):
+            bound = getattr(node, end)
+            if bound is None or not _dims(bound) and _int_value(bound) in (None, 0):
+                continue
+            for delta in (-1, 1):
+                yield (i,), (lambda n, end=end, delta=delta: _shift_bound(n, end, delta)), "slice-off-by-one", \
+                    (f"a slice in {what} is off by one at its {'start' if end == 'lower' else 'end'} "
+                     f"({_short(bound, 20)} {'-' if delta < 0 else '+'} 1)")
+
+
+def _shift_bound(node: ast.Slice, end: str, delta: int) -> ast.Slice:
+    b = getattr(node, end)
+    setattr(node, end, ast.BinOp(b, ast.Add() if delta > 0 else ast.Sub(), ast.Constant(1)))
+    return node
+
+
+def op_sign(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
+            if _is_neginf(node):
+                continue
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda n: n.operand), "sign-flipped", \
+                f"the sign of {_short(node.operand, 30)} in {what} is flipped (a minus is missing)"
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _dims(node.left) and _dims(node.right) \
+                and not isinstance(node.right, ast.Constant):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda n: ast.BinOp(n.right, ast.Sub(), n.left)), "sign-subtraction-reversed", \
+                f"{what} subtracts the other way round: {_short(node.right, 20)} - {_short(node.left, 20)}"
+
+
+def op_arguments(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+            a, b = node.args[:2]
+            if isinstance(a, ast.Constant) or isinstance(b, ast.Constant) or _u(a) == _u(b) or \
+                    _int_value(a) is not None or _int_value(b) is not None:
+                continue
+            if _call_name(node) in ("range", "isinstance", "getattr", "setattr", "hasattr", "min", "max", "zip"):
+                continue
+            what = _target_of(nodes, parents, node)
+            yield (i,), _swap_args, "arguments-swapped", \
+                f"the first two arguments of `{_call_name(node)}` in {what} are in the wrong order"
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda n: ast.BinOp(n.right, ast.MatMult(), n.left)), "arguments-matmul-swapped", \
+                f"the matrix product in {what} is taken the other way round ({_short(node.right, 20)} @ …)"
+
+
+def _swap_args(call: ast.Call) -> ast.Call:
+    call.args[0], call.args[1] = call.args[1], call.args[0]
+    return call
+
+
+def _is_f32(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr in ("float32", "float") and \
+        isinstance(node.value, ast.Name) and node.value.id == "torch"
+
+
+def op_cast(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        what = _target_of(nodes, parents, node)
+        sentence = (f"{what} is computed in the input's own dtype: the float32 upcast is missing (in half "
+                    f"precision it rounds, or overflows)")
+        if node.func.attr == "float" and not node.args and not node.keywords:
+            yield (i,), (lambda n: n.func.value), "cast-dropped", sentence
+        elif node.func.attr == "to" and len(node.args) == 1 and not node.keywords and _is_f32(node.args[0]):
+            yield (i,), (lambda n: n.func.value), "cast-dropped", sentence
+        elif node.func.attr == "to" and len(node.args) == 2 and _is_f32(node.args[1]):
+            yield (i,), (lambda n: (n.args.pop(1), n)[1]), "cast-dropped", sentence
+        elif any(k.arg == "dtype" and _is_f32(k.value) for k in node.keywords) and node.func.attr != "to":
+            yield (i,), (lambda n: _without_kw(n, "dtype")), "cast-dropped", \
+                f"{what} is made without dtype=torch.float32 (in the default, or the input's, dtype)"
+
+
+def op_variance(nodes, parents, ctx) -> Iterator[Site]:
+    ex = ctx["exercise"]
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name = node.func.attr
+        recv = node.func.value
+        if name == "mean" and isinstance(recv, ast.BinOp) and isinstance(recv.op, ast.Pow) and \
+                isinstance(recv.right, ast.Constant) and recv.right.value == 2 and isinstance(recv.left, ast.BinOp) \
+                and isinstance(recv.left.op, ast.Sub):
+            yield (i,), _to_var, "variance-unbiased", \
+                (f"the variance is the unbiased (n−1) estimate, torch's .var() default; {ex} uses the population "
+                 f"variance (divide by n)")
+        if name in ("var", "std"):
+            for kw in node.keywords:
+                if kw.arg == "unbiased" and isinstance(kw.value, ast.Constant):
+                    new = not kw.value.value
+                    yield (i,), (lambda n, new=new: _set_kw(n, "unbiased", new)), \
+                        f"variance-{'unbiased' if new else 'biased'}", _var_sentence(ex, new)
+                if kw.arg == "correction" and isinstance(kw.value, ast.Constant) and kw.value.value in (0, 1):
+                    new = 1 - kw.value.value
+                    yield (i,), (lambda n, new=new: _set_kw(n, "correction", new)), \
+                        f"variance-{'unbiased' if new else 'biased'}", _var_sentence(ex, bool(new))
+
+
+def _var_sentence(ex: str, unbiased: bool) -> str:
+    if unbiased:
+        return f"the variance is the unbiased (n−1) estimate; {ex} uses the population variance (divide by n)"
+    return f"the variance divides by n; {ex} uses the unbiased (n−1) estimate"
+
+
+def _to_var(call: ast.Call) -> ast.Call:
+    dev = call.func.value.left  # (x - mean) ** 2 → x
+    return ast.Call(ast.Attribute(dev.left, "var", ast.Load()), call.args, call.keywords)
+
+
+def _set_kw(call: ast.Call, name: str, value) -> ast.Call:
+    for kw in call.keywords:
+        if kw.arg == name:
+            kw.value = ast.Constant(value)
+    return call
+
+
+def op_eps(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        if name not in ("sqrt", "rsqrt"):
+            continue
+        arg = node.args[0] if node.args else (node.func.value if isinstance(node.func, ast.Attribute) else None)
+        if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) and _epsish(arg.right)):
+            continue
+        v, e = _short(arg.left, 24), _short(arg.right, 10)
+        yield (i,), (lambda n, name=name: _eps_out(n, name)), "eps-outside-root", \
+            f"{e} is added after the square root (√({v}) + {e}), not inside it (√({v} + {e}))"
+        yield (i,), (lambda n: _eps_drop(n)), "eps-dropped", \
+            f"{e} is left out of the square root of {v} (a row with no spread divides by zero)"
+
+
+def _root_arg(call: ast.Call) -> ast.AST:
+    return call.args[0] if call.args else call.func.value
+
+
+def _eps_out(call: ast.Call, name: str) -> ast.AST:
+    arg = _root_arg(call)
+    root = ast.Call(ast.Attribute(ast.Name("torch", ast.Load()), "sqrt", ast.Load()), [arg.left], [])
+    total = ast.BinOp(root, ast.Add(), arg.right)
+    return total if name == "sqrt" else ast.BinOp(ast.Constant(1), ast.Div(), total)
+
+
+def _eps_drop(call: ast.Call) -> ast.AST:
+    arg = _root_arg(call)
+    if call.args:
+        call.args[0] = arg.left
+    else:
+        call.func.value = arg.left
+    return call
+
+
+def op_residual(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+            continue
+        for keep, drop in (("right", "left"), ("left", "right")):
+            x, f = getattr(node, drop), getattr(node, keep)
+            if isinstance(x, ast.Name) and isinstance(f, ast.Call) and x.id in _names(f):
+                what = _target_of(nodes, parents, node)
+                yield (i,), (lambda n, keep=keep: getattr(n, keep)), "residual-dropped", \
+                    f"the residual connection is missing: {what} is the sublayer's output, without {x.id} added back"
+
+
+def op_repeat(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr == "repeat_interleave" and node.args:
+            dim = next((k.value for k in node.keywords if k.arg == "dim"), node.args[1] if len(node.args) > 1 else None)
+            if dim is None:
+                continue
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda n, dim=dim: _tile(n.func.value, n.args[0], dim)), "repeat-tiled", \
+                f"{what} tiles the copies (a b a b) instead of repeating each one in place (a a b b)"
+        elif node.func.attr == "repeat":
+            counts = [a for a in node.args if _int_value(a) != 1]
+            if len(counts) == 1 and len(node.args) > 1:
+                d = node.args.index(counts[0])
+                what = _target_of(nodes, parents, node)
+                yield (i,), (lambda n, d=d, c=counts[0]: ast.Call(ast.Attribute(n.func.value, "repeat_interleave",
+                                                                                ast.Load()), [c], [ast.keyword("dim", ast.Constant(d))])), \
+                    "repeat-interleaved", \
+                    f"{what} repeats each copy in place (a a b b) instead of tiling them (a b a b)"
+
+
+def _tile(x, n, dim) -> ast.AST:
+    lst = ast.BinOp(ast.List([x], ast.Load()), ast.Mult(), n)
+    return ast.Call(ast.Attribute(ast.Name("torch", ast.Load()), "cat", ast.Load()), [lst], [ast.keyword("dim", dim)])
+
+
+def op_mask(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and _call_name(node) in ("masked_fill", "masked_fill_", "where") and node.args:
+            what = _target_of(nodes, parents, node)
+            yield (i,), _invert_first, "mask-inverted", \
+                f"the mask's meaning is inverted in {what}: the positions it should keep are the ones changed"
+
+
+def _invert_first(call: ast.Call) -> ast.Call:
+    method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, ast.Name)
+                                                           and call.func.value.id in MODULES)
+    pos = 0 if method or _call_name(call) == "where" else 1
+    if len(call.args) <= pos:
+        raise ValueError("no mask argument")
+    m = call.args[pos]
+    call.args[pos] = m.operand if isinstance(m, ast.UnaryOp) and isinstance(m.op, ast.Invert) else \
+        ast.UnaryOp(ast.Invert(), m)
+    return call
+
+
+def _is_neginf(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and \
+            len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
+            str(node.args[0].value).strip().lower() in ("-inf", "-infinity"):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        o = node.operand
+        return (isinstance(o, ast.Attribute) and o.attr == "inf") or (
+            isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "float" and len(o.args) == 1
+            and isinstance(o.args[0], ast.Constant) and str(o.args[0].value).lower() in ("inf", "infinity"))
+    return False
+
+
+def op_neginf(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not _is_neginf(node):
+            continue
+        what = _target_of(nodes, parents, node)
+        yield (i,), (lambda n: _const(-1e9)), "neginf-finite", \
+            (f"the removed entries of {what} are set to -1e9, not -inf: a finite value, which still counts "
+             f"where a whole row is removed or the other entries are as large")
+        yield (i,), (lambda n: ast.Constant(0.0)), "neginf-zero", \
+            f"the removed entries of {what} are set to 0, not -inf: 0 is an ordinary score, so they still get weight"
+
+
+def op_default(nodes, parents, ctx) -> Iterator[Site]:
+    defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for fn in defs:
+        args = fn.args.args + fn.args.kwonlyargs
+        defaults = [None] * (len(fn.args.args) - len(fn.args.defaults)) + list(fn.args.defaults) + list(fn.args.kw_defaults)
+        body_nodes = {id(n) for stmt in fn.body for n in ast.walk(stmt)}
+        for arg, default in zip(args, defaults):
+            if default is None or not isinstance(default, (ast.Constant, ast.UnaryOp, ast.Attribute)):
+                continue
+            uses = [i for i, n in enumerate(nodes) if id(n) in body_nodes and isinstance(n, ast.Name)
+                    and n.id == arg.arg and isinstance(n.ctx, ast.Load)]
+            if not uses:
+                continue
+            d = _short(default, 20)
+            value = lambda n, default=default: copy.deepcopy(default)  # noqa: E731
+            where = f"`{fn.name}`" if fn.name not in ("__init__", "forward") else f"`{ctx['exercise']}`"
+            yield tuple(uses), value, "default-ignored", \
+                f"{where} ignores the argument `{arg.arg}`: it always uses the default, {d}"
+            if len(uses) > 1 and not (isinstance(default, ast.Constant) and default.value is None):
+                for j in uses:
+                    if _is_none_test(parents, nodes[j]):
+                        continue
+                    what = _target_of(nodes, parents, nodes[j])
+                    yield (j,), value, "default-ignored-once", \
+                        f"{what} uses the default {arg.arg}={d} instead of the `{arg.arg}` it was given"
+
+
+def _is_none_test(parents, node) -> bool:
+    parent = parents.get(id(node), (None,))[0]
+    return isinstance(parent, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in parent.ops)
+
+
+OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison, op_slice, op_sign, op_arguments,
+                                   op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
+                                   op_default)
+
+
+# ----------------------------------------------------------------------------------------------
+# The candidates of one exercise
+
+
+def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> list[Mutant]:
+    """The candidate mutants of `exercise` in `source` (its solved defining cell): each a compilable source that
+    differs from the original, in a fixed order (round-robin over the operators, so a cap keeps every
+    family), at most `cap`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    original = ast.unparse(tree)
+    nodes = _scope(tree, exercise)
+    if not nodes:
+        return []
+    parents = _parents(tree)
+    ctx = {"exercise": exercise}
+    queues = []
+    for op in operators:
+        try:
+            queues.append(list(op(nodes, parents, ctx)))
+        except (ValueError, TypeError, AttributeError, IndexError):
+            queues.append([])
+    out, seen = [], {original}
+    while any(queues) and len(out) < cap:
+        for q in queues:
+            while q:
+                site = q.pop(0)
+                src = _apply(tree, exercise, site)
+                if src is None or src.strip() in seen:
+                    continue
+                seen.add(src.strip())
+                out.append(Mutant(src, site[2], site[3]))
+                break
+            if len(out) >= cap:
+                break
+    return out
+
+
+def fired(source: str, exercise: str, operators=OPERATORS) -> dict[str, int]:
+    """How many sites each operator finds in `exercise` (for benchmarks/mutation_coverage.py)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    nodes = _scope(tree, exercise)
+    parents = _parents(tree)
+    counts = {}
+    for op in operators:
+        n = sum(1 for _ in op(nodes, parents, {"exercise": exercise}))
+        if n:
+            counts[op.__name__.removeprefix("op_")] = n
+    return counts
+
+
+# ----------------------------------------------------------------------------------------------
+# Running the candidates (the reference child only, and the in-process tests: trusted code)
+
+BUDGET_S = 2.0  # seconds of probing per exercise; the candidates left when it runs out are skipped, and counted
+PREFIX = "mutant:"
+
+
+def key(exercise: str, n: int) -> str:
+    """The mutant's key beside the catalogued mistakes' ids in a reference's observations."""
+    return f"{PREFIX}{exercise}:{n:03d}"
+
+
+def entries(observations: dict, exercise: str) -> dict:
+    """The mutants of `exercise` among a reference's mistake observations, in their candidates' order."""
+    head = f"{PREFIX}{exercise}:"
+    return {k: observations[k] for k in sorted(observations) if isinstance(k, str) and k.startswith(head)}
+
+
+def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, only_public: bool = False,
+                  hidden_seed: int | None = None, budget: float = BUDGET_S, cap: int = CAP, alarm=None,
+                  source: str | None = None) -> tuple[dict, dict]:
+    """Probe `exercise`'s mutants in copies of the solved namespace `ns` on the checks' own inputs (the
+    same seeds as the student's). Returns ({key: observations with a "mutant" record}, counts): a mutant
+    that fails no check the reference passes is dropped (equivalent, for these checks), and of mutants with
+    identical observations the first is kept. `alarm(seconds)`: a context manager raising ExerciseTimeout
+    (the child's), bounding each candidate by what is left of `budget`."""
+    import contextlib
+    import time
+
+    from . import probe as _probe
+    from .checks import CHECKS_OF
+    from .mistakes import solved_cell
+
+    started = time.perf_counter()
+    counts = {"candidates": 0, "tried": 0, "kept": 0, "equivalent": 0, "merged": 0, "broken": 0, "skipped": 0}
+    try:
+        source = source if source is not None else solved_cell(CHECKS_OF(module).lesson, exercise)
+    except (LookupError, OSError):
+        return {}, counts
+    cands = mutants(source, exercise, cap)
+    counts["candidates"] = len(cands)
+    checks = [(c, cfg) for c in CHECKS_OF(module).of(exercise) for cfg in c.configs if cfg in configs
+              and not (only_public and c.hidden)]
+    kept: dict = {}
+    for n, m in enumerate(cands):
+        left = budget - (time.perf_counter() - started)
+        if left <= 0:
+            counts["skipped"] = len(cands) - n
+            break
+        name = f"<mutant {exercise} {n}>"
+        _probe.register_source(name, m.source)  # triton reads a kernel's source
+        m_ns = dict(ns)
+        try:
+            with (alarm(left) if alarm else contextlib.nullcontext()):
+                exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
+                obs = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed)
+        except _probe.ExerciseTimeout:
+            counts["skipped"] = len(cands) - n
+            break
+        except Exception:  # noqa: BLE001 - a mutant whose cell does not run is no candidate
+            counts["broken"] += 1
+            continue
+        counts["tried"] += 1
+        if not _shows(checks, obs, reference):
+            counts["equivalent"] += 1
+            continue
+        if any(_identical(obs["checks"], other["checks"]) for other in kept.values()):
+            counts["merged"] += 1
+            continue
+        obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
+        kept[key(exercise, n)] = obs
+    counts["kept"] = len(kept)
+    counts["seconds"] = round(time.perf_counter() - started, 3)
+    return kept, counts
+
+
+def _shows(checks, obs: dict, reference: dict) -> bool:
+    """Does the mutant fail a check here (its judge's verdict, or an error), or change its inputs?"""
+    from .diagnosis import _mistake_fails
+
+    if obs.get("missing") or sorted(obs.get("mutated", [])) != sorted(reference.get("mutated", [])):
+        return True
+    r_checks = reference.get("checks", {})
+    for check, config in checks:
+        m_obs = obs["checks"].get(check.key(config))
+        if not isinstance(m_obs, dict) or "__inapplicable__" in m_obs:
+            continue
+        if _mistake_fails(check, config, m_obs, r_checks.get(check.key(config), {})):
+            return True
+    return False
+
+
+def _identical(a, b) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
+            a.dtype == b.dtype and bool(torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.nan_to_num(7.25), b.nan_to_num(7.25))))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
+    return a == b

@@ -1,0 +1,25 @@
+"""The slow half of tests/lessons/test_mutants_named.py: exercises whose mutants take longer to probe
+(lesson 04's layer_norm, lesson 10's filter_logits), in process."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SLOW = [
+    ("lesson04", "unbiased_variance", "mutation:variance-unbiased"),
+    ("lesson04", "eps_outside_sqrt", "mutation:eps-outside-root"),
+    ("lesson10", "top_p_one_drops_tokens", "mutation:comparison-boundary"),
+]
+
+
+@pytest.mark.parametrize("lesson_id,mid,want", SLOW, ids=[c[1] for c in SLOW])
+def test_a_withheld_catalogue_mistake_is_named_by_a_mutant(lesson_id, mid, want, tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "lessons"))
+    from test_mutants_named import named_by_a_mutant
+
+    named_by_a_mutant(lesson_id, mid, want, tmp_path)
