@@ -165,25 +165,31 @@ _REFUSED: dict[str, str] = {}  # student/assignment/notebook -> why what arrived
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded). nbgrader would open
-    each by name, following links (to source/'s solved notebook, a classmate's); a refused one is replaced in
-    nbgrader's list by an empty notebook of the same name in a private folder, so nbgrader reads nothing of
-    it, and its grading (StartCourseGrading) is NOT GRADED with the reason."""
-    import tempfile
-
+    each by name, following links (to source/'s solved notebook, a classmate's). A refused one is moved, as it
+    came (a link stays a link), to refused/<student>/<assignment>/ in the course, and the released notebook, recording
+    why, takes its name, so nbgrader reads nothing of it; StartCourseGrading makes it NOT GRADED with the reason,
+    on this run and any later one."""
     import nbformat
 
+    from course_cli.atomic import write_text
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
-    for i, name in enumerate(list(notebooks)):
+    for name in notebooks:
         path = Path(name)
-        folder = path.parent
         try:
-            submission_bytes(path, folder)
+            submission_bytes(path, path.parent)
         except SubmissionRefused as exc:
-            stand_in = Path(tempfile.mkdtemp(prefix="course-refused-")) / path.name
-            nbformat.write(nbformat.v4.new_notebook(), stand_in)
-            _REFUSED[f"{folder.parent.name}/{folder.name}/{path.stem}"] = str(exc)
-            notebooks[i] = str(stand_in)
+            course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
+            aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+            released = course / "release" / path.parent.name / path.name  # the course's own copy
+            try:
+                stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
+            except Exception:
+                stand_in = nbformat.v4.new_notebook()
+            stand_in.metadata["course"] = {"refused": f"{exc} (moved, as it came, to {aside.relative_to(course)})"}
+            write_text(path, nbformat.writes(stand_in))
         except Exception:
             pass  # nbgrader reports what it cannot read, as before
 
@@ -363,7 +369,8 @@ class StartCourseGrading(NbGraderPreprocessor):
         from course_cli.sandboxed import sandbox
         key = _key(resources)
         lesson = _lesson_of(resources)
-        refused = _REFUSED.pop(key, None)
+        course_meta = nb.metadata.get("course")
+        refused = _REFUSED.pop(key, None) or (course_meta.get("refused") if isinstance(course_meta, dict) else None)
         if lesson is None:
             name = (resources.get("nbgrader") or {}).get("notebook")
             _IN_FLIGHT[key] = NotJudged(f"the installed course ({course_version()}) has no lesson {name!r}: "

@@ -196,3 +196,24 @@ def test_progress_is_written_through_an_unpredictable_name(tmp_path):
     store.record(SimpleNamespace(lesson="lesson01", score=1.0, max_score=1.0, exercises=[ex]))
     assert victim.read_text() == "mine" and store.load()["lessons"]["lesson01"]["best"]["sdpa"]["status"] == "passed"
     assert not [p for p in store.dir.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+
+
+def test_a_committed_course_cli_cannot_replace_classroom_s_verdict(tmp_path):
+    """The workflow's verdict step, run in a student repository holding a forged `course_cli/` that exits 0:
+    the installed course's verdict runs (no results: exit 1), never the forged one."""
+    import shlex
+    import sys
+
+    from course_cli.instructor.classroom import verdict_command
+
+    forged = tmp_path / "course_cli" / "instructor"
+    forged.mkdir(parents=True)
+    (tmp_path / "course_cli" / "__init__.py").write_text("")
+    (forged / "__init__.py").write_text("")
+    (forged / "classroom.py").write_text("print('forged: passed'); raise SystemExit(0)\n")
+    words = shlex.split(verdict_command(LESSONS[0], LESSONS[0].exercises[0].name))
+    assert words[0] == "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert "forged" not in proc.stdout and proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
