@@ -37,7 +37,7 @@ def find_class(root: Path, lesson: Lesson) -> tuple[list[tuple[str, Path]], dict
     found, renamed, missing = {}, {}, {}
     for folder in sorted(p for p in root.glob(f"*/{lesson.id}") if p.is_dir()):
         student = folder.parent.name
-        nbs = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+        nbs = sorted(p for p in folder.glob("*.ipynb") if p.is_symlink() or not p.is_dir())  # a link: refused, said
         pick, note = pick_notebook([p.name for p in nbs], lesson.notebook)  # the policy of every seat
         if pick is not None:
             found[student] = folder / pick
@@ -77,7 +77,8 @@ def missing_result(lesson: Lesson, reason: str) -> LessonResult:
     return result
 
 
-def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None) -> dict[str, LessonResult]:
+def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
+              root: Path | None = None) -> dict[str, LessonResult]:
     """Grade every submission on a local pool, `jobs` at a time; `on_done(student, result)` after each one."""
     from course_cli.classes.dispatch import dispatch, grade_submission
     from course_cli.sandboxed.grading import Reference
@@ -96,7 +97,7 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
     jobs = max(1, jobs)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         try:
-            dispatch(pool, submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item), on_result,
+            dispatch(pool, submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item, root=root), on_result,
                      window=2 * jobs)
         except BaseException:  # Ctrl-C, or on_done failed: start no more (those running finish)
             pool.shutdown(wait=False, cancel_futures=True)
@@ -106,16 +107,29 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
 
 def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
                 scheduler: str | None = None, workers: int | None = None, journal: Path | None = None,
-                resume: bool = False, on_resumed=None, regrade=(), seed: int | None = None) -> dict[str, LessonResult]:
+                resume: bool = False, on_resumed=None, regrade=(), seed: int | None = None,
+                root: Path | None = None) -> dict[str, LessonResult]:
     """Grade a class on the local pool (`jobs` at a time), or on Dask when `scheduler` is given ("local" or
     a scheduler's address; see cluster.py). With a `journal` path each result is journalled as it arrives;
     with resume=True the journal's results for unchanged submissions are kept (`on_resumed(n)` is told how
     many; the students in `regrade` are graded anyway) and only the others are graded. Either way the
-    result is the same as one uninterrupted run's."""
-    from course_cli.sandboxed.grading import reference_key
-    from course_cli.classes.journal import Journal, file_digest
+    result is the same as one uninterrupted run's. Each submission is read first as every seat reads one
+    (notebook.submission_bytes, inside `root`): one that is refused (a link, a FIFO, over a bound) is NOT
+    GRADED with why, and never reaches a worker."""
+    import hashlib
 
-    digests = {student: file_digest(path) for student, path in submissions}
+    from course_cli.sandboxed.grading import reference_key
+    from course_cli.sandboxed.notebook import NotebookError, SubmissionRefused, submission_bytes
+    from course_cli.classes.journal import Journal
+
+    digests, refused = {}, {}
+    for student, path in submissions:
+        try:
+            digests[student] = hashlib.sha256(submission_bytes(path, root)).hexdigest()
+        except SubmissionRefused as exc:
+            digests[student], refused[student] = None, str(exc)
+        except (OSError, NotebookError):
+            digests[student] = None  # graded, as the NOT GRADED row grading gives it
     paths = {student: str(path) for student, path in submissions}
     log = Journal.open(journal, lesson.id, reference_key(lesson, "cpu"), resume, seed) if journal else None
     results: dict[str, LessonResult] = {}
@@ -134,13 +148,17 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
             if on_done:
                 on_done(student, result)
 
+        for student, reason in refused.items():
+            if student not in results:
+                results[student] = missing_result(lesson, reason)
+                done(student, results[student])
         todo = [(student, path) for student, path in submissions if student not in results]
         if todo and scheduler:
             from course_cli.classes.cluster import grade_on_cluster
 
             results.update(grade_on_cluster(lesson, todo, scheduler, done, workers or jobs, digests))
         elif todo:
-            results.update(grade_all(lesson, todo, jobs, done))
+            results.update(grade_all(lesson, todo, jobs, done, root))
     finally:
         if log is not None:
             log.close()

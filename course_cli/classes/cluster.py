@@ -221,10 +221,12 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
 
         def submit(ex, item):
             student, path = item
+            from course_cli.sandboxed.notebook import NotebookError, submission_bytes
+
             try:
-                content = Path(path).read_bytes()
-            except OSError:
-                content = None  # graded where it is: the same error row as a local run gives
+                content = submission_bytes(path)  # never through a link, bounded (the batch refused the others)
+            except (OSError, NotebookError):
+                content = None  # graded where it is: the same NOT GRADED row as a local run gives
             digest = digests.get(student) or file_digest(Path(path))
             return ex.submit(task, lesson.id, student, str(path), content, digest, None, key, env,
                              key=f"grade-{lesson.id}-{run}-{next(count)}-{student}"[:200])

@@ -18,7 +18,7 @@ from graders.engine.results import LessonResult
 Item = TypeVar("Item")
 
 
-def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> LessonResult:
+def grade_submission(lesson: Lesson, student: str, path: Path, root: Path | None = None, **kwargs) -> LessonResult:
     """Grade one submission in its own fresh sandbox: whatever goes wrong is that student's error row, except a
     sandbox that could not start (SandboxUnavailable), which stops the batch: "not graded", never a score. The
     task of every class-grading executor."""
@@ -26,7 +26,7 @@ def grade_submission(lesson: Lesson, student: str, path: Path, **kwargs) -> Less
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     try:
-        return grade_notebook(lesson, path, trusted=True, **kwargs)
+        return grade_notebook(lesson, path, trusted=True, root=root, **kwargs)
     except SandboxUnavailable:  # the grader's failure, not the student's: nobody gets a 0 from it
         raise
     except Exception as exc:  # one submission's failure is never the batch's end

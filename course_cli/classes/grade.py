@@ -26,6 +26,7 @@ class ClassPlan:
     absent: dict[str, str] = field(default_factory=dict)  # student -> why there is nothing to grade
     journal: Path | None = None
     seed: int | None = None
+    root: Path | None = None  # the class's folder: every submission is read as a regular file inside it
 
 
 def plan(lesson: Lesson, submissions: Path, students: tuple[str, ...] = (), roster: Path | None = None,
@@ -69,7 +70,7 @@ def plan(lesson: Lesson, submissions: Path, students: tuple[str, ...] = (), rost
         from course_cli.classes.journal import journal_seed
 
         seed = journal_seed(journal)  # the interrupted run's hidden checks
-    return ClassPlan(lesson, subs, renamed, absent, journal, seed)
+    return ClassPlan(lesson, subs, renamed, absent, journal, seed, Path(submissions))
 
 
 def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = False, partial: bool = False,
@@ -94,7 +95,7 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     try:
         results = {} if not p.submissions else grade_class(
             lesson, p.submissions, jobs, on_done, scheduler, workers, journal, resume or append,
-            on_resumed=on_resumed, regrade=set(students) if append else (), seed=seed)
+            on_resumed=on_resumed, regrade=set(students) if append else (), seed=seed, root=p.root)
     except (JournalError, OSError) as exc:
         raise ClassError(str(exc)) from None
     except SandboxUnavailable as exc:  # not graded: the sandbox could not start; nobody gets a 0 from it

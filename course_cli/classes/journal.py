@@ -27,11 +27,15 @@ class JournalError(ValueError):
     """A journal that cannot be resumed; the message says why and what to do."""
 
 
-def file_digest(path: Path) -> str | None:
-    """The sha256 of a submission's bytes, or None if it cannot be read (it is graded, as an error row)."""
+def file_digest(path: Path, root: Path | None = None) -> str | None:
+    """The sha256 of a submission's bytes, read as every seat reads a submission (notebook.submission_bytes:
+    a regular file inside `root`, no link followed, bounded), or None if it is refused or cannot be read (it
+    is graded, as a NOT GRADED row)."""
+    from course_cli.sandboxed.notebook import NotebookError, submission_bytes
+
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(submission_bytes(path, root)).hexdigest()
+    except (OSError, NotebookError):
         return None
 
 

@@ -13,7 +13,8 @@ It writes, into the template repository:
 - `.github/classroom/autograding.json`: the same tests in the older Classroom format (`education/autograding`).
 - `.github/classroom/constraints.txt`: the course's pinned versions.
 
-`python -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE` is what each exercise's step runs.
+`python -I -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE` is what each exercise's step runs
+(isolated: a `course_cli/` folder committed at the repository's root cannot shadow it).
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def check_command(lesson: Lesson, notebooks: str) -> str:
 
 
 def verdict_command(lesson: Lesson, exercise: str) -> str:
-    return f"python -m course_cli.instructor.classroom verdict {RESULTS_DIR}/{lesson.id}.json {exercise}"
+    # -I (isolated): the repository's folder is not on sys.path and PYTHON* variables are ignored, so a
+    # `course_cli/` folder a student commits at the repository's root cannot replace this step
+    return f"python -I -m course_cli.instructor.classroom verdict {RESULTS_DIR}/{lesson.id}.json {exercise}"
 
 
 def workflow(lessons: list[Lesson], package: str, notebooks: str = "lessons", timeout_min: int = 10) -> str:

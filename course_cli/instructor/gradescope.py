@@ -218,12 +218,12 @@ def run(lesson: Lesson, root: Path) -> dict:
     if path is None:
         result = _error_result(lesson, "", note, not_graded=True)
     else:
-        result = grade_submission(lesson, "submission", path)
+        result = grade_submission(lesson, "submission", path, root=root / "submission")  # no link out of it
         result.note = note
     data = gradescope_results(lesson, result, hidden_names(lesson), note, time.monotonic() - t0)
-    tmp = results_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(results_dir / "results.json")
+    from course_cli.atomic import write_text
+
+    write_text(results_dir / "results.json", json.dumps(data, indent=1, ensure_ascii=False))
     return data
 
 
@@ -280,10 +280,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(no score is given). {exc}. {GRADESCOPE_USERNS}", file=sys.stderr)
         return 3
     except Exception as exc:  # the student sees a message, never a missing results file
-        (root / "results").mkdir(parents=True, exist_ok=True)
-        msg = f"The autograder could not grade this submission ({type(exc).__name__}: {str(exc)[:300]})."
-        (root / "results" / "results.json").write_text(json.dumps(
-            {"score": 0.0, "output": msg, "visibility": "visible", "stdout_visibility": "hidden", "tests": []}))
+        msg = (f"NOT GRADED: the autograder could not grade this submission ({type(exc).__name__}: "
+               f"{str(exc)[:300]}); no score is given.")
+        # no results.json: Gradescope records the run as failed, never as 0 points (fail closed), as above
+        (root / "results" / "results.json").unlink(missing_ok=True)
         print(msg, file=sys.stderr)
         return 1
     print(f"{lesson.id}: {data['score']:g}/{data['extra_data']['max_score']:g}")

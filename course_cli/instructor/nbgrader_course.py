@@ -101,8 +101,38 @@ Re-running `course nbgrader` updates source/ and leaves everything else (gradebo
 '''
 
 
+RELEASE = "course-release.json"  # beside each source notebook: what the course that released it was
+
+
+def course_version() -> str:
+    """The installed course's version (pyproject's, else the installed package's)."""
+    import tomllib
+
+    from graders.registry import ROOT
+
+    try:
+        return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    except (OSError, KeyError, ValueError):
+        import importlib.metadata
+
+        return importlib.metadata.version("attention-course")
+
+
+def release_record(lesson) -> dict:
+    """What an assignment needs of the course that grades it: its version, the lesson, its exercises' points."""
+    return {"course": course_version(), "lesson": lesson.id,
+            "exercises": {ex.name: float(ex.points) for ex in lesson.exercises}}
+
+
 def make_course(target: Path, course_id: str = "attention-course") -> dict:
-    """Create or update an nbgrader course in `target`; returns what was written and what was kept."""
+    """Create or update an nbgrader course in `target`; returns what was written and what was kept. Beside each
+    source notebook, `course-release.json` records the course version the assignment needs: nbgrader copies it
+    into every autograded folder (from source/, never from the student), and a course of another version or
+    with other exercises refuses to judge the cells (0 points, a note naming both), never full points."""
+    import json
+
+    from course_cli.atomic import write_text
+
     target.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
     for lesson in LESSONS:
@@ -110,6 +140,8 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(lesson.solution_path, dest)
         written.append(dest)
+        write_text(dest.parent / RELEASE, json.dumps(release_record(lesson), indent=1) + "\n")
+        written.append(dest.parent / RELEASE)
     for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
@@ -127,19 +159,56 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
 _IN_FLIGHT: dict[str, object] = {}
 _NOTES: dict[str, list] = {}
 _ADOPTED: dict[str, str] = {}  # student/assignment/notebook -> the note of a notebook graded under the lesson's name
+_REFUSED: dict[str, str] = {}  # student/assignment/notebook -> why what arrived is not read (a link, a FIFO, a bound)
+
+
+def _check_arrived(notebooks: list) -> None:
+    """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
+    (notebook.submission_bytes: a regular file in that folder, no link followed, bounded). nbgrader would open
+    each by name, following links (to source/'s solved notebook, a classmate's). A refused one is moved, as it
+    came (a link stays a link), to refused/<student>/<assignment>/ in the course, and the released notebook, recording
+    why, takes its name, so nbgrader reads nothing of it; StartCourseGrading makes it NOT GRADED with the reason,
+    on this run and any later one."""
+    import nbformat
+
+    from course_cli.atomic import write_text
+    from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
+
+    for name in notebooks:
+        path = Path(name)
+        try:
+            submission_bytes(path, path.parent)
+        except SubmissionRefused as exc:
+            course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
+            aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+            released = course / "release" / path.parent.name / path.name  # the course's own copy
+            try:
+                stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
+            except Exception:
+                stand_in = nbformat.v4.new_notebook()
+            stand_in.metadata["course"] = {"refused": f"{exc} (moved, as it came, to {aside.relative_to(course)})"}
+            write_text(path, nbformat.writes(stand_in))
+        except Exception:
+            pass  # nbgrader reports what it cannot read, as before
 
 
 def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
-    """nbgrader's Autograde pre-convert hook: when a student's folder has no notebook by the lesson's name but one
-    the course's policy grades (`graders.engine.notebook.pick_notebook`: the only one, or the only one named like
-    the lesson's), a copy of it is written under the lesson's name (the submitted file is kept), carrying the
-    policy's note, and graded in its place. nbgrader alone skips it as an unknown notebook (NOT GRADED)."""
+    """nbgrader's Autograde pre-convert hook. First, what arrived is checked (`_check_arrived`): a submission
+    that is a link, a FIFO or over a bound is not read by nbgrader and is NOT GRADED. Then, when a student's
+    folder has no notebook by the lesson's name but one the course's policy grades
+    (`graders.engine.notebook.pick_notebook`: the only one, or the only one named like the lesson's), a copy of
+    it is written under the lesson's name (the submitted file is kept), carrying the policy's note, and graded
+    in its place. nbgrader alone skips it as an unknown notebook (NOT GRADED)."""
 
     from graders.engine.notebook import pick_notebook
+    from course_cli.sandboxed.notebook import NotebookError, submission_bytes
 
     if not notebooks:
         return
     folder = Path(notebooks[0]).parent
+    _check_arrived(notebooks)
     try:
         lesson = find_lesson(folder.name)
     except UnknownLesson:
@@ -148,7 +217,11 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
     pick, note = pick_notebook(names, lesson.notebook)
     if pick is None or not note:
         return
-    text = (folder / pick).read_bytes().decode("utf-8", "replace")
+    try:
+        text = submission_bytes(folder / pick, folder).decode("utf-8", "replace")
+    except NotebookError as exc:
+        _REFUSED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = str(exc)
+        return
     (folder / lesson.notebook).write_text(text, encoding="utf-8")
     # kept here, not in the notebook: RepairCells drops every note a submission's metadata brings
     # (nbgrader passes the ids as given on its command line, "*" often: the folder submitted/<student>/<lesson> says)
@@ -251,15 +324,65 @@ class CourseOverwriteCells(OverwriteCells):
         return nb, resources
 
 
+class NotJudged:
+    """The course did not judge this notebook: every autograder cell gets an error and 0 points, with `cause`."""
+
+    def __init__(self, cause: str):
+        self.cause = cause
+
+
+def _release_mismatch(lesson, resources) -> str | None:
+    """Why the installed course may not judge this assignment (None when it may): the course-release.json that
+    nbgrader copied from source/ into the autograded folder names another version or other exercises."""
+    import json
+
+    folder = (resources.get("metadata") or {}).get("path") or ""
+    path = Path(folder) / RELEASE
+    try:
+        wanted = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return (f"the assignment does not record the course version it was released with (no {RELEASE} "
+                f"in source/{lesson.id}/): run `course nbgrader` again, then `nbgrader generate_assignment "
+                f"{lesson.id} --force`")
+    except (OSError, ValueError) as exc:
+        return f"the assignment's {RELEASE} cannot be read ({exc})"
+    have = release_record(lesson)
+    if not isinstance(wanted, dict) or wanted.get("course") != have["course"]:
+        got = wanted.get("course") if isinstance(wanted, dict) else None
+        return (f"the assignment was released with course {got}, and course {have['course']} is installed: "
+                f"grade with the course it was released with, or release it again with this one")
+    if wanted.get("exercises") != have["exercises"]:
+        return (f"the assignment's exercises ({wanted.get('exercises')}) are not those of the installed course's "
+                f"{lesson.id} ({have['exercises']})")
+    return None
+
+
 class StartCourseGrading(NbGraderPreprocessor):
-    """Start the course's sandboxed grading of this notebook's code (returns at once)."""
+    """Start the course's sandboxed grading of this notebook's code (returns at once). A notebook the course
+    cannot judge (refused when it arrived, an unknown lesson, another course version) is recorded as
+    NotJudged or NOT GRADED, never left without a verdict."""
 
     def preprocess(self, nb, resources):
-        from course_cli.sandboxed.grading import Grading
+        from course_cli.sandboxed.grading import Grading, _error_result
         from course_cli.sandboxed.notebook import graded_cells
 
         from course_cli.sandboxed import sandbox
+        key = _key(resources)
         lesson = _lesson_of(resources)
+        course_meta = nb.metadata.get("course")
+        refused = _REFUSED.pop(key, None) or (course_meta.get("refused") if isinstance(course_meta, dict) else None)
+        if lesson is None:
+            name = (resources.get("nbgrader") or {}).get("notebook")
+            _IN_FLIGHT[key] = NotJudged(f"the installed course ({course_version()}) has no lesson {name!r}: "
+                                        f"install the course version that released this assignment")
+            return nb, resources
+        if refused is not None:
+            _IN_FLIGHT[key] = _error_result(lesson, resources["nbgrader"]["notebook"], refused, not_graded=True)
+            return nb, resources
+        mismatch = _release_mismatch(lesson, resources)
+        if mismatch is not None:
+            _IN_FLIGHT[key] = NotJudged(mismatch)
+            return nb, resources
         if lesson is not None:
             sandbox.require_sandbox()  # refuse to grade unprotected (unless COURSE_INSECURE=1)
             try:
@@ -292,7 +415,10 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         grading = _IN_FLIGHT.pop(_key(resources), None)
         if grading is None:
-            return nb, resources
+            grading = NotJudged("the course's grading step (StartCourseGrading) did not run for this notebook: "
+                                "check nbgrader_config.py's autograde_preprocessors")
+        if isinstance(grading, NotJudged):
+            return _not_judged(nb, grading.cause, self.log), resources
         result = grading.finish() if hasattr(grading, "finish") else grading
         notes = _NOTES.pop(_key(resources), [])
         student = (resources.get("nbgrader") or {}).get("student")
@@ -327,12 +453,45 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
             if cell.cell_type == "code" and gid.startswith("test_") and gid[5:] in by_id:
                 cell.outputs = verdict_outputs(by_id[gid[5:]], result.lesson, blockers.get(gid[5:]))
+            elif _autograder_cell(cell):  # a graded cell the course has no exercise for: never full points
+                cell.outputs = _error_outputs(f"the course did not judge this cell ({gid or 'no grade id'}): the "
+                                              f"installed {result.lesson} has no such exercise")
+        if result.not_graded:  # the export says NOT GRADED with this reason, never a score
+            nb.metadata.setdefault("course", {})["not_graded"] = str(result.not_graded)
         from course_cli.sandboxed.grading import hidden_seed
 
         nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
         self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
                       _key(resources), result.score, result.max_score, hidden_seed(), hidden_seed())
         return nb, resources
+
+
+def _autograder_cell(cell) -> bool:
+    """A cell nbgrader scores automatically: graded, not a solution cell (a test cell)."""
+    nbg = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and isinstance(nbg, dict) and bool(nbg.get("grade")) \
+        and not nbg.get("solution")
+
+
+def _error_outputs(cause: str) -> list:
+    from nbformat.v4 import new_output
+
+    from course_cli.safe_text import for_terminal
+
+    line = for_terminal(f"not judged: {cause}", 2000, newlines=False)
+    return [new_output("stream", name="stderr", text=line + "\n"),
+            new_output("error", ename="CourseNotJudged", evalue=line, traceback=[f"CourseNotJudged: {line}"])]
+
+
+def _not_judged(nb, cause: str, log=None):
+    """Every autograder cell of a notebook the course did not judge: an error (0 points) naming the cause."""
+    for cell in nb.cells:
+        if _autograder_cell(cell):
+            cell.outputs = _error_outputs(cause)
+    nb.metadata.setdefault("course", {})["not_graded"] = cause
+    if log is not None:
+        log.error("NOT GRADED (0 points): %s", cause)
+    return nb
 
 
 def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> list:
@@ -364,6 +523,19 @@ def in_nbgrader_kernel() -> bool:
 # The export: every submission accounted for
 
 NOT_GRADED = "NOT GRADED"
+
+
+def _not_graded_note(path: Path) -> str | None:
+    """The reason an autograded notebook's verdict step recorded for not grading it (None: graded)."""
+    import json
+
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    course = meta.get("course") if isinstance(meta, dict) else None
+    why = course.get("not_graded") if isinstance(course, dict) else None
+    return str(why) if why else None
 
 
 class CourseExport(CsvExportPlugin):
@@ -421,6 +593,9 @@ class CourseExport(CsvExportPlugin):
             if autograded is not None and not (autograded / f"{nb.name}.ipynb").is_file():
                 return NOT_GRADED, (f"nbgrader failed on {nb.name}.ipynb in autograde (its log says why) "
                                     "and removed the graded copy")
+            why = _not_graded_note(autograded / f"{nb.name}.ipynb") if autograded is not None else None
+            if why:
+                return NOT_GRADED, why
             if any(g.auto_score is None and g.manual_score is None and not g.needs_manual_grade
                    for g in nb.grades):
                 return NOT_GRADED, f"{nb.name}.ipynb has autograder cells without a score"

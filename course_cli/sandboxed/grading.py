@@ -465,10 +465,11 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
 
 
 def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None = None,
-                   only_public: bool = False, trusted: bool = False) -> LessonResult:
-    """Grade one notebook file. A notebook that cannot be read gives every exercise `error` with why."""
+                   only_public: bool = False, trusted: bool = False, root: str | Path | None = None) -> LessonResult:
+    """Grade one notebook file, read as a submission inside `root` (default: its folder; see
+    notebook.submission_bytes). A notebook that cannot be read, or is refused, is NOT GRADED with why."""
     try:
-        nb = read_notebook(path)
+        nb = read_notebook(path, root)
     except NotebookError as exc:
         return _error_result(lesson, str(path), str(exc), not_graded=True)
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),

@@ -51,18 +51,24 @@ def read_bytes(path: "str | os.PathLike", limit: int) -> bytes:
             raise ReadBackError(f"{name} is not a regular file (a FIFO, a device or a folder): not read")
         if st.st_size > limit:
             raise ReadBackError(f"{name} is {st.st_size / 2**20:.1f} MiB, over the {limit / 2**20:g} MiB the grader reads")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise ReadBackError(f"{name} grew past the {limit / 2**20:g} MiB the grader reads")
-        return b"".join(chunks)
+        data = read_at_most(fd, limit)
+        if len(data) > limit:
+            raise ReadBackError(f"{name} grew past the {limit / 2**20:g} MiB the grader reads")
+        return data
     finally:
         os.close(fd)
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """At most `limit` + 1 bytes from the open file `fd`: more than `limit` back means the file is longer."""
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def read_tail(path: "str | os.PathLike", limit: int) -> str:

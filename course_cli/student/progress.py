@@ -1,6 +1,7 @@
 """The progress store: every attempt of every lesson, in `<workspace>/.course/progress.json`.
 
-Writes are atomic (a temporary file, fsync, rename) under an exclusive lock, so a crash mid-write
+Writes are atomic (course_cli/atomic.py: an unpredictable temporary name created exclusively, fsync, rename)
+under an exclusive lock (its file opened without following a link), so a crash mid-write
 leaves the previous version whole and concurrent `course check` runs lose no attempt. A store that
 cannot be read is moved aside (never deleted) and a fresh one started.
 """
@@ -26,7 +27,8 @@ class ProgressStore:
     @contextmanager
     def _locked(self):
         self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "progress.lock", "a+") as lock:
+        fd = os.open(self.dir / "progress.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "r+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -51,18 +53,9 @@ class ProgressStore:
             return {"version": VERSION, "lessons": {}}
 
     def _write(self, data: dict) -> None:
-        tmp = self.path.with_name(f"progress.{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        try:
-            dfd = os.open(self.dir, os.O_RDONLY)
-            os.fsync(dfd)
-            os.close(dfd)
-        except OSError:
-            pass
+        from course_cli.atomic import write_text
+
+        write_text(self.path, json.dumps(data, indent=1), mode=0o600)  # mkstemp's name, then rename
 
     def load(self) -> dict:
         with self._locked():

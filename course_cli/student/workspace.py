@@ -1,14 +1,57 @@
 """Where the student's work lives: the nearest folder (upwards, like git) holding `.course/`,
-else the course's own clone. Notebooks are looked up in `lessons/` there, then in the folder itself."""
+else the course's own clone. Notebooks are looked up in `lessons/` there, then in the folder itself.
+
+A workspace found upwards is used only when it belongs to its user (the class of git's CVE-2022-24765):
+`.course/` and the folders the course and `course lab` read from it (`.jupyter/` and its config and
+kernelspec folders, `lessons/`) must be owned by the current user and not writable by group or others;
+else UnsafeWorkspace, naming the folder and the fix, and nothing of it is read."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+import click
 
 from graders.registry import ROOT, Lesson
 
 MARKER = ".course"
+# what the course reads from a workspace (relative to it): its marker, its notebooks, `course lab`'s Jupyter
+# config (JUPYTER_CONFIG_DIR), data folder and kernelspecs (JUPYTER_PATH)
+READ_FROM = (MARKER, "lessons", ".jupyter", ".jupyter/jupyter_server_config.d", ".jupyter/labconfig",
+             ".jupyter/lab", ".jupyter/data", ".jupyter/data/kernels", ".jupyter/data/kernels/python3")
+
+
+class UnsafeWorkspace(click.ClickException):
+    """A `.course/` workspace (or a folder read from it) that its user does not own, or others may write."""
+
+
+def unsafe_reason(folder: Path) -> str | None:
+    """Why the course will not use the workspace `folder` (None: it may): the first of READ_FROM that is owned
+    by another user, writable by group or others, or a link."""
+    uid = os.geteuid()
+    for rel in READ_FROM:
+        p = folder / rel
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            return f"{p} is a symbolic link"
+        if st.st_uid != uid:
+            return f"{p} is owned by uid {st.st_uid}, not by you (uid {uid})"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{p} is writable by {'others' if st.st_mode & stat.S_IWOTH else 'its group'}"
+    return None
+
+
+def _refuse(folder: Path, why: str) -> UnsafeWorkspace:
+    return UnsafeWorkspace(
+        f"not using the workspace {folder}: {why}. Another user could have put it there (its Jupyter config "
+        f"would run as you). If it is yours: `chown -R $USER {folder}/{MARKER} {folder}/.jupyter` and "
+        f"`chmod -R go-w {folder}/{MARKER} {folder}/.jupyter {folder}/lessons`; else make your own with "
+        f"`course init DIR` (or name one with COURSE_WORKSPACE)")
 
 
 def locate(start: str | Path | None = None) -> tuple[Path, str]:
@@ -16,10 +59,17 @@ def locate(start: str | Path | None = None) -> tuple[Path, str]:
     above) or "clone" (none found: the course's own clone)."""
     env = os.environ.get("COURSE_WORKSPACE")
     if env:
-        return Path(env).resolve(), "env"
+        chosen = Path(env).resolve()
+        why = unsafe_reason(chosen)
+        if why:
+            raise _refuse(chosen, why)
+        return chosen, "env"
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
-        if (d / MARKER).is_dir():
+        if (d / MARKER).is_dir() or (d / MARKER).is_symlink():
+            why = unsafe_reason(d)
+            if why:
+                raise _refuse(d, why)
             return d, "marker"
     return ROOT, "clone"
 

@@ -125,6 +125,8 @@ def jupyter_config(target: Path) -> list[Path]:
     A file the student changed is left alone."""
     import json
 
+    from course_cli.atomic import write_text
+
     files = {
         target / JUPYTER_DIR / "jupyter_server_config.d" / "attention-course.json":
             {"ServerApp": {"jpserver_extensions": {name: False for name in NBGRADER_SERVER_EXTENSIONS}}},
@@ -143,7 +145,7 @@ def jupyter_config(target: Path) -> list[Path]:
         if path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        write_text(path, json.dumps(data, indent=2) + "\n")
         written.append(path)
     return written
 
@@ -154,6 +156,8 @@ def kernel_spec(target: Path, python: str) -> Path:
     every `course lab`, so it follows the environment it runs from; returns the folder."""
     import json
 
+    from course_cli.atomic import write_text
+
     data = target / JUPYTER_DIR / "data"
     spec = data / "kernels" / "python3" / "kernel.json"
     want = {"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--ext=course_cli.kernel_warm"],
@@ -161,7 +165,7 @@ def kernel_spec(target: Path, python: str) -> Path:
     try:
         if not spec.exists() or json.loads(spec.read_text()) != want:
             spec.parent.mkdir(parents=True, exist_ok=True)
-            spec.write_text(json.dumps(want, indent=1) + "\n")
+            write_text(spec, json.dumps(want, indent=1) + "\n")
     except (OSError, ValueError):
         pass  # an unreadable or unwritable spec: the lab starts with the environment's own python3 kernel
     return data

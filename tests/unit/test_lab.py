@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def ws(tmp_path, monkeypatch):
+    # these tests pretend to be uid 1000 over root's files: the workspace's ownership test is
+    # tests/unit/test_submission_trust.py's, not theirs
+    monkeypatch.setattr("course_cli.student.workspace.unsafe_reason", lambda folder: None)
     init(tmp_path / "ws")
     monkeypatch.setenv("COURSE_WORKSPACE", str(tmp_path / "ws"))
     return tmp_path / "ws"

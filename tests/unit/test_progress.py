@@ -52,13 +52,16 @@ def test_a_failed_write_leaves_the_previous_store_whole(tmp_path, monkeypatch):
     def crash(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(json, "dump", crash)
-    try:
-        store.record(result("failed", 0.0), source="second")
-    except OSError:
-        pass
-    monkeypatch.undo()
-    assert store.path.read_bytes() == before
+    import os
+
+    for module, name in ((json, "dumps"), (os, "fsync")):  # the text cannot be made; the disk fills mid-write
+        monkeypatch.setattr(module, name, crash)
+        try:
+            store.record(result("failed", 0.0), source="second")
+        except OSError:
+            pass
+        monkeypatch.undo()
+        assert store.path.read_bytes() == before
     assert [a["source"] for a in attempts(ws)] == ["first"]
 
 
