@@ -290,7 +290,9 @@ def local_cluster(workers: int, security=None):
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set(SCHEDULER_CONFIG):
+    # no HTTP routes: Dask's plain-HTTP pages (the task names hold students' names) would be outside the TLS
+    http = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    with dask.config.set({**SCHEDULER_CONFIG, **http}):
         # memory_limit=0: nothing of the batch spilled to disk, no memory-based pauses or restarts; the
         # sandbox limits each grading child's memory instead
         return LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True, memory_limit=0,

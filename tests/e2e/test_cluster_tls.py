@@ -306,3 +306,40 @@ def test_the_documented_tls_deployment_grades_as_locally(small, tmp_path):
     assert done.returncode == 1, done.stderr[-2000:]
     assert data == json.loads(local_out.read_text())  # the same seed: the same JSON, field by field
     assert data["students"]["solved"]["score"] == 10.0 and data["students"]["stub"]["score"] == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The batch's own memory
+
+PEAK = ("import resource, sys\n"
+        "from course_cli.main import cli\n"
+        "try:\n"
+        "    cli(sys.argv[1:], prog_name='course')\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
+        "sys.exit(code)\n")
+CLIENT_PEAK_BOUND = 1024 * 2**20  # docs/deploying.md, "The batch's own resources"
+
+
+@pytest.mark.slow
+def test_the_clients_peak_memory_does_not_follow_a_huge_submission(small, tmp_path):
+    """The client hashes every submission and ships its bytes: a 3 GiB sparse file (nothing on disk) used to be
+    read whole, twice; now neither, and the client's own peak stays under its bound with it in the class."""
+    folder, subs, local = small
+    klass = tmp_path / "subs"
+    shutil.copytree(folder, klass)
+    with open(klass / "huge.ipynb", "wb") as f:
+        f.truncate(3 * 2**30)
+    env = {**os.environ, **ENV_LIMITS, "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-c", PEAK, "grade", str(klass), "--lesson", "lesson01", "--scheduler",
+                           "local", "--workers", "2", "--out", str(out)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=500)
+    peak = int(done.stdout.split("PEAK_KIB")[1].split()[0]) * 1024
+    print(f"the client's peak RSS: {peak / 2**20:.0f} MiB")
+    assert done.returncode == 1, done.stderr[-2000:]  # (torn and huge: not graded)
+    data = json.loads(out.read_text())["students"]
+    assert data["solved"]["score"] == 10.0 and data["stub"]["score"] == 0.0
+    assert {e["status"] for e in data["huge"]["exercises"]} <= {"error", "not_graded"}
+    assert peak < CLIENT_PEAK_BOUND
