@@ -499,8 +499,18 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=None,
               help="The hidden checks' seed (default: drawn for this run, and kept in the JSON results): "
                    "give a past run's seed to repeat it exactly.")
-@click.option("--scheduler", "scheduler", help="Grade on Dask distributed: a scheduler's address "
-              "(tcp://host:8786), or `local` for a LocalCluster on this machine (needs the `cluster` extra).")
+@click.option("--scheduler", "scheduler", help="Grade on Dask distributed: a TLS scheduler's address "
+              "(tls://host:8786), or `local` for a LocalCluster on this machine, over TLS with certificates "
+              "made for the run (needs the `cluster` extra; docs/deploying.md).")
+@click.option("--tls-ca-file", "tls_ca_file", type=click.Path(dir_okay=False), help="With --scheduler "
+              "tls://...: the cluster's CA certificate (default: Dask's distributed.comm.tls.ca-file).")
+@click.option("--tls-cert", "tls_cert", type=click.Path(dir_okay=False), help="With --scheduler tls://...: "
+              "this client's certificate, signed by that CA (default: distributed.comm.tls.client.cert).")
+@click.option("--tls-key", "tls_key", type=click.Path(dir_okay=False), help="With --scheduler tls://...: "
+              "this client's private key (default: distributed.comm.tls.client.key).")
+@click.option("--insecure-cluster", is_flag=True, help="Allow a plain tcp:// scheduler (or a plain-TCP "
+              "--scheduler local): anyone who reaches its ports can join it and run code as you. Warned, "
+              "and recorded in the results.")
 @click.option("--workers", "workers", type=click.IntRange(min=1), help="With --scheduler local: worker "
               "processes (default: --jobs).")
 @click.option("--journal", "journal", type=click.Path(dir_okay=False), help="The results journal, one line "
@@ -512,14 +522,16 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
               "`not submitted` row (NOT GRADED: no score, left out of the mean).")
 def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: tuple[str, ...],
           insecure: bool, partial: bool, seed: int | None, scheduler: str | None, workers: int | None,
-          journal: str | None, resume: bool, roster: str | None = None) -> None:
+          journal: str | None, resume: bool, roster: str | None = None, tls_ca_file: str | None = None,
+          tls_cert: str | None = None, tls_key: str | None = None, insecure_cluster: bool = False) -> None:
     """Grade a class: a folder of submissions (nbgrader's submitted/<student>/<lesson>/, or a flat folder of
     notebooks), in parallel, each in its own sandbox, with pass rates and the most frequent mistakes.
     Exit code 0 when every submission was graded, 1 when the grader could not grade some (see its rows).
     Results are journalled as they arrive, so an interrupted batch continues with --resume.
 
     Example: course grade submitted/ --lesson lesson01 --jobs 2 --out results.csv
-    (on Dask: course grade submitted/ --lesson lesson01 --scheduler tcp://head:8786 --out results.csv)
+    (on Dask: course grade submitted/ --lesson lesson01 --scheduler tls://head:8786 --tls-ca-file ca.pem
+    --tls-cert client.pem --tls-key client.key --out results.csv)
     """
     from pathlib import Path
 
@@ -535,9 +547,12 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
         journal = out + ".journal"
     try:
         p = klass.plan(lesson_obj, Path(submissions), students, Path(roster) if roster else None,
-                       Path(journal) if journal else None, resume, seed, scheduler, workers)
+                       Path(journal) if journal else None, resume, seed, scheduler, workers,
+                       klass.access(tls_ca_file, tls_cert, tls_key, insecure_cluster))
     except klass.ClassError as exc:
         raise CourseError(str(exc)) from None
+    if p.insecure_cluster:
+        click.echo(klass.INSECURE_WARNING, err=True)
     sandbox.HIDDEN_PATHS.add(str(Path(submissions).resolve()))  # covered, should it lie inside a folder shown
     given = current()  # the environment's (COURSE_INSECURE, COURSE_HIDDEN_SEED), the options over it
     settings = Run(Limits.from_env(), insecure or given.insecure, p.seed if p.seed is not None else given.hidden_seed)
@@ -571,10 +586,10 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
                 click.echo(f"interrupted{f': the results so far are in {journal}; continue with --resume' if journal else ''}",
                            err=True)
                 sys.exit(130)
-    _render_class(lesson_obj, results, out, students, seed)
+    _render_class(lesson_obj, results, out, students, seed, p.insecure_cluster)
 
 
-def _render_class(lesson_obj, results, out, students, seed) -> None:
+def _render_class(lesson_obj, results, out, students, seed, insecure_cluster: bool = False) -> None:
     """`course grade`'s output: the table of pass rates, the most frequent mistakes, the results files."""
     from pathlib import Path
 
@@ -604,7 +619,8 @@ def _render_class(lesson_obj, results, out, students, seed) -> None:
             d.add_row(str(row["students"]), row["exercise"], f"{row['id']}: {row['example']}")
         out_console.print(d)
     if out:
-        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
+        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed,
+              insecure_cluster=insecure_cluster)
         click.echo(f"wrote {out}")
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))

@@ -12,7 +12,6 @@ import csv
 import io
 import json
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from graders.engine.notebook import pick_notebook
@@ -79,9 +78,10 @@ def missing_result(lesson: Lesson, reason: str) -> LessonResult:
 
 def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
               root: Path | None = None) -> dict[str, LessonResult]:
-    """Grade every submission on a local pool, `jobs` at a time; `on_done(student, result)` after each one."""
-    from course_cli.classes.dispatch import dispatch, grade_submission
-    from course_cli.sandboxed.grading import Reference
+    """Grade every submission on a local pool, `jobs` at a time; `on_done(student, result)` after each one. A
+    submission still grading past `dispatch.deadline()` is an error row saying so, and the batch goes on."""
+    from course_cli.classes.dispatch import DaemonThreads, deadline, dispatch, grade_submission
+    from course_cli.sandboxed.grading import Reference, _error_result
 
     # A fresh reference, kept in memory, computed once for the whole class (see grading.Reference).
     Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
@@ -94,28 +94,37 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
             on_done(student, results[student])
         return True
 
-    jobs = max(1, jobs)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        try:
-            dispatch(pool, submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item, root=root), on_result,
-                     window=2 * jobs)
-        except BaseException:  # Ctrl-C, or on_done failed: start no more (those running finish)
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    seconds = deadline()
+
+    def on_overdue(item) -> None:
+        student, path = item
+        results[student] = _error_result(lesson, str(path), f"the grader could not grade this submission within "
+                                                            f"{seconds:g} s (the notebook's time limit and "
+                                                            f"{STEP_SECONDS:g} s of the grader's own steps); left "
+                                                            f"behind so the others are graded")
+        if on_done:
+            on_done(student, results[student])
+
+    from course_cli.classes.dispatch import STEP_SECONDS
+
+    # one daemon thread per submission in flight: one past its deadline is left behind, never waited for
+    dispatch(DaemonThreads(), submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item, root=root), on_result,
+             window=max(1, jobs), seconds=seconds, on_overdue=on_overdue)
     return dict(sorted(results.items()))
 
 
 def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
                 scheduler: str | None = None, workers: int | None = None, journal: Path | None = None,
                 resume: bool = False, on_resumed=None, regrade=(), seed: int | None = None,
-                root: Path | None = None) -> dict[str, LessonResult]:
+                root: Path | None = None, access=None) -> dict[str, LessonResult]:
     """Grade a class on the local pool (`jobs` at a time), or on Dask when `scheduler` is given ("local" or
     a scheduler's address; see cluster.py). With a `journal` path each result is journalled as it arrives;
     with resume=True the journal's results for unchanged submissions are kept (`on_resumed(n)` is told how
     many; the students in `regrade` are graded anyway) and only the others are graded. Either way the
     result is the same as one uninterrupted run's. Each submission is read first as every seat reads one
     (notebook.submission_bytes, inside `root`): one that is refused (a link, a FIFO, over a bound) is NOT
-    GRADED with why, and never reaches a worker."""
+    GRADED with why, and never reaches a worker. `access`: how the cluster is reached (cluster.Access: its
+    certificates, or --insecure-cluster, then recorded in the journal's header)."""
     import hashlib
 
     from course_cli.sandboxed.grading import reference_key
@@ -131,7 +140,9 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
         except (OSError, NotebookError):
             digests[student] = None  # graded, as the NOT GRADED row grading gives it
     paths = {student: str(path) for student, path in submissions}
-    log = Journal.open(journal, lesson.id, reference_key(lesson, "cpu"), resume, seed) if journal else None
+    insecure_cluster = bool(scheduler and access is not None and access.insecure)
+    log = (Journal.open(journal, lesson.id, reference_key(lesson, "cpu"), resume, seed, insecure_cluster)
+           if journal else None)
     results: dict[str, LessonResult] = {}
     try:
         if log is not None:
@@ -156,7 +167,8 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
         if todo and scheduler:
             from course_cli.classes.cluster import grade_on_cluster
 
-            results.update(grade_on_cluster(lesson, todo, scheduler, done, workers or jobs, digests))
+            results.update(grade_on_cluster(lesson, todo, scheduler, done, workers or jobs, digests,
+                                            access=access))
         elif todo:
             results.update(grade_all(lesson, todo, jobs, done, root))
     finally:
@@ -255,7 +267,7 @@ def any_errors(results: dict[str, LessonResult]) -> bool:
 
 
 def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False,
-          seed: int | None = None) -> None:
+          seed: int | None = None, insecure_cluster: bool = False) -> None:
     """Write results as CSV or JSON (by suffix). With update=True, students already in `out` and not
     in `results` are kept (re-grading one student)."""
     out = Path(out)
@@ -282,6 +294,8 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
         data["hidden_seed"] = seed  # the hidden checks' inputs of this run: `course grade --seed` repeats it
     if insecure:
         data["insecure"] = True  # graded without the sandbox (--insecure)
+    if insecure_cluster:
+        data["insecure_cluster"] = True  # graded on a plain-TCP Dask cluster (--insecure-cluster)
     from course_cli.safe_text import json_clean
 
     out.write_text(json.dumps(json_clean(data, None), indent=1), encoding="utf-8")

@@ -16,6 +16,19 @@ class ClassError(Exception):
     """The run cannot start or go on, said in one line for the instructor (the CLI prints it, exit 2)."""
 
 
+# said on stderr by every `course grade --insecure-cluster` run (the results and the journal record it too)
+INSECURE_WARNING = ("warning: grading on a plain-TCP Dask cluster (--insecure-cluster): anyone who can reach "
+                    "its ports can join as a worker or a client, read the submissions and the reference, run "
+                    "code as you and forge results")
+
+
+def access(ca_file: str | None, cert: str | None, key: str | None, insecure: bool):
+    """The command line's way to the cluster (cluster.Access), without importing Dask."""
+    from course_cli.classes.cluster import Access
+
+    return Access(ca_file, cert, key, insecure)
+
+
 @dataclass
 class ClassPlan:
     """What one `course grade` run covers, before anything is graded."""
@@ -27,12 +40,19 @@ class ClassPlan:
     journal: Path | None = None
     seed: int | None = None
     root: Path | None = None  # the class's folder: every submission is read as a regular file inside it
+    access: object = None  # cluster.Access: how a --scheduler's cluster is reached (TLS, or --insecure-cluster)
+
+    @property
+    def insecure_cluster(self) -> bool:
+        """Graded on a plain-TCP Dask cluster (--insecure-cluster): warned on every run, recorded."""
+        return bool(self.access is not None and self.access.insecure)
 
 
 def plan(lesson: Lesson, submissions: Path, students: tuple[str, ...] = (), roster: Path | None = None,
          journal: Path | None = None, resume: bool = False, seed: int | None = None,
-         scheduler: str | None = None, workers: int | None = None) -> ClassPlan:
-    """The run's plan; ClassError when its options or its folder cannot be graded."""
+         scheduler: str | None = None, workers: int | None = None, access=None) -> ClassPlan:
+    """The run's plan; ClassError when its options or its folder cannot be graded (a plain-TCP scheduler
+    without --insecure-cluster among them). `access`: cluster.Access, the --tls-* files and --insecure-cluster."""
     from course_cli.classes.batch import find_class
 
     subs, renamed, absent = find_class(submissions, lesson)
@@ -66,11 +86,20 @@ def plan(lesson: Lesson, submissions: Path, students: tuple[str, ...] = (), rost
             import distributed  # noqa: F401 (only its presence is checked here)
         except ImportError:
             raise ClassError("--scheduler needs Dask distributed: pip install 'attention-course[cluster]'") from None
+        from course_cli.classes.cluster import Access, ClusterError, security_for
+
+        access = access or Access()
+        try:
+            security_for(scheduler, access, make=False)  # refused here, before anything is graded
+        except ClusterError as exc:
+            raise ClassError(str(exc)) from None
+    elif access is not None and (access.insecure or access.ca_file or access.cert or access.key):
+        raise ClassError("--tls-ca-file, --tls-cert, --tls-key and --insecure-cluster are for --scheduler")
     if seed is None and resume and journal is not None and journal.exists():
         from course_cli.classes.journal import journal_seed
 
         seed = journal_seed(journal)  # the interrupted run's hidden checks
-    return ClassPlan(lesson, subs, renamed, absent, journal, seed, Path(submissions))
+    return ClassPlan(lesson, subs, renamed, absent, journal, seed, Path(submissions), access if scheduler else None)
 
 
 def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = False, partial: bool = False,
@@ -95,7 +124,8 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     try:
         results = {} if not p.submissions else grade_class(
             lesson, p.submissions, jobs, on_done, scheduler, workers, journal, resume or append,
-            on_resumed=on_resumed, regrade=set(students) if append else (), seed=seed, root=p.root)
+            on_resumed=on_resumed, regrade=set(students) if append else (), seed=seed, root=p.root,
+            access=p.access)
     except (JournalError, OSError) as exc:
         raise ClassError(str(exc)) from None
     except SandboxUnavailable as exc:  # not graded: the sandbox could not start; nobody gets a 0 from it

@@ -16,9 +16,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+
+from course_cli.sandboxed.notebook import MAX_BYTES, NotebookError
+from course_cli.sandboxed.notebook import submission_bytes as _read_submission
 
 FORMAT = 1
 
@@ -27,16 +31,27 @@ class JournalError(ValueError):
     """A journal that cannot be resumed; the message says why and what to do."""
 
 
-def file_digest(path: Path, root: Path | None = None) -> str | None:
-    """The sha256 of a submission's bytes, read as every seat reads a submission (notebook.submission_bytes:
-    a regular file inside `root`, no link followed, bounded), or None if it is refused or cannot be read (it
-    is graded, as a NOT GRADED row)."""
-    from course_cli.sandboxed.notebook import NotebookError, submission_bytes
+# The most of a submission the batch's own process reads (to hash it, to ship it to a worker): the bound of
+# the grader's reader (course_cli/sandboxed/notebook.py MAX_BYTES); over it the submission is hashed as None,
+# never shipped, and its grading says why it is NOT GRADED.
+READ_LIMIT = MAX_BYTES
 
+
+def submission_bytes(path: Path, root: Path | None = None) -> bytes | None:
+    """A submission's bytes as every seat reads them (notebook.submission_bytes: a regular file inside `root`,
+    no link followed, a FIFO never blocking, at most READ_LIMIT bytes), or None when it is refused or cannot be
+    read: the grading itself says why."""
     try:
-        return hashlib.sha256(submission_bytes(path, root)).hexdigest()
+        return _read_submission(path, root)
     except (OSError, NotebookError):
         return None
+
+
+def file_digest(path: Path, root: Path | None = None) -> str | None:
+    """The sha256 of a submission's bytes, or None if the batch does not read it (`submission_bytes`: it is
+    graded, as an error or NOT GRADED row, and never taken from a journal)."""
+    data = submission_bytes(path, root)
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def result_to_dict(result: LessonResult) -> dict:
@@ -57,6 +72,66 @@ def result_from_dict(data: dict) -> LessonResult:
     return LessonResult(**{**_fields(LessonResult, data), "exercises": exercises})
 
 
+MAX_RESULT_CHARS = 8 * 2**20  # a result's JSON text from a worker (a lesson's largest is a few hundred KiB)
+_TOP = {"lesson": str, "notebook": str, "exercises": list, "notes": list, "score": (int, float, type(None)),
+        "max_score": (int, float), "not_graded": str, "note": str, "public_only": bool}
+_EXERCISE = {"id": str, "status": str, "points": (int, float), "max_points": (int, float), "checks": list,
+             "diagnosis": (str, type(None)), "diagnosis_id": (str, type(None))}
+_CHECK = {"name": str, "status": str, "device": str, "dtype": str, "message": str, "kind": str, "failure": str}
+
+
+def _plain(obj: object, what: str, schema: dict, required: tuple[str, ...]) -> dict:
+    if type(obj) is not dict:
+        raise ValueError(f"{what} is not an object")
+    extra = sorted(set(obj) - set(schema))
+    absent = [k for k in required if k not in obj]
+    if extra or absent:
+        raise ValueError(f"{what}: unknown fields {extra[:5]}" if extra else f"{what}: no {absent[0]}")
+    for k, v in obj.items():
+        if type(v) is bool and schema[k] is not bool or not isinstance(v, schema[k]):
+            raise ValueError(f"{what}.{k} is a {type(v).__name__}")
+    return obj
+
+
+def checked_result(text: object, lesson) -> LessonResult:
+    """A worker's result (its JSON text) as a LessonResult, only when it is plain data of the result schema
+    for `lesson` (the fields and types of graders.engine.results, the lesson's exercises once each at their
+    points, known statuses and kinds, at most MAX_RESULT_CHARS): else ValueError, that submission's error."""
+    from graders.engine.results import FAILURES, KINDS, NOT_GRADED, STATUSES
+
+    if type(text) is not str:
+        raise ValueError(f"the result is a {type(text).__name__}, not JSON text")
+    if len(text) > MAX_RESULT_CHARS:
+        raise ValueError(f"the result is {len(text)} characters (at most {MAX_RESULT_CHARS})")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"the result is not JSON ({exc})") from None
+    _plain(data, "result", _TOP, ("lesson", "notebook", "exercises", "notes"))
+    if data["lesson"] != lesson.id:
+        raise ValueError(f"the result is of {data['lesson']!r}, not {lesson.id}")
+    if not all(type(n) is str for n in data["notes"]):
+        raise ValueError("result.notes holds a non-string")
+    points = {ex.name: float(ex.points) for ex in lesson.exercises}
+    seen = set()
+    for i, e in enumerate(data["exercises"]):
+        _plain(e, f"exercise {i}", _EXERCISE, ("id", "status", "points", "max_points", "checks"))
+        if e["id"] not in points or e["id"] in seen:
+            raise ValueError(f"exercise {i}: {str(e['id'])[:80]!r} is not one of {lesson.id}'s, once")
+        seen.add(e["id"])
+        if e["status"] not in STATUSES + (NOT_GRADED,):
+            raise ValueError(f"exercise {e['id']}: unknown status {e['status'][:40]!r}")
+        if e["max_points"] != points[e["id"]] or not 0 <= e["points"] <= e["max_points"]:
+            raise ValueError(f"exercise {e['id']}: {e['points']} of {e['max_points']} points "
+                             f"(the lesson gives {points[e['id']]:g})")
+        for j, c in enumerate(e["checks"]):
+            _plain(c, f"exercise {e['id']} check {j}", _CHECK, ("name", "status"))
+            if c["status"] not in STATUSES or c.get("kind", "check") not in KINDS \
+                    or c.get("failure", "") not in FAILURES:
+                raise ValueError(f"exercise {e['id']} check {j}: unknown status, kind or failure")
+    return result_from_dict(data)
+
+
 def journal_seed(path: Path) -> int | None:
     """The hidden seed a journal's run was graded with (None if it has none or is not a journal)."""
     try:
@@ -75,13 +150,18 @@ class Journal:
         self._f = None
 
     @classmethod
-    def open(cls, path: Path, lesson: str, reference: str, resume: bool, seed: int | None = None) -> "Journal":
+    def open(cls, path: Path, lesson: str, reference: str, resume: bool, seed: int | None = None,
+             insecure_cluster: bool = False) -> "Journal":
         """Start a journal at `path`, or with resume=True continue the one there. Starting afresh over an
-        existing journal keeps it as `<path>.bak`. `seed`: the run's hidden checks' seed (resumed alike)."""
+        existing journal keeps it as `<path>.bak`. `seed`: the run's hidden checks' seed (resumed alike).
+        insecure_cluster: graded on a plain-TCP Dask cluster (--insecure-cluster), said in the header, and in a
+        line of its own when a run resumes a journal with it."""
         path = Path(path)
         header = {"journal": FORMAT, "lesson": lesson, "reference": reference}
         if seed is not None:
             header["seed"] = seed
+        if insecure_cluster:
+            header["insecure_cluster"] = True
         done: dict[str, dict] = {}
         if path.exists() and resume:
             raw = path.read_bytes()
@@ -114,6 +194,8 @@ class Journal:
             journal._f = open(path, "r+b")
             journal._f.truncate(raw.rfind(b"\n") + 1)  # drop the torn line, append after the whole ones
             journal._f.seek(0, os.SEEK_END)
+            if insecure_cluster:
+                journal._write({"insecure_cluster": True})  # (no student: skipped on resume)
             return journal
         if path.exists():
             os.replace(path, path.with_name(path.name + ".bak"))

@@ -187,9 +187,9 @@ def test_without_a_shared_filesystem_the_worker_grades_the_shipped_bytes(local, 
     reference = Reference.finish(L01, *Reference.start(L01, "cpu", trusted=True))
     content = (klass / "mistake-no_scaling.ipynb").read_bytes()
     elsewhere = "/on/the/client/mistake-no_scaling.ipynb"  # not on this "worker"
-    data = cluster.grade_task("lesson01", "mistake-no_scaling", elsewhere, content,
-                              file_digest(klass / "mistake-no_scaling.ipynb"), reference,
-                              reference_key(L01, "cpu"))
+    data = json.loads(cluster.grade_task("lesson01", "mistake-no_scaling", elsewhere, content,
+                                         file_digest(klass / "mistake-no_scaling.ipynb"), reference,
+                                         reference_key(L01, "cpu")))
     expected = json.loads(json.dumps(local["journal"]["mistake-no_scaling"]).replace(
         json.dumps(str(klass / "mistake-no_scaling.ipynb"))[1:-1], elsewhere))
     assert data["notebook"] == elsewhere and data == expected
