@@ -653,6 +653,20 @@ def _render_class(lesson_obj, results, out, students, seed) -> None:
         for row in info["misconceptions"][:10]:
             d.add_row(str(row["students"]), row["exercise"], f"{row['id']}: {row['example']}")
         out_console.print(d)
+    from course_cli.instructor.unnamed import shared
+
+    same = shared(results, lesson_obj.id)
+    if same:
+        u = Table(title="Failures with no named cause, grouped by behaviour (the same checks fail with the same "
+                        "messages)", title_justify="left")
+        u.add_column("group", no_wrap=True)
+        u.add_column("students", justify="right")
+        u.add_column("what they share", overflow="fold")
+        for g in same[:10]:
+            u.add_row(g.id, str(len(g.who)), for_terminal(g.headline().split(": ", 1)[1], 400))
+        out_console.print(u)
+        if out and out.endswith(".json"):
+            click.echo(f"a group as a draft catalogue entry: course draft-mistake {out} {same[0].id}")
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed)
         click.echo(f"wrote {out}")
@@ -670,7 +684,9 @@ def _render_class(lesson_obj, results, out, students, seed) -> None:
 @click.option("--progress", "progress", type=click.Path(exists=True, file_okay=False),
               help="A folder of the students' progress files (<student>/.course/progress.json): adds time-to-pass.")
 @click.option("--anonymous", is_flag=True, help="Show no student's name anywhere on the page.")
-def report(results: str, out: str, progress: str | None, anonymous: bool) -> None:
+@click.option("--help-below", "help_below", type=click.FloatRange(0, 1, max_open=False), default=0.6,
+              show_default=True, help="Who needs help: graded students below this share of the lesson's points.")
+def report(results: str, out: str, progress: str | None, anonymous: bool, help_below: float = 0.6) -> None:
     """Write a class report, one self-contained HTML page, from `course grade --out results.json`: the score
     histogram, pass rates, the most frequent mistakes, errors and timeouts, the exercises the class missed.
 
@@ -681,12 +697,44 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
     from course_cli.instructor.report import write_report
 
     try:
-        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
+        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous, help_below)
     except ValueError as exc:
         raise CourseError(str(exc)) from None
     flagged = ", ".join(o["exercise"] for o in data["outliers"]) or "none"
     click.echo(f"wrote {out}: {data['students']} submissions of {data['lesson']}, mean score "
-               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
+               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}; "
+               f"{len(data['needs_help'])} student(s) below {help_below:.0%} of the points")
+
+
+@cli.command("draft-mistake")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.argument("group")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="The file to write [default: "
+              "draft-<exercise>-<hex>.py]; an existing file is kept as <out>.bak first.")
+def draft_mistake(results: str, group: str, out: str | None) -> None:
+    """Write a group of failures with no named cause (`course grade` and `course report` list them) as a draft
+    catalogue entry for the lesson's author: what the group's submissions do, the simplest failing check first,
+    and one student's cell that defines the exercise (read from the submission as data, never run).
+
+    Example: course draft-mistake results.json causal_mask:3f2a1c
+    """
+    from course_cli.classes.batch import load
+    from course_cli.instructor.unnamed import draft, find_group
+
+    try:
+        lesson, res = load(Path(results))
+        g = find_group(res, group, lesson)
+    except (ValueError, LookupError) as exc:
+        raise CourseError(for_terminal(str(exc), 2000)) from None
+    target = Path(out or f"draft-{g.id.replace(':', '-')}.py")
+    text = draft(g, res, lesson or "")
+    try:
+        if target.exists():
+            target.replace(target.with_name(target.name + ".bak"))
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CourseError(f"could not write {target}: {exc.strerror or exc}") from None
+    click.echo(for_terminal(f"wrote {target}: {g.headline()}", 1000))
 
 
 @cli.command()
@@ -695,7 +743,7 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
               help="The zip to upload to Gradescope.")
 def gradescope(lesson: str, out: str) -> None:
     """Build a Gradescope autograder for a lesson: upload the zip as a programming assignment's autograder
-    (Ubuntu 24.04 base image). Each submission is graded as `course grade` grades it, one test per exercise.
+    (Ubuntu 22.04 base image, Gradescope's default; 24.04 works too). Each submission is graded as `course grade` grades it, one test per exercise.
 
     Example: course gradescope lesson01 --out autograder.zip
     """
@@ -706,7 +754,7 @@ def gradescope(lesson: str, out: str) -> None:
     lesson_obj = _lesson(lesson)
     names = build_zip(lesson_obj, Path(out))
     click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
-               f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
+               f"assignment worth {lesson_obj.max_score:g} points, keep the default Ubuntu 22.04 base image, upload "
                f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
 
 
