@@ -167,8 +167,6 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if html_file:
-        from pathlib import Path
-
         from course_cli.render import lesson_html
 
         try:
@@ -181,7 +179,27 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
         render_result(make_console(), result, lesson_obj.title, verbose, detail)
         if html_file:
             click.echo(f"wrote {html_file}")
+    if result.not_graded:  # bad input: the message said it; a clean error's exit code, never a score
+        if not as_json:
+            for line in _renamed_here(lesson_obj, Path(path)):
+                click.echo(for_terminal(line), err=True)
+        sys.exit(CourseError.exit_code)
     sys.exit(0 if result.all_passed else 1)
+
+
+def _renamed_here(lesson, path: Path) -> list[str]:
+    """When the lesson's notebook is missing, the notebooks beside it that no lesson names (a renamed copy?)."""
+    if path.exists() or not path.parent.is_dir():
+        return []
+    known = {l.notebook for l in LESSONS}
+    try:
+        others = sorted(p.name for p in path.parent.glob("*.ipynb") if p.name not in known and p.is_file())
+    except OSError:
+        return []
+    if not others:
+        return [f"`course reset {lesson.id}` writes a fresh copy of {lesson.notebook}"]
+    return [f"{path.parent} has {', '.join(others[:3])}{' …' if len(others) > 3 else ''}: if you renamed "
+            f"{lesson.notebook}, rename it back, or check it with `course check {lesson.id} --notebook FILE`"]
 
 
 @cli.command()
@@ -193,6 +211,7 @@ def status(as_json: bool) -> None:
     """
     from rich.progress_bar import ProgressBar
     from rich.table import Table
+    from rich.text import Text
 
     from course_cli.student.progress import ProgressStore
     from course_cli.render import make_console, status_text
@@ -205,12 +224,15 @@ def status(as_json: bool) -> None:
         points = sum(best.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
         last = rec["attempts"][-1]["time"] if rec["attempts"] else None
         latest = {}  # each exercise as its latest attempt left it (an attempt may check one exercise only)
-        for attempt in rec["attempts"]:
+        graded = [a for a in rec["attempts"] if not _not_graded(a)]
+        for attempt in graded:
             latest.update(attempt.get("exercises", {}))
         last_points = sum(latest.get(e.name, {}).get("points", 0.0) for e in lesson.exercises)
+        why = _not_graded(rec["attempts"][-1]) if rec["attempts"] else ""
         nxt = next((e.name for e in lesson.exercises if best.get(e.name, {}).get("status") != "passed"), None)
         rows.append({"lesson": lesson.id, "title": lesson.title, "points": points, "best_points": points,
-                     "last_points": last_points if rec["attempts"] else None, "max_points": lesson.max_score,
+                     "last_points": last_points if graded and not why else None, "max_points": lesson.max_score,
+                     "last_not_graded": why or None,
                      "attempts": len(rec["attempts"]), "last_attempt": last, "next": nxt,
                      "exercises": {e.name: best.get(e.name, {}).get("status", "not_attempted")
                                    for e in lesson.exercises},
@@ -219,28 +241,51 @@ def status(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"lessons": rows}))
         return
-    table = Table(title="Your progress", title_justify="left", caption="best: your best points per exercise, "
-                  "kept across full checks (every check: a run of the public checks only is never the best); last: where "
-                  "your latest attempts left each exercise", caption_justify="left")
+    from rich import box
+
+    console = make_console()
+    with_bar = console.width >= 100  # at 80 columns every name is whole, the bar left out
+    table = Table(title="Your progress", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="best: your best points per exercise over full checks (a run of the public checks only "
+                  "never counts); last: where your latest attempts left each exercise", caption_justify="left")
     table.add_column("lesson", no_wrap=True)
-    table.add_column("best", no_wrap=True)
-    table.add_column("", no_wrap=True, justify="right")
+    if with_bar:
+        table.add_column("best", no_wrap=True)
+    table.add_column("" if with_bar else "best", no_wrap=True, justify="right")
     table.add_column("last", no_wrap=True, justify="right")
     table.add_column("tries", no_wrap=True, justify="right")
     table.add_column("when", no_wrap=True)
-    table.add_column("next", overflow="fold")
+    table.add_column("next", no_wrap=True)
     for r in rows:
         ago = _ago(r["last_attempt"]) if r["last_attempt"] else "never"
-        bar = ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=8)
-        last = "–" if r["last_points"] is None else f"{r['last_points']:g}/{r['max_points']:g}"
-        table.add_row(r["lesson"], bar, f"{r['points']:g}/{r['max_points']:g}", last,
-                      str(r["attempts"]), ago, r["next"] or status_text("passed"))
-    make_console().print(table)
+        if r["last_not_graded"]:
+            last = Text("not graded", style="yellow")
+        else:
+            last = "–" if r["last_points"] is None else f"{r['last_points']:g}/{r['max_points']:g}"
+        cells = [r["lesson"]]
+        if with_bar:
+            cells.append(ProgressBar(total=r["max_points"] or 1, completed=r["points"], width=8))
+        cells += [f"{r['points']:g}/{r['max_points']:g}", last, str(r["attempts"]), ago,
+                  r["next"] or status_text("passed")]
+        table.add_row(*cells)
+    console.print(table)
+    for r in rows:
+        if r["last_not_graded"]:
+            console.print(Text(f"{r['lesson']}: your last check was not graded: ", style="yellow")
+                          .append(for_terminal(r["last_not_graded"], 500)), overflow="fold")
     pending = next((r for r in rows if r["next"]), None)
     if pending:
         click.echo(f"Next up: {pending['lesson']} {pending['next']}  →  course check {pending['lesson']}")
     else:
         click.echo("Every exercise passes. Well done.")
+
+
+def _not_graded(attempt: dict) -> str:
+    """Why an attempt in the progress store was not graded ("" when it was): its own words, or for a store
+    written before attempts said so, a score of null."""
+    if attempt.get("not_graded"):
+        return str(attempt["not_graded"])
+    return "the notebook could not be read" if attempt.get("score", 0) is None else ""
 
 
 def _ago(t: float) -> str:
@@ -425,10 +470,15 @@ def reset(lesson: str, exercise: str | None, notebook: str | None) -> None:
     path = Path(notebook) if notebook else notebook_path(lesson_obj, workspace)
     from course_cli.student.open_lab import open_in, reload_advice
 
+    if path.is_dir():  # never replaced: it may hold the student's work
+        raise CourseError(f"{path} is a folder, not a notebook: move it aside, then run `course reset "
+                          f"{lesson_obj.id}` again")
     try:
         click.echo(reset_nb(lesson_obj, path, workspace, exercise))
     except (LookupError, NotebookError) as exc:
         raise CourseError(str(exc)) from None
+    except OSError as exc:
+        raise CourseError(f"could not reset {path}: {exc.strerror or exc}") from None
     urls = open_in(path)  # JupyterLab never reloads it by itself: its next save would undo the reset
     if urls:
         click.echo(reload_advice(path, urls))
@@ -618,6 +668,20 @@ def _render_class(lesson_obj, results, out, students, seed, insecure_cluster: bo
         for row in info["misconceptions"][:10]:
             d.add_row(str(row["students"]), row["exercise"], f"{row['id']}: {row['example']}")
         out_console.print(d)
+    from course_cli.instructor.unnamed import shared
+
+    same = shared(results, lesson_obj.id)
+    if same:
+        u = Table(title="Failures with no named cause, grouped by behaviour (the same checks fail with the same "
+                        "messages)", title_justify="left")
+        u.add_column("group", no_wrap=True)
+        u.add_column("students", justify="right")
+        u.add_column("what they share", overflow="fold")
+        for g in same[:10]:
+            u.add_row(g.id, str(len(g.who)), for_terminal(g.headline().split(": ", 1)[1], 400))
+        out_console.print(u)
+        if out and out.endswith(".json"):
+            click.echo(f"a group as a draft catalogue entry: course draft-mistake {out} {same[0].id}")
     if out:
         write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed,
               insecure_cluster=insecure_cluster)
@@ -636,7 +700,9 @@ def _render_class(lesson_obj, results, out, students, seed, insecure_cluster: bo
 @click.option("--progress", "progress", type=click.Path(exists=True, file_okay=False),
               help="A folder of the students' progress files (<student>/.course/progress.json): adds time-to-pass.")
 @click.option("--anonymous", is_flag=True, help="Show no student's name anywhere on the page.")
-def report(results: str, out: str, progress: str | None, anonymous: bool) -> None:
+@click.option("--help-below", "help_below", type=click.FloatRange(0, 1, max_open=False), default=0.6,
+              show_default=True, help="Who needs help: graded students below this share of the lesson's points.")
+def report(results: str, out: str, progress: str | None, anonymous: bool, help_below: float = 0.6) -> None:
     """Write a class report, one self-contained HTML page, from `course grade --out results.json`: the score
     histogram, pass rates, the most frequent mistakes, errors and timeouts, the exercises the class missed.
 
@@ -647,12 +713,44 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
     from course_cli.instructor.report import write_report
 
     try:
-        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous)
+        data = write_report(Path(results), Path(out), Path(progress) if progress else None, anonymous, help_below)
     except ValueError as exc:
         raise CourseError(str(exc)) from None
     flagged = ", ".join(o["exercise"] for o in data["outliers"]) or "none"
     click.echo(f"wrote {out}: {data['students']} submissions of {data['lesson']}, mean score "
-               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}")
+               f"{data['mean_score']:g}/{data['max_score']:g}; exercises the class missed: {flagged}; "
+               f"{len(data['needs_help'])} student(s) below {help_below:.0%} of the points")
+
+
+@cli.command("draft-mistake")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.argument("group")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="The file to write [default: "
+              "draft-<exercise>-<hex>.py]; an existing file is kept as <out>.bak first.")
+def draft_mistake(results: str, group: str, out: str | None) -> None:
+    """Write a group of failures with no named cause (`course grade` and `course report` list them) as a draft
+    catalogue entry for the lesson's author: what the group's submissions do, the simplest failing check first,
+    and one student's cell that defines the exercise (read from the submission as data, never run).
+
+    Example: course draft-mistake results.json causal_mask:3f2a1c
+    """
+    from course_cli.classes.batch import load
+    from course_cli.instructor.unnamed import draft, find_group
+
+    try:
+        lesson, res = load(Path(results))
+        g = find_group(res, group, lesson)
+    except (ValueError, LookupError) as exc:
+        raise CourseError(for_terminal(str(exc), 2000)) from None
+    target = Path(out or f"draft-{g.id.replace(':', '-')}.py")
+    text = draft(g, res, lesson or "")
+    try:
+        if target.exists():
+            target.replace(target.with_name(target.name + ".bak"))
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CourseError(f"could not write {target}: {exc.strerror or exc}") from None
+    click.echo(for_terminal(f"wrote {target}: {g.headline()}", 1000))
 
 
 @cli.command()
@@ -661,7 +759,7 @@ def report(results: str, out: str, progress: str | None, anonymous: bool) -> Non
               help="The zip to upload to Gradescope.")
 def gradescope(lesson: str, out: str) -> None:
     """Build a Gradescope autograder for a lesson: upload the zip as a programming assignment's autograder
-    (Ubuntu 24.04 base image). Each submission is graded as `course grade` grades it, one test per exercise.
+    (Ubuntu 22.04 base image, Gradescope's default; 24.04 works too). Each submission is graded as `course grade` grades it, one test per exercise.
 
     Example: course gradescope lesson01 --out autograder.zip
     """
@@ -672,7 +770,7 @@ def gradescope(lesson: str, out: str) -> None:
     lesson_obj = _lesson(lesson)
     names = build_zip(lesson_obj, Path(out))
     click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
-               f"assignment worth {lesson_obj.max_score:g} points, choose the Ubuntu 24.04 base image, upload "
+               f"assignment worth {lesson_obj.max_score:g} points, keep the default Ubuntu 22.04 base image, upload "
                f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
 
 

@@ -313,6 +313,10 @@ def render_result(console: Console, result, lesson_title: str, verbose: bool = F
     detail = detail or verbose
     blockers = blocked_by(result.lesson, result)
     head = Text(f"{result.lesson} — {lesson_title}", style="bold")
+    if result.not_graded:  # nothing was graded: why, once (it names the notebook), and no score
+        console.print(head, overflow="fold")
+        console.print(Text("NOT GRADED: ", style="bold yellow").append(result.not_graded.strip()), overflow="fold")
+        return
     head.append(f"  {result.notebook}", style="dim")
     console.print(head, overflow="fold")
     if console.width >= WIDE:

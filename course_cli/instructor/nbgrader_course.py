@@ -36,7 +36,8 @@ CONFIG = '''\
 import os
 
 from course_cli.instructor.nbgrader_course import (ApplyCourseVerdict, CourseOverwriteCells, RepairCells,
-                                                   StartCourseGrading, adopt_renamed)
+                                                   StartCourseGrading, adopt_renamed,
+                                                   feedback_under_submitted_names)
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
                                     DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteKernelspec,
@@ -55,6 +56,8 @@ c.CourseOverwriteCells.add_missing_cells = True   # a deleted autograder cell co
 # a notebook submitted under another name is graded as the lesson's, with the note every seat gives
 # ("submitted as X, expected Y"), as `course grade` and Gradescope do
 c.Autograde.pre_convert_hook = adopt_renamed
+# ... and its feedback is also written under the name it was submitted as: what `nbgrader fetch_feedback` asks for
+c.GenerateFeedback.post_convert_hook = feedback_under_submitted_names
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     DeduplicateIds,
@@ -215,7 +218,18 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
         return
     names = [Path(n).name for n in notebooks]
     pick, note = pick_notebook(names, lesson.notebook)
-    if pick is None or not note:
+    mark = folder / ADOPTED_MARK
+    if (pick is None or not note) and mark.is_file():  # graded again (--force): the copy under the lesson's name
+        try:  # is ours, and the submission is still the renamed file
+            import json
+
+            prev = json.loads(mark.read_text(encoding="utf-8"))
+            pick, note = str(prev["submitted"]), str(prev["note"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if pick not in names:
+            return
+    elif pick is None or not note:
         return
     try:
         text = submission_bytes(folder / pick, folder).decode("utf-8", "replace")
@@ -223,10 +237,46 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
         _REFUSED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = str(exc)
         return
     (folder / lesson.notebook).write_text(text, encoding="utf-8")
+    import json
+
+    mark.write_text(json.dumps({"submitted": pick, "note": note}), encoding="utf-8")
     # kept here, not in the notebook: RepairCells drops every note a submission's metadata brings
     # (nbgrader passes the ids as given on its command line, "*" often: the folder submitted/<student>/<lesson> says)
     _ADOPTED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = note
-    notebooks[:] = [str(folder / lesson.notebook)] + [n for n in notebooks if Path(n).name != pick]
+    notebooks[:] = [str(folder / lesson.notebook)] + [n for n in notebooks
+                                                      if Path(n).name not in (pick, lesson.notebook)]
+
+
+ADOPTED_MARK = ".course-adopted.json"  # beside a renamed submission: which file the lesson's copy was made from
+
+
+def feedback_under_submitted_names(assignment=None, student=None, notebooks=None, **_) -> None:
+    """nbgrader's GenerateFeedback post-convert hook: a renamed submission's feedback, written under the lesson's
+    name, is copied under the name the student submitted, which is the one `nbgrader release_feedback` hashes
+    and `fetch_feedback` looks for (else that student never receives it). Course folders in nbgrader's default
+    layout (autograded/, feedback/, submitted/ side by side); elsewhere it does nothing."""
+    if not notebooks:
+        return
+    autograded = Path(notebooks[0]).parent  # <course>/autograded/<student>/<assignment>
+    if len(autograded.parents) < 3:
+        return
+    root, who, what = autograded.parents[2], autograded.parent.name, autograded.name
+    try:
+        lesson = find_lesson(what)
+    except UnknownLesson:
+        return
+    mark = root / "submitted" / who / what / ADOPTED_MARK
+    graded = root / "feedback" / who / what / (lesson.notebook.removesuffix(".ipynb") + ".html")
+    if not (mark.is_file() and graded.is_file()):
+        return
+    import json
+
+    try:
+        submitted = str(json.loads(mark.read_text(encoding="utf-8"))["submitted"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if submitted.endswith(".ipynb") and "/" not in submitted and submitted != lesson.notebook:
+        shutil.copyfile(graded, graded.with_name(submitted.removesuffix(".ipynb") + ".html"))
 
 
 def _lesson_of(resources) -> object | None:

@@ -29,7 +29,7 @@ from graders.engine.results import LessonResult
 # 2 students: a class where one exercise is clearly the hardest (20 points above the rest) sees it flagged
 OUTLIER_GAP = 0.15
 MIN_FLAGGED = 2
-HELP_BELOW = 0.5  # who needs help: a graded student whose score is below half the lesson's points
+HELP_BELOW = 0.6  # who needs help: a graded student below this share of the lesson's points (--help-below)
 GRADED, NOT_GRADED, NOT_SUBMITTED = "graded", "NOT GRADED", "not submitted"
 TOP_DIAGNOSES = 3  # per exercise
 HIST_BINS = 10
@@ -158,6 +158,23 @@ def category(res: LessonResult) -> str:
     return GRADED
 
 
+def look_first(ex, cell: dict, group) -> dict:
+    """What to look at first in a student's first exercise that failed on its own: the named cause, the group of
+    the same unnamed behaviour, or what the status says (not attempted, an error, a timeout)."""
+    if ex.status == "failed" and is_catalogued(ex.diagnosis_id):
+        what = f"named cause: {misconception_label(ex.diagnosis_id, ex.diagnosis)}"
+    elif ex.status == "failed" and group is not None and len(group.who) > 1:
+        what = f"no named cause; shares group {group.id} with {len(group.who) - 1} other(s)"
+    elif ex.status == "failed":
+        what = "no named cause; " + ("a fact: " + misconception_label(ex.diagnosis_id, None)
+                                     if ex.diagnosis_id and ex.diagnosis_id != "other" else "its first failing check")
+    elif ex.status == "not_implemented":
+        what = "not attempted"
+    else:
+        what = ex.status.replace("_", " ") + " in their code"
+    return {"exercise": ex.id, "what": what, "group": cell.get("group")}
+
+
 def misconception_label(ident: str | None, text: str | None) -> str:
     """What a misconception is called on the page: a catalogued mistake's id as is, a structural kind by its
     kind, a diagnosis of no known shape as `other`."""
@@ -167,13 +184,14 @@ def misconception_label(ident: str | None, text: str | None) -> str:
 
 
 def report_data(lesson: str | None, results: dict[str, LessonResult], stores: dict[str, dict] | None = None,
-                anonymous: bool = False) -> dict:
+                anonymous: bool = False, help_below: float = HELP_BELOW) -> dict:
     """Everything the page shows, as plain data. Misconceptions are counted by their stable id (a catalogued
     mistake's id or a structural kind: graders/engine/kinds.py), never by their sentence; an exercise that
     failed while an exercise it calls failed too (registry `depends`, `course check`'s "fix … first") is
     counted under that exercise as a cascade, not as a failure of its own; NOT GRADED and not-submitted
     submissions are counted apart and left out of the scores and rates."""
     from course_cli.classes.batch import summary
+    from course_cli.instructor.unnamed import groups as behaviours
     from course_cli.render import blocked_by
 
     names = sorted(results)
@@ -185,6 +203,8 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
     max_score = max((results[s].max_score for s in names), default=0.0)
     scores = [results[s].score for s in graded]
     order = [ex.id for ex in (results[graded[0]] if graded else results[names[0]]).exercises]
+    unnamed = behaviours({s: results[s] for s in graded}, lesson)  # failures with no named cause, by behaviour
+    group_of = {(s, g.exercise): g for g in unnamed for s in g.who}
 
     # per student: each exercise's verdict, its misconception, and the earlier exercises it fails because of
     students, groups, own_fail = [], {}, {e: 0 for e in order}
@@ -194,7 +214,8 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
         res = results[s]
         blockers = blocked_by(res.lesson or lesson or "", res) if cats[s] == GRADED else {}
         row = {"student": alias[s], "category": cats[s], "score": res.score if cats[s] == GRADED else None,
-               "max_score": res.max_score, "exercises": {}, "misconceptions": []}
+               "max_score": res.max_score, "exercises": {}, "misconceptions": [], "look_first": None,
+               "note": (anonymise(res.note, names) if anonymous else res.note) if res.note else ""}
         for ex in res.exercises:
             cell = {"status": ex.status, "misconception": None, "diagnosis": None, "cause": None}
             if cats[s] == GRADED and ex.status not in ("passed", "skipped"):
@@ -209,6 +230,9 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
                         ident = ex.diagnosis_id or ("other" if ex.diagnosis else "undiagnosed")
                         cell["misconception"], cell["diagnosis"] = ident, ex.diagnosis
                         row["misconceptions"].append({"exercise": ex.id, "misconception": ident})
+                        g = group_of.get((s, ex.id))
+                        if g is not None:
+                            cell["group"] = g.id
                         if (ex.id, ident) not in groups:  # the first student's message is the example
                             groups[ex.id, ident] = {"exercise": ex.id, "misconception": ident,
                                                     "label": misconception_label(ident, ex.diagnosis), "who": [],
@@ -216,6 +240,9 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
                                                     "catalogued": is_catalogued(ident)}
                         groups[ex.id, ident]["who"].append(alias[s])
             row["exercises"][ex.id] = cell
+            if row["look_first"] is None and cats[s] == GRADED and ex.status not in ("passed", "skipped") \
+                    and not cell["cause"]:
+                row["look_first"] = look_first(ex, cell, group_of.get((s, ex.id)))
         students.append(row)
 
     graded_n = len(graded)
@@ -234,7 +261,7 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
         g["who"] = sorted(g["who"], key=rank.__getitem__)
     undiagnosed = {e: groups[e, "undiagnosed"]["count"] if (e, "undiagnosed") in groups else 0 for e in order}
 
-    help_line = HELP_BELOW * max_score
+    help_line = help_below * max_score
     needs_help = sorted((r for r in students if r["category"] == GRADED and r["score"] < help_line - 1e-9),
                         key=lambda r: (r["score"], rank[r["student"]]))
 
@@ -247,7 +274,8 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
     ungraded = []
     for s in names:
         if cats[s] != GRADED:
-            reason = results[s].exercises[0].reason if results[s].exercises else ""
+            reason = results[s].not_graded or (results[s].exercises[0].reason if results[s].exercises else "")
+            by_alias[alias[s]]["why"] = anonymise(reason, names) if anonymous else reason
             ungraded.append({"student": alias[s], "category": cats[s],
                              "reason": anonymise(reason, names) if anonymous else reason})
 
@@ -266,7 +294,11 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
         "histogram": histogram(scores, max_score),
         "exercises": exercises, "outliers": outliers(rates, own_fail),
         "misconceptions": misconceptions, "undiagnosed": undiagnosed, "trouble": trouble,
-        "needs_help": [r["student"] for r in needs_help], "help_below": help_line,
+        "needs_help": [r["student"] for r in needs_help], "help_below": help_line, "help_share": help_below,
+        "unnamed": [{**g.to_dict(), "who": sorted((alias[w] for w in g.who), key=rank.__getitem__),
+                     "first": anonymise(g.first, names) if anonymous else g.first}
+                    for g in unnamed if len(g.who) >= 2],
+        "renamed": [{"student": r["student"], "note": r["note"]} for r in students if r["note"]],
         "per_student": students,
         "ungraded": ungraded,
         "time_to_pass": (time_to_pass(stores, lesson, order) if stores is not None else None),
@@ -349,9 +381,12 @@ pre.example { white-space: pre-wrap; background: #f6f6f6; padding: .4em .6em; ma
 figure { margin: .8em 0; } figure svg { max-width: 100%; height: auto; }
 table.sortable th { cursor: pointer; user-select: none; } table.sortable th:hover { background: #f3f3f3; }
 table.sortable th[data-dir="asc"]::after { content: " ▲"; } table.sortable th[data-dir="desc"]::after { content: " ▼"; }
-#students td { font-size: .88em; white-space: nowrap; } .passed { color: #2e7d32; } .failed, .error { color: #b3261e; }
+#students { table-layout: fixed; width: 100%; } #students td, #students th { font-size: .84em;
+       overflow-wrap: anywhere; padding: .2em .45em; } #students td.why { color: #555; }
+.renamed { font-size: .8em; color: #a15c00; border: 1px solid #e0c080; border-radius: 3px; padding: 0 .25em; } .passed { color: #2e7d32; } .failed, .error { color: #b3261e; }
 .timeout { color: #a15c00; } .not_implemented, .skipped, .cascade { color: #777; } .cat { color: #b3261e; }
-details summary { cursor: pointer; color: #555; } div.wide { overflow-x: auto; }
+details summary { cursor: pointer; color: #555; }
+div.wide { overflow-x: auto; margin: 0 calc(50% - 50vw + 1.5em); }  /* the page's width, not the text's */
 """
 
 # Click a column's header to sort by it (again to reverse); cells sort by their data-sort, numbers as numbers.
@@ -364,7 +399,7 @@ for (const table of document.querySelectorAll("table.sortable")) {
       for (const h of heads) delete h.dataset.dir;
       heads[i].dataset.dir = dir;
       const body = table.tBodies[0], sign = dir === "asc" ? 1 : -1;
-      const key = (r) => { const c = r.cells[i]; return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent; };
+      const key = (r) => { const c = r.cells[i]; if (!c) return ""; return c.dataset.sort !== undefined ? c.dataset.sort : c.textContent; };
       const rows = Array.from(body.rows);
       rows.sort((a, b) => {
         const x = key(a), y = key(b), nx = Number(x), ny = Number(y);
@@ -377,7 +412,9 @@ for (const table of document.querySelectorAll("table.sortable")) {
 }
 """
 
-SYMBOL = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "not_implemented": "·", "skipped": "–"}
+# every glyph in DejaVu Sans (Debian's and most Linux desktops' default; macOS and Windows have them too): the
+# clock the terminal shows for a timeout (U+23F1) has no glyph there, and a page showed a box for it
+SYMBOL = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "◷", "not_implemented": "·", "skipped": "–"}
 _RANK = {"failed": 0, "error": 1, "timeout": 2, "not_implemented": 3, "skipped": 4, "passed": 5}
 
 
@@ -385,6 +422,11 @@ def _e(x) -> str:
     from course_cli.safe_text import for_html
 
     return for_html(x, 20_000)
+
+
+def _breakable(name: str) -> str:
+    """An identifier that may wrap after an underscore or before an inner capital (a narrow column's header)."""
+    return re.sub(r"(_)|(?<=[a-z])(?=[A-Z])", lambda m: (m.group(1) or "") + "<wbr>", _e(name))
 
 
 def _pct(x: float) -> str:
@@ -422,11 +464,12 @@ def _cell(ex_id: str, cell: dict) -> str:
         text, cls, tip = f"↳ {', '.join(cause)}", "cascade", f"fails because {', '.join(cause)} fails too"
         sort = f"{_RANK.get(st, 9) + 6}:{','.join(cause)}"
     else:
-        label = misconception_label(mis, cell.get("diagnosis")) if mis else st.replace("_", " ")
+        label = misconception_label(mis, cell.get("diagnosis")) if mis else \
+            "not attempted" if st == "not_implemented" else st.replace("_", " ")
         text = SYMBOL.get(st, "?") + ("" if st == "passed" else f" {label}")
         cls, tip, sort = st, cell.get("diagnosis") or "", f"{_RANK.get(st, 9)}:{mis or ''}"
     title = f' title="{_e(tip)}"' if tip else ""
-    return f'<td class="{_e(cls)}" {attrs} data-sort="{_e(sort)}"{title}>{_e(text)}</td>'
+    return f'<td class="{_e(cls)}" {attrs} data-sort="{_e(sort)}"{title}>{_breakable(text)}</td>'
 
 
 def render(data: dict, title: str) -> str:
@@ -441,27 +484,40 @@ def render(data: dict, title: str) -> str:
            f'data-mean-score="{data["mean_score"]:g}" data-median-score="{data["median_score"]:g}" '
            f'data-max-score="{data["max_score"]:g}">'
            f'{data["students"]} students: {data["graded"]} graded, {data["not_graded"]} NOT GRADED, '
-           f'{data["not_submitted"]} not submitted · graded: mean score {data["mean_score"]:g} / '
+           f'{data["not_submitted"]} not submitted'
+           + (f' ({len(data["renamed"])} submitted under another file name, marked <i>renamed</i>)'
+              if data["renamed"] else "") + f' · graded: mean score {data["mean_score"]:g} / '
            f'{data["max_score"]:g}, median {data["median_score"]:g}</p>']
 
     # --- who needs help
     rows = {r["student"]: r for r in data["per_student"]}
-    out.append(f'<h2>Who needs help</h2><p class="note">Rule: a graded student whose score is below half the '
-               f'lesson\'s points (below {data["help_below"]:g} of {data["max_score"]:g}), lowest first, with '
-               "the misconception named for each exercise they failed; an exercise that failed because an earlier "
-               "one did (↳) is that earlier one's to fix. Students sharing a misconception are grouped in the "
-               "next section.</p>")
+    out.append(f'<h2>Who needs help</h2><p class="note">Rule: a graded student whose score is below '
+               f'{data["help_share"] * 100:.0f}% of the lesson\'s points (below {data["help_below"]:g} of '
+               f'{data["max_score"]:g}; <code>course report --help-below SHARE</code> moves the line), lowest '
+               "first, with what to look at first: the first exercise that failed on its own, and its named cause, "
+               "its group of the same unnamed behaviour, or <i>not attempted</i>. An exercise that failed because "
+               "an earlier one did (↳) is that earlier one's to fix.</p>")
     out.append('<ol id="needs-help">')
     for a in data["needs_help"]:
         r = rows[a]
-        own = [f'{_e(m["exercise"])}: <b>{_e(misconception_label(m["misconception"], None))}</b>'
-               for m in r["misconceptions"]]
-        other = [f'{_e(e)}: {_e(c["status"].replace("_", " "))}' for e, c in r["exercises"].items()
-                 if c["status"] not in ("passed", "skipped", "failed") and not c["cause"]]
+        first = r["look_first"]
+        lead = (f'look first at <b>{_e(first["exercise"])}</b>: {_e(first["what"])}' if first
+                else "every exercise they did not pass fails because of another")
+        rest = []
+        for e, c in r["exercises"].items():
+            if first and e == first["exercise"] or c["status"] in ("passed", "skipped") or c["cause"]:
+                continue
+            what = (misconception_label(c["misconception"], None) if c["status"] == "failed" else
+                    "not attempted" if c["status"] == "not_implemented" else c["status"])
+            rest.append(f'{_e(e)}: {_e(what)}')
         n_casc = sum(1 for c in r["exercises"].values() if c["cause"])
-        casc = [f'<span class="cascade">{n_casc} more because of an earlier exercise</span>'] if n_casc else []
-        out.append(f'<li data-student="{_e(a)}" data-score="{r["score"]:g}"><b>{_e(a)}</b> '
-                   f'({r["score"]:g} / {r["max_score"]:g}): ' + "; ".join(own + other + casc) + "</li>")
+        if n_casc:
+            rest.append(f'<span class="cascade">{n_casc} more because of an earlier exercise</span>')
+        then = f'; then {"; ".join(rest)}' if rest else ""
+        out.append(f'<li data-student="{_e(a)}" data-score="{r["score"]:g}" '
+                   f'data-first="{_e(first["exercise"] if first else "")}" '
+                   f'data-first-what="{_e(first["what"] if first else "")}"><b>{_e(a)}</b> '
+                   f'({r["score"]:g} / {r["max_score"]:g}): {lead}{then}</li>')
     out.append("</ol>")
     if not data["needs_help"]:
         out.append("<p>No graded student is below that line.</p>")
@@ -492,6 +548,24 @@ def render(data: dict, title: str) -> str:
                    f'<td><b>{_e(g["label"])}</b>{example}</td><td>{_names(g["who"])}</td><td>{casc}</td></tr>')
     out.append("</tbody></table>")
 
+    # --- unnamed behaviours
+    out.append("<h2>Failures with no named cause, grouped by behaviour</h2><p class=\"note\">Graded submissions "
+               "that failed an exercise on its own with no catalogued mistake named, grouped when they fail the "
+               "same checks with the same messages (one grading run draws one set of inputs, so the same code "
+               "gives the same messages). A group is a mistake the course does not name yet: "
+               "<code>course draft-mistake RESULTS GROUP</code> writes its simplest example and one student's "
+               "code as a draft catalogue entry.</p>")
+    out.append('<table id="unnamed"><thead><tr><th>group</th><th class="n">students</th><th>differs first at'
+               "</th><th>who</th></tr></thead><tbody>")
+    for g in data["unnamed"]:
+        out.append(f'<tr data-group="{_e(g["id"])}" data-exercise="{_e(g["exercise"])}" data-count="{g["students"]}">'
+                   f'<td><code>{_e(g["id"])}</code></td><td class="n">{g["students"]}</td>'
+                   f'<td>{g["students"]} students: same unnamed mistake in <code>{_e(g["exercise"])}</code>, '
+                   f'differs first at <pre class="example">{_e(g["first"])}</pre></td><td>{_names(g["who"])}</td></tr>')
+    out.append("</tbody></table>")
+    if not data["unnamed"]:
+        out.append("<p>No two students share a failure the course does not name.</p>")
+
     # --- flagged exercises
     out.append('<h2>What the class missed</h2><p class="note">Rule: an exercise is flagged when its own failure '
                "rate (graded submissions that did not pass it, leaving out those that failed because an earlier "
@@ -509,19 +583,29 @@ def render(data: dict, title: str) -> str:
 
     # --- every student
     out.append('<h2>Every student</h2><p class="note">Sorted by score, lowest first (NOT GRADED and not submitted '
-               "before them); click a column's header to sort by it: an exercise's column groups the students "
-               "by verdict and misconception. ✓ passed · ✗ failed, with the misconception · ! error · ⏱ timeout · "
-               "· not implemented · ↳ failed because the named exercise fails too.</p>")
-    out.append('<div class="wide"><table id="students" class="sortable"><thead><tr><th>student</th><th class="n">score</th>'
-               "<th>status</th>" + "".join(f"<th>{_e(e)}</th>" for e in order) + "</tr></thead><tbody>")
+               "before them, with why, once); click a column's header to sort by it: an exercise's column groups "
+               f"the students by verdict and misconception. {SYMBOL['passed']} passed · {SYMBOL['failed']} failed, "
+               f"with the misconception · {SYMBOL['error']} error · {SYMBOL['timeout']} timeout · "
+               f"{SYMBOL['not_implemented']} not attempted · ↳ failed because the named exercise fails too · "
+               "<i>renamed</i>: submitted under another file name (graded; hover for the note).</p>")
+    out.append('<div class="wide"><table id="students" class="sortable"><colgroup><col style="width:8em">'
+               '<col style="width:3.5em"><col style="width:7em">' + "<col>" * len(order) + "</colgroup>"
+               '<thead><tr><th>student</th><th class="n">score</th><th>status</th>'
+               + "".join(f"<th>{_breakable(e)}</th>" for e in order) + "</tr></thead><tbody>")
     ordered = sorted(data["per_student"], key=lambda r: (r["score"] if r["score"] is not None else
                                                          (-2 if r["category"] == NOT_SUBMITTED else -1)))
     for i, r in enumerate(ordered):
         score = "" if r["score"] is None else f'{r["score"]:g}'
         sort = score or ("-2" if r["category"] == NOT_SUBMITTED else "-1")
-        cells = "".join(_cell(e, r["exercises"][e]) if e in r["exercises"] else "<td></td>" for e in order)
+        if r["category"] == GRADED:
+            cells = "".join(_cell(e, r["exercises"][e]) if e in r["exercises"] else "<td></td>" for e in order)
+        else:  # why, once, across the exercises' columns
+            cells = (f'<td class="why" colspan="{len(order)}" data-why="{_e(r.get("why", ""))}" data-sort="">'
+                     f'{_e(r.get("why", ""))}</td>')
+        renamed = (f' <span class="renamed" title="{_e(r["note"])}">renamed</span>' if r["note"] else "")
         out.append(f'<tr data-order="{i}" data-student="{_e(r["student"])}" data-score="{score}" '
-                   f'data-category="{_e(r["category"])}"><td>{_e(r["student"])}</td>'
+                   f'data-category="{_e(r["category"])}" data-renamed="{"1" if r["note"] else ""}">'
+                   f'<td>{_e(r["student"])}{renamed}</td>'
                    f'<td class="n" data-sort="{sort}">{score or "—"}</td>'
                    f'<td class="{"" if r["category"] == GRADED else "cat"}">{_e(r["category"])}</td>{cells}</tr>')
     out.append("</tbody></table></div>")
@@ -593,7 +677,8 @@ def render(data: dict, title: str) -> str:
     return "\n".join(out)
 
 
-def write_report(results_path: Path, out: Path, progress_dir: Path | None = None, anonymous: bool = False) -> dict:
+def write_report(results_path: Path, out: Path, progress_dir: Path | None = None, anonymous: bool = False,
+                 help_below: float = HELP_BELOW) -> dict:
     """Read `course grade`'s JSON (and the progress files), write the page; returns the data shown. ValueError
     with a one-line reason for input that is not a results file. A file at `out` that is not a report written
     by this command is kept as `<out>.bak` first."""
@@ -605,7 +690,7 @@ def write_report(results_path: Path, out: Path, progress_dir: Path | None = None
     if not results:
         raise ValueError(f"{results_path} holds no students")
     stores, unreadable = (load_progress(progress_dir) if progress_dir is not None else (None, []))
-    data = report_data(lesson, results, stores, anonymous)
+    data = report_data(lesson, results, stores, anonymous, help_below)
     data["progress_unreadable"] = unreadable
     try:
         title = find_lesson(lesson).title

@@ -70,10 +70,15 @@ class ProgressStore:
         attempt = {"time": time.time(), "source": source, "score": result.score, "max_score": result.max_score,
                    "checks": "public" if public else "all",
                    "exercises": {e.id: {"status": e.status, "points": e.points} for e in result.exercises}}
+        if getattr(result, "not_graded", ""):  # could not be graded: the attempt says why, and holds no score
+            attempt.update(score=None, not_graded=result.not_graded, exercises={})
         with self._locked():
             data = self._read()
             lesson = data["lessons"].setdefault(result.lesson, {"attempts": [], "best": {}, "hints": {}})
             lesson["attempts"].append(attempt)
+            if attempt.get("not_graded"):  # nothing to compare with the best
+                self._write(data)
+                return
             if public:
                 seen = lesson.setdefault("best_public", {})
                 for e in result.exercises:

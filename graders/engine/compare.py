@@ -61,6 +61,17 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
+def _pair(expected: float, got: float) -> tuple[str, str]:
+    """`expected` and `got` with 4 significant digits, or as many more as it takes for two different numbers
+    to read differently (never "expected -1.325, got -1.325")."""
+    e, g = float(expected), float(got)
+    for digits in range(4, 18):
+        se, sg = f"{e:.{digits}g}", f"{g:.{digits}g}"
+        if se != sg or e == g:
+            return se, sg
+    return repr(e), repr(g)
+
+
 # How a failure was found, recorded where its message is made (not read back from its wording): the verdict
 # collects the failures a judge's comparisons produced (`collecting`) and tells a wrong shape or dtype first.
 _COLLECTED: contextvars.ContextVar[list | None] = contextvars.ContextVar("compare_failures", default=None)
@@ -151,9 +162,9 @@ def _close(actual, expected, what: str, tol: Tolerance | None, check_dtype: bool
         near = diff.flatten() == top
     worst = _index(int(near.nonzero()[0]), a.shape)
     return (f"{what} differs from the reference at {n_bad} of {a.numel()} positions: "
-            f"max abs error {_fmt(diff.max())} at index {worst} (expected {_fmt(e[worst])}, got {_fmt(a[worst])}), "
+            f"max abs error {_fmt(diff.max())} at index {worst} (expected {'%s, got %s' % _pair(e[worst], a[worst])}), "
             f"max rel error {_fmt(rel[finite].max()) if finite.any() else 'n/a'}; first bad index {first} "
-            f"(expected {_fmt(e[first])}, got {_fmt(a[first])}); tolerance {tol}")
+            f"(expected {'%s, got %s' % _pair(e[first], a[first])}); tolerance {tol}")
 
 
 def first_failure(*messages: str | None) -> str | None:
