@@ -1,17 +1,26 @@
 """Structural diagnosis: what the observations say happened, when no catalogued mistake matches.
 
 Computed in the parent from the student's and the reference's observations (plain tensors, never student
-code). Each rule looks for one shape of wrongness and says it in a sentence:
+code). A sentence here is either a FACT about the numbers ("yours is 0.5× the reference's on every failing
+input", "your rows sum to 0.8, not 1", "matches the reference up to index 7 along axis -2") or a CAUSE whose
+premise was checked on the inputs the failing checks used (a NaN row said to have nothing to attend to only
+when the probe's mask has a row with no True). A cause that was not checked is never said: a wrong cause
+sends a student to the wrong line (issue 44). The rules:
 
   device     a result on another device than the inputs' (the meta device first: the rest may be unwritten)
-  axes       the output is the reference transposed, with every axis reversed, or with axes permuted
-  scale      off by a constant factor (named when it is a simple one: 8, 1/8, √8, 1/√8) or a constant shift
-  masks      right except at the masked positions (or only there); a boolean mask inverted or shifted by one
-  zeros      all zeros; NaN or Inf, and where they start (whole rows: a row with nothing to attend to)
+  axes       the output equals the reference with its last two axes swapped, every axis reversed (what `.T`
+             does on more than two dims: said only when that is exactly the permutation), or permuted
+  relation   ONE factor (or one shift) on every failing check of the exercise: said as that fact, never as
+             where it enters (a reproduced mistake says that: graders/engine/diagnose and the catalogue)
+  masks      wrong only at the probe's masked positions, or only at the ones it allows (the mask taken from
+             the observations, never guessed from zeros); a boolean mask inverted or shifted by one
+  zeros      all zeros; NaN or Inf and where they start; "nothing to attend to" only on the mask's empty rows
   dtype      the right values in the wrong dtype
   order      outputs returned in the wrong order: (weights, output) for (output, weights)
-  extent     right only when Tq = Tk; right up to an index along one axis and wrong from there (named a
-             tile only in a tiled exercise, TILED, at a multiple of a block the call used)
+  rows       rows that should sum to 1 and do not: what they sum to
+  extent     passes exactly the checks where Tq = Tk; right up to an index along one axis and wrong from
+             there (never for index 0 alone; a tile named only in a tiled exercise, TILED, at a multiple of a
+             block the call used), as facts
 
 `settle` is the engine's fallback (graders/engine/diagnosis.py `diagnose`): it keeps a catalogued mistake only when its
 observations really match (an exception matches only an exception with the same message), and
@@ -85,25 +94,76 @@ def _permutation(a: torch.Tensor, e: torch.Tensor, tol) -> tuple[int, ...] | Non
 
 
 def _axes_message(what: str, p: tuple[int, ...]) -> str:
+    """The permutation as a fact. `.T` is named only for the one permutation it makes on more than two dims
+    (every axis reversed), as what the numbers show, not as a construct the code is said to contain."""
     n = len(p)
     if p == tuple(reversed(range(n))) and n > 2:
-        return (f"`{what}` is the reference with every axis reversed: `.T` on a tensor with more than two "
-                f"dims reverses them all; swap only the last two with `.transpose(-2, -1)` (or `.mT`)")
+        return (f"`{what}` equals the reference with every axis reversed (what `.T` does on more than two "
+                f"dims); `.transpose(-2, -1)` (or `.mT`) swaps only the last two")
     if p == tuple(range(n - 2)) + (n - 1, n - 2):
-        return f"`{what}` is the reference transposed (its last two axes swapped)"
-    return f"`{what}` is the reference with its axes permuted: `reference.permute{p}`"
+        return f"`{what}` equals the reference with its last two axes swapped (transposed)"
+    return f"`{what}` equals the reference with its axes permuted: yours is `reference.permute{p}`"
 
 
 def _mask_for(r: dict, key: str, shape) -> torch.Tensor | None:
     """A boolean tensor of the reference's observations that broadcasts to `shape` (the probe's mask)."""
-    tag = key[key.find("("):] if "(" in key else None
-    cands = [(k, v) for k, v in r.items() if isinstance(v, torch.Tensor) and v.dtype == torch.bool and k != key]
-    cands.sort(key=lambda kv: not (tag and kv[0].endswith(tag)))
-    for _, m in cands:
+    for m in _masks(r, key):
         try:
             return m.expand(shape)
         except RuntimeError:
             continue
+    return None
+
+
+def _masks(r: dict, key: str) -> list[torch.Tensor]:
+    """The boolean tensors among the reference's observations other than `key`, those of `key`'s probe call
+    first (the same "(...)" tag)."""
+    tag = key[key.find("("):] if "(" in key else None
+    cands = [(k, v) for k, v in r.items() if isinstance(v, torch.Tensor) and v.dtype == torch.bool and k != key]
+    cands.sort(key=lambda kv: not (tag and kv[0].endswith(tag)))
+    return [v for _, v in cands]
+
+
+def _empty_rows(r: dict, key: str, shape) -> torch.Tensor | None:
+    """Over `shape[:-1]`: the rows of observation `key` whose query sees no key at all in the probe's mask
+    (a row of the mask with no True), or None when the observations carry no mask that lines up with it."""
+    for m in _masks(r, key):
+        if m.dim() < 1:
+            continue
+        try:
+            return (~m.any(-1)).expand(tuple(shape[:-1]))
+        except RuntimeError:
+            continue
+    return None
+
+
+def _distinct(t: torch.Tensor) -> int:
+    return int(torch.unique(t).numel()) if t.numel() else 0
+
+
+def relation(a, e, tol: compare.Tolerance) -> tuple[str, float] | None:
+    """("×", c) when `a` is c times `e`, ("+", s) when it is `e` plus s, everywhere (the same non-finite
+    positions); None otherwise, and None when `e` takes fewer than two different finite values (a single
+    number, a constant: any factor or shift fits one, so it says nothing)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)) or a.shape != e.shape:
+        return None
+    if a.dtype != e.dtype or e.dtype == torch.bool or not e.is_floating_point() or _close(a, e, tol):
+        return None
+    ad, ed = a.double(), e.double()
+    fin = torch.isfinite(ed) & torch.isfinite(ad)
+    if not bool((torch.isfinite(ad) == torch.isfinite(ed)).all()) or int(fin.sum()) < 2:
+        return None
+    x, y = ad[fin], ed[fin]
+    if _distinct(y) < 2:
+        return None
+    denom = float((y * y).sum())
+    if denom > 0:
+        c = float((x * y).sum()) / denom
+        if abs(c - 1) > 1e-3 and _close(x, c * y, tol):
+            return "×", c
+    shift = float((x - y).mean())
+    if abs(shift) > tol.atol * 10 and _close(x, y + shift, tol):
+        return "+", shift
     return None
 
 
@@ -137,10 +197,34 @@ def call_blocks(key: str, declared: tuple[int, ...] = ()) -> tuple[int, ...]:
     return tuple(named) or tuple(declared)
 
 
+def _nonfinite(what, ad, ed, bad_nonfinite, r) -> str:
+    """NaN or Inf where the reference has numbers: where, as facts; "nothing to attend to" only when the
+    probe's mask has rows with no True and the NaN rows are among them."""
+    kind = "NaN" if ad[bad_nonfinite].isnan().any() else "Inf"
+    first = _idx(int(bad_nonfinite.flatten().nonzero()[0]), tuple(ad.shape))
+    text = (f"`{what}` has {int(bad_nonfinite.sum())} {kind} values where the reference has numbers, "
+            f"starting at index {first}")
+    if ad.dim() == 0:
+        return text
+    rows = bad_nonfinite.reshape(-1, ad.shape[-1])
+    whole = rows.all(1)
+    if not (whole.any() and bool((rows.any(1) == whole).all())):
+        return text
+    empty = _empty_rows(r or {}, what, tuple(ad.shape))
+    if kind == "NaN" and empty is not None and bool(empty.any()) and \
+            bool((whole & ~empty.reshape(-1)).sum() == 0):
+        return text + (f"; they fill {int(whole.sum())} whole rows of the last axis, rows whose mask has no True: "
+                       f"a row with nothing to attend to (every score -inf) gives exp(-inf)/0 = NaN in the "
+                       f"softmax")
+    return text + f"; they fill {int(whole.sum())} complete rows along the last axis"
+
+
 def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r: dict | None = None,
             blocks: tuple[int, ...] = ()) -> str | None:
-    """One sentence on how tensor `a` (the student's) relates to `e` (the reference's), or None. `blocks`:
-    the tile sizes of a tiled exercise's call (a boundary is named a tile's only at a multiple of one)."""
+    """One sentence on how tensor `a` (the student's) relates to `e` (the reference's), or None. `r`: the
+    check's reference observations (the probe's mask among them). `blocks`: the tile sizes of a tiled
+    exercise's call (a boundary is named a tile's only at a multiple of one). A constant factor or shift is
+    not said here: one tensor cannot show that it holds on every failing input (`common_relation` does)."""
     if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
         return None
     tol = tol or compare.tolerance(e.dtype)
@@ -170,37 +254,15 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
     e_finite = torch.isfinite(ed)
     bad_nonfinite = ~torch.isfinite(ad) & e_finite
     if bad_nonfinite.any():
-        kind = "NaN" if ad[bad_nonfinite].isnan().any() else "Inf"
-        first = _idx(int(bad_nonfinite.flatten().nonzero()[0]), a.shape)
-        rows = bad_nonfinite.reshape(-1, a.shape[-1]) if a.dim() else bad_nonfinite.reshape(1, 1)
-        whole = rows.all(1)
-        text = (f"`{what}` has {int(bad_nonfinite.sum())} {kind} values where the reference has numbers, "
-                f"starting at index {first}")
-        if whole.any() and bool((rows.any(1) == whole).all()):
-            text += (f"; they fill {int(whole.sum())} whole rows of the last axis: a row with nothing to attend "
-                     f"to (every score -inf) gives exp(-inf)/0 = NaN in the softmax")
-        return text
+        return _nonfinite(what, ad, ed, bad_nonfinite, r)
     if bool((ad == 0).all()) and not bool((ed == 0).all()):
-        return f"`{what}` is all zeros: nothing is written to it (or it is multiplied by an all-zero mask)"
+        return f"`{what}` is all zeros, where the reference is not"
     p = _permutation(a, e, tol)
     if p is not None:
         return _axes_message(what, p)
     for axis in range(a.dim()):
         if a.shape[axis] > 1 and _close(a, e.flip(axis), tol):
             return f"`{what}` is the reference reversed along axis {axis - a.dim()} (size {a.shape[axis]})"
-    fin = e_finite & torch.isfinite(ad)
-    if fin.any() and bool((torch.isfinite(ad) == e_finite).all()):
-        x, y = ad[fin], ed[fin]
-        denom = float((y * y).sum())
-        if denom > 0:
-            c = float((x * y).sum()) / denom
-            if abs(c - 1) > 1e-3 and _close(ad[fin], c * y, tol):
-                named = simple_factor(c)
-                return (f"`{what}` is the reference times a constant factor, {c:.4g}"
-                        + (f" (= {named})" if named else "") + ": a scale is applied twice, or missing, or wrong")
-        shift = float((x - y).mean())
-        if abs(shift) > tol.atol * 10 and _close(ad[fin], y + shift, tol):
-            return f"`{what}` is the reference plus a constant, {shift:.4g}, everywhere"
     bad = _bad(ad, ed, tol)
     mask = _mask_for(r or {}, what, a.shape)
     n_bad = int(bad.sum())
@@ -211,34 +273,56 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
                     f"masked positions (mask False), first at {_idx(int(leaked.flatten().nonzero()[0]), a.shape)}: "
                     f"masked positions must get exactly what the reference gives them (weight 0)")
         if bool((bad & ~mask).sum() == 0) and bool(mask.any()):
-            return (f"`{what}` is right at the masked positions and wrong at {n_bad} of the {int(mask.sum())} "
-                    f"positions the mask allows: the mask's meaning (True = may attend) is the other way round?")
+            first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
+            return (f"`{what}` matches the reference at every masked position (mask False) and differs at "
+                    f"{n_bad} of the {int(mask.sum())} positions the mask allows, first at {first}: the masking is "
+                    f"right, the values it keeps are not")
     zero = ed == 0
-    if zero.any() and not zero.all() and bool((bad & ~zero).sum() == 0):
+    if mask is None and zero.any() and not zero.all() and bool((bad & ~zero).sum() == 0):
         first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
-        return (f"`{what}` is right except at {n_bad} positions where the reference is exactly 0 (masked out?), "
-                f"first at {first}, where it gives {float(ad[first]):.4g}")
+        return (f"`{what}` differs from the reference only at {n_bad} of the {int(zero.sum())} positions where "
+                f"the reference is exactly 0, first at {first}, where yours gives {float(ad[first]):.4g}")
+    sums = _row_sums(ad, ed)
+    if sums:
+        return f"`{what}`: {sums}"
     slab = _slab(bad)
     if slab is not None:
         axis, i, where = slab
         ax = axis - a.dim()
         tile = next((b for b in blocks if b > 1 and i % b == 0), None)  # a tile boundary, exactly
-        if where == "from":
-            return (f"`{what}` is right up to index {i - 1} along axis {ax} (size {a.shape[axis]}) and wrong from "
-                    f"index {i} on" + (f": only the first {i // tile} tile(s) of {tile} are right (the running "
-                                       f"max, sum or output carried to the next tile?)" if tile else ""))
-        return (f"`{what}` is wrong for indices 0…{i - 1} along axis {ax} (size {a.shape[axis]}) and right after "
-                f"them" + (f": the first {i // tile} tile(s) of {tile} are handled differently" if tile else ""))
+        if where == "from" and (i > 1 or tile):  # index 0 alone right is no boundary: it may see one key
+            return (f"`{what}` matches the reference up to index {i - 1} along axis {ax} (size {a.shape[axis]}) "
+                    f"and differs from index {i} on" + (f": exactly the first {i // tile} tile(s) of {tile} are "
+                                                         f"right" if tile else ""))
+        if where == "until":
+            return (f"`{what}` differs from the reference at indices 0…{i - 1} along axis {ax} (size "
+                    f"{a.shape[axis]}) and matches after them" + (f": exactly the first {i // tile} tile(s) of "
+                                                                 f"{tile} are wrong" if tile else ""))
     return None
 
 
+def _row_sums(ad: torch.Tensor, ed: torch.Tensor) -> str | None:
+    """"your rows sum to 0.8, not 1" when the reference's rows (last axis) are weights summing to 1 and yours
+    sum to something else (say which: one number, or a range)."""
+    if ad.dim() < 1 or ad.shape[-1] < 2 or bool((ed < 0).any()):
+        return None
+    es, as_ = ed.sum(-1), ad.sum(-1)
+    if not bool(((es - 1).abs() <= 1e-3).all()) or bool(((as_ - 1).abs() <= 1e-3).all()):
+        return None
+    lo, hi = float(as_.min()), float(as_.max())
+    said = f"{lo:.4g}" if abs(hi - lo) <= 1e-3 * max(1.0, abs(lo)) else f"between {lo:.4g} and {hi:.4g}"
+    return f"your rows (the last axis) sum to {said}, not 1, where the reference's do"
+
+
 def _explain_bool(a: torch.Tensor, e: torch.Tensor, what: str) -> str | None:
+    """A boolean result (a mask) against the reference's, as facts about the True/False pattern."""
     if torch.equal(a, e):
         return None
     if torch.equal(a, ~e):
         return f"`{what}` is the reference inverted (True and False swapped): True means 'may attend'"
     if a.dim() >= 2 and a.shape[-1] == a.shape[-2] and torch.equal(a, e.transpose(-2, -1)):
-        return f"`{what}` is the reference transposed: rows are queries, columns are keys"
+        return (f"`{what}` equals the reference with its last two axes swapped (transposed): rows are queries, "
+                f"columns are keys")
     for axis in (-1, -2):
         if a.shape[axis] < 2:
             continue
@@ -247,13 +331,17 @@ def _explain_bool(a: torch.Tensor, e: torch.Tensor, what: str) -> str | None:
             lo, hi = (slice(s, n), slice(0, n - s)) if s > 0 else (slice(0, n + s), slice(-s, n))
             if torch.equal(a.narrow(axis, lo.start, lo.stop - lo.start),
                            e.narrow(axis, hi.start, hi.stop - hi.start)):
-                return (f"`{what}` is the reference shifted by one position along axis {axis}: an off-by-one in "
-                        f"the diagonal (or the window)")
+                return (f"`{what}` is the reference shifted by one position along axis {axis}: its boundary (the "
+                        f"diagonal, or the window's edge) sits one position off")
     extra, missing = int((a & ~e).sum()), int((~a & e).sum())
     if extra and not missing:
-        return f"`{what}` allows {extra} positions the reference masks (and none fewer): too permissive"
+        first = _idx(int((a & ~e).flatten().nonzero()[0]), a.shape)
+        return (f"`{what}` allows {extra} positions the reference masks (and none fewer), first at {first}: too "
+                f"permissive")
     if missing and not extra:
-        return f"`{what}` masks {missing} positions the reference allows (and none more): too strict"
+        first = _idx(int((~a & e).flatten().nonzero()[0]), a.shape)
+        return (f"`{what}` masks {missing} positions the reference allows (and none more), first at {first}: too "
+                f"strict")
     return None
 
 
@@ -303,9 +391,56 @@ def _square(obs: dict) -> bool | None:
     return all(sh[-1] == sh[-2] for sh in shapes)
 
 
+def common_relation(ran, s_checks: dict, r_checks: dict) -> str | None:
+    """"`output` is 0.5× the reference's on every failing input": said only when ONE factor (or one shift)
+    relates every wrong tensor of every failing check of the exercise (`ran`: (check, config, status)). A
+    check that raised, or failed with no tensor showing it, or one tensor off some other way: nothing said.
+    Where the factor enters (scores, weights, output, a parameter) is not said: only a reproduction shows it."""
+    rels, names, n = [], [], 0
+    for check, config, st in ran:
+        if st == "passed":
+            continue
+        s, r = s_checks.get(check.key(config)) or {}, r_checks.get(check.key(config)) or {}
+        if st != "failed" or "__error__" in s or "__error__" in r:
+            return None
+        tol = JudgeContext(config).tol
+        wrong = [k for k, e in _tensors(r).items()
+                 if not (isinstance(s.get(k), torch.Tensor) and s[k].shape == e.shape and _close(s[k], e, tol))]
+        if not wrong:
+            return None
+        for k in wrong:
+            rel = relation(s.get(k), r[k], tol)
+            if rel is None:
+                return None
+            rels.append(rel)
+            name = re.sub(r" \(.*\)$| (?:for|with) .*$", "", re.sub(r"^#\d+ ", "", k))  # sizes and call aside
+            if name not in names:
+                names.append(name)
+        n += 1
+    if not rels or len({op for op, _ in rels}) != 1:
+        return None
+    op, v = rels[0]
+    if op == "×":
+        if any(abs(c - v) > 5e-3 * abs(v) for _, c in rels):  # one factor, to bfloat16's precision
+            return None
+        named = simple_factor(v)
+        said = f"{v:.4g}×" + (f" (= {named})" if named and named != f"{v:.4g}" else "")
+    else:
+        if any(abs(c - v) > 1e-3 * max(1.0, abs(v)) for _, c in rels):
+            return None
+        said = f"{v:+.4g}"
+    what = f"`{names[0]}`" + (f" and {len(names) - 1} other wrong result{'s' if len(names) > 2 else ''}"
+                              if len(names) > 1 else "")
+    verb = "is" if len(names) == 1 else "are"
+    checks = f"{n} failing check" + ("" if n == 1 else "s")
+    if op == "×":
+        return f"{what} {verb} {said} the reference's on every failing input ({checks})"
+    return f"{what} {verb} the reference's {said} on every failing input ({checks}): one constant added everywhere"
+
+
 def explain_exercise(checks, s_checks: dict, r_checks: dict, results, tiled: tuple[int, ...] | None = None) -> str | None:
-    """The structural diagnosis of one exercise: across its checks first (only right when Tq = Tk), then
-    the first failing check that says something."""
+    """The structural diagnosis of one exercise: across its checks first (a meta tensor, one factor on every
+    failing input, passing exactly where Tq = Tk), then the first failing check that says something."""
     status = {(c.name, c.device, c.dtype): c.status for c in results}
     ran = []
     for check in checks:
@@ -313,18 +448,21 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results, tiled: tup
             st = status.get((check.name, config.device, config.dtype))
             if st in ("passed", "failed", "error"):
                 ran.append((check, config, st))
-    squares = [(_square(r_checks.get(c.key(cfg), {})), st) for c, cfg, st in ran if st != "error"]
-    squares = [(sq, st) for sq, st in squares if sq is not None]
-    if squares and any(st == "failed" for _, st in squares) and any(st == "passed" for _, st in squares):
-        if all((st == "passed") == sq for sq, st in squares):
-            return ("right only when Tq = Tk: an axis of the queries and one of the keys are swapped somewhere "
-                    "(the scores should be (..., Tq, Tk), normalised over Tk)")
     for check, config, st in ran:  # a meta tensor anywhere: the other checks' numbers may be memory never written
         err = (s_checks.get(check.key(config)) or {}).get("__error__")
         if st != "passed" and isinstance(err, dict) and err.get("message") == ON_META:
             return ("a result comes back on meta, not on the inputs' device: a tensor made without device=x.device "
                     "(it lands on torch's default device, which some checks set to meta) or moved with "
                     ".to(\"meta\") somewhere in your code")
+    same = common_relation(ran, s_checks, r_checks)
+    if same:
+        return same
+    squares = [(_square(r_checks.get(c.key(cfg), {})), st) for c, cfg, st in ran if st != "error"]
+    squares = [(sq, st) for sq, st in squares if sq is not None]
+    if squares and any(st == "failed" for _, st in squares) and any(st == "passed" for _, st in squares):
+        if all((st == "passed") == sq for sq, st in squares):
+            return ("passes every check where Tq = Tk and fails every one where Tq ≠ Tk: look for a place where "
+                    "Tq and Tk are taken one for the other (the scores are (..., Tq, Tk), normalised over Tk)")
     for check, config, st in sorted(ran, key=lambda x: x[2] != "failed"):
         if st == "passed":
             continue

@@ -126,22 +126,34 @@ def test_structural_transposed_and_permuted_axes():
     from graders.engine.diagnosis import explain
 
     e = _ref(2, 3, 4, 4)
-    assert "transposed (its last two axes swapped)" in explain(e.transpose(-2, -1), e, "weights")
+    assert "with its last two axes swapped" in explain(e.transpose(-2, -1), e, "weights")
     e = _ref(2, 3, 4, 5)
     assert "every axis reversed" in explain(e.permute(3, 2, 1, 0), e) and "transpose(-2, -1)" in explain(e.permute(3, 2, 1, 0), e)
     assert "permute(0, 2, 1, 3)" in explain(e.permute(0, 2, 1, 3), e)
 
 
 def test_structural_constant_factor_named_and_constant_shift():
+    """A factor (or shift) is said as a fact about every failing check of the exercise, never from one
+    tensor alone (tests/unit/test_near_misses_structural.py plants the near misses)."""
     import math
 
-    from graders.engine.diagnosis import explain, simple_factor
+    from graders.engine import CPU, Check
+    from graders.engine.diagnosis import explain, explain_exercise, relation, simple_factor
+    from graders.engine.compare import tolerance
+    from graders.engine.results import CheckResult
 
     e = _ref(3, 4, 5)
-    msg = explain(e / math.sqrt(8), e)
-    assert "constant factor, 0.3536" in msg and "1/√8" in msg
-    assert "constant factor, 8 (= 8)" in explain(e * 8, e)
-    assert "plus a constant, 0.5" in explain(e + 0.5, e)
+    tol = tolerance("float32")
+    assert relation(e / math.sqrt(8), e, tol)[0] == "×" and abs(relation(e / math.sqrt(8), e, tol)[1] - 0.3536) < 1e-4
+    assert explain(e * 8, e) is None  # one tensor cannot show the factor holds on every failing input
+    checks = [Check("f", "a", None, None, CPU)]
+    results = [CheckResult("a", "failed", message="differs")]
+    msg = explain_exercise(checks, {"a @ cpu/float32": {"output": e / math.sqrt(8)}},
+                           {"a @ cpu/float32": {"output": e}}, results)
+    assert "0.3536× (= 1/√8) the reference's on every failing input" in msg
+    msg = explain_exercise(checks, {"a @ cpu/float32": {"output": e + 0.5}}, {"a @ cpu/float32": {"output": e}},
+                           results)
+    assert "the reference's +0.5 on every failing input" in msg
     assert simple_factor(0.125) == "1/8" and simple_factor(0.7) is None
 
 
@@ -157,14 +169,16 @@ def test_structural_right_except_at_masked_positions():
     leaky[~mask.expand_as(e)] = 0.05  # masked weights leak; the allowed ones are right
     msg = explain(leaky, e, "weights (causal mask)", r={"mask (causal mask)": mask})
     assert f"wrong at {2 * int((~mask).sum())} of the {2 * int((~mask).sum())} masked positions" in msg
-    # without a mask among the observations, the reference's exact zeros stand in for it
+    # without a mask among the observations, the reference's exact zeros are said as a fact, no mask named
     a = e.clone()
     a[~mask.expand_as(a)] = 0.01
-    assert "where the reference is exactly 0" in explain(a, e, "weights")
-    # right only at the masked positions: the mask's meaning inverted
+    msg = explain(a, e, "weights")
+    assert "only at" in msg and "where the reference is exactly 0" in msg and "mask" not in msg
+    # wrong only where the mask allows: the masking is right (a fact), no guess at the mask's meaning
     b = e.clone()
     b[mask.expand_as(b)] += 1
-    assert "other way round" in explain(b, e, "weights (causal mask)", r={"mask (causal mask)": mask})
+    msg = explain(b, e, "weights (causal mask)", r={"mask (causal mask)": mask})
+    assert "matches the reference at every masked position" in msg and "other way round" not in msg
 
 
 def test_structural_all_zeros_and_nan_rows():
@@ -177,7 +191,11 @@ def test_structural_all_zeros_and_nan_rows():
     a = e.clone()
     a[1, 2] = float("nan")
     msg = explain(a, e)
-    assert "6 NaN values" in msg and "starting at index (1, 2, 0)" in msg and "1 whole rows" in msg
+    assert "6 NaN values" in msg and "starting at index (1, 2, 0)" in msg and "1 complete rows" in msg
+    assert "attend" not in msg  # no mask among the observations: no row "with nothing to attend to"
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[2] = False  # query 2 sees no key
+    assert "nothing to attend to" in explain(a, e, "output", r={"mask": mask})
     b = e.clone()
     b[0, 0, 3] = float("inf")
     assert "1 Inf values" in explain(b, e) and "(0, 0, 3)" in explain(b, e)
@@ -223,7 +241,7 @@ def test_structural_right_only_for_the_first_tile():
     e = _ref(2, 10, 4)
     a = e.clone()
     a[:, 8:] = 0.0  # a last partial tile (rows 8, 9 of 10) never written
-    assert "right up to index 7 along axis -2" in explain(a, e)
+    assert "matches the reference up to index 7 along axis -2" in explain(a, e)
 
 
 def test_structural_right_only_when_tq_equals_tk():
@@ -236,7 +254,8 @@ def test_structural_right_only_when_tq_equals_tk():
     s = {"square @ cpu/float32": {"weights": square}, "Tq ≠ Tk @ cpu/float32": {"weights": wide * 2 + 1}}
     r = {"square @ cpu/float32": {"weights": square}, "Tq ≠ Tk @ cpu/float32": {"weights": wide}}
     results = [CheckResult("square", "passed"), CheckResult("Tq ≠ Tk", "failed", message="differs")]
-    assert "right only when Tq = Tk" in explain_exercise(checks, s, r, results)
+    assert "passes every check where Tq = Tk and fails every one where Tq ≠ Tk" in explain_exercise(checks, s, r,
+                                                                                                      results)
 
 
 def test_catalogued_exception_needs_the_same_message_not_only_the_same_type():

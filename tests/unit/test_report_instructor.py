@@ -269,19 +269,34 @@ def test_structural_kinds_of_the_real_rules():
     nan3, nan5 = e.clone(), e.clone()
     nan3[0, 0, :3] = float("nan")
     nan5[1, 2, :] = float("nan")
+    mask = torch.ones(2, 3, 4, 4, dtype=torch.bool)
+    mask[0, 0, :3] = False  # the probe's mask: rows with nothing to attend to, where nan3 and nan5 have NaN
+    mask[1, 2, :] = False
     cases = {
         "structural:nan-rows": [nan3, nan5],
-        "structural:scale": [e * 8, e / 3],
         "structural:transposed": [e.transpose(-2, -1)],
         "structural:all-zeros": [torch.zeros_like(e)],
-        "structural:shift": [e + 0.5],
         "structural:wrong-dtype": [e.double()],
     }
     for want, tensors in cases.items():
-        texts = [explain(a, e) for a in tensors]
+        texts = [explain(a, e, r={"mask": mask}) for a in tensors]
         assert all(texts), want
         assert {diagnosis_id(t) for t in texts} == {want}, texts
-    assert len({explain(nan3, e), explain(nan5, e)}) == 2  # two sentences, one id
+    assert len({explain(nan3, e, r={"mask": mask}), explain(nan5, e, r={"mask": mask})}) == 2  # two sentences, one id
+    assert diagnosis_id(explain(nan3, e)) == "structural:nan"  # no mask observed: the NaN is a fact, not a cause
+    # the factor and the shift, said across every failing check (a fact family of their own)
+    from graders.engine import CPU, Check
+    from graders.engine.diagnosis import explain_exercise
+    from graders.engine.results import CheckResult
+
+    checks, results = [Check("x", "a", None, None, CPU)], [CheckResult("a", "failed", message="differs")]
+    for want, tensors in {"fact:scale": [e * 8, e / 3], "fact:shift": [e + 0.5]}.items():
+        texts = [explain_exercise(checks, {"a @ cpu/float32": {"out": a}}, {"a @ cpu/float32": {"out": e}}, results)
+                 for a in tensors]
+        assert {diagnosis_id(t) for t in texts} == {want}, texts
+    # an earlier version's sentences keep their ids (results files written before the rewording)
+    assert diagnosis_id("`output` is the reference times a constant factor, 8: a scale is applied twice, or "
+                        "missing, or wrong") == "structural:scale"
     mask = torch.rand(4, 4) > 0.5
     assert diagnosis_id(explain(~mask, mask)) == "structural:mask-inverted"
     assert diagnosis_id("something no rule says") == "other" and diagnosis_id(None) is None
