@@ -243,6 +243,17 @@ def rmsnorm_grad(ctx):
     return {"gradient of x": x.grad, "gradient of weight": None if w is None else w.grad}
 
 
+@CHECKS.probe("RMSNorm", "float16 inputs above 256 give finite results (compute in float32)",
+              _finite_then_same("output"), HALF_ANYWHERE, rule="float16 inputs above 256 must give finite results")
+def rmsnorm_large_half(ctx):
+    # the module computes on its own, not necessarily through rms_norm: x² of |x| ≥ 256 overflows float16
+    ctx.manual_seed()
+    m = ctx.target(12).to(ctx.device, ctx.dtype)
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(12, generator=ctx.gen).to(m.weight.dtype))
+    return {"output": ctx.call(m, ctx.randn(5, 12, scale=300.0))}
+
+
 # The declared domain of RMSNorm: every __init__ argument (dim from 1 to 1024, eps) and forward's x with any
 # leading dims, in float32, float64, bfloat16 or float16 while the weight stays float32 (mixed precision: the
 # output is x's dtype), any layout; calls repeated with another batch and length, and a second instance
@@ -433,6 +444,10 @@ MISTAKES = (
                        "        self.bias = nn.Parameter(torch.zeros(dim))",
                    "return rms_norm(x, self.weight, self.eps)":
                        "return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)"}),
+    Mistake("RMSNorm", "module_no_upcast", "the module squares x in its own dtype: in float16 x² overflows to inf "
+            "for |x| ≥ 256; compute in float32 (x.float()), as rms_norm does, and cast back to x.dtype.",
+            edits={"return rms_norm(x, self.weight, self.eps)":
+                       "return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)"}),
     Mistake("rms_norm_triton", "torch_only", "rms_norm_triton must launch a Triton kernel (@triton.jit, "
             "`kernel[(n_rows,)](...)`); calling torch operations does not count.",
             edits={"n_cols = x.shape[-1]": "return rms_norm(x, weight, eps)"}),

@@ -356,12 +356,14 @@ _MLP_HINTS = {
 
 # The declared domain of MLP: every __init__ argument, with its edges (a width of 1, expansion 1, no bias);
 # dropout in eval and training mode; x of any rank (the MLP acts on the last dim), one long row of positions;
-# float32 and float64 and any layout of x; a second call on another shape and a second MLP built between.
+# float32 and float64 and any layout of x; a second call on another shape and a second MLP built between;
+# inputs 100x larger (an activation must not overflow where the reference is stable).
 MLP_DOMAIN = Domain(
     args=(Arg("d_model", (24, 1, 64)), Arg("expansion", (4, 1, 3)), Arg("bias", (True, False)),
           Arg("dropout, mode", ("0.0, eval", "0.3, eval", "0.0, train", "0.3, train")),
           Arg("shape of x", ("(B, T, D)", "(D,)", "(T, D)", "(B, H, T, D)")), Arg("T", (5, 1, 300)),
-          Arg("calls", ("one", "after a call on another shape", "after another MLP was built"))),
+          Arg("calls", ("one", "after a call on another shape", "after another MLP was built")),
+          Arg("scale of x", (1.0, 100.0))),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -379,7 +381,9 @@ def mlp_domain(ctx, ex):
         return {"cannot load weights": str(exc)}
     mlp = mlp.to(dtype=dtype).eval()
     shape = {"(B, T, D)": (2, T, d), "(D,)": (d,), "(T, D)": (T, d), "(B, H, T, D)": (2, 3, T, d)}[ex["shape of x"]]
-    x = relaid(ctx.randn(*shape, dtype=dtype), ex["layout of x"])
+    # scale 100: pre-activations in the hundreds, where a GELU written with exp (tanh as (e^2z − 1)/(e^2z + 1))
+    # overflows to inf/inf = NaN and F.gelu stays exact
+    x = relaid(ctx.randn(*shape, dtype=dtype, scale=ex["scale of x"]), ex["layout of x"])
     if ex["calls"] == "after a call on another shape":
         ctx.call(mlp, ctx.randn(3, 2, d, dtype=dtype))
     elif ex["calls"] == "after another MLP was built":
