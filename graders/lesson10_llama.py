@@ -691,7 +691,7 @@ def block_names(ctx):
 
 @CHECKS.probe("LlamaBlock", "pre-norm output x + attn(ln1(x)), then + mlp(ln2(x)) (parameters set by name)",
               precision_judge("output"), CPU_AND_GPU,
-              rule="Pre-norm: x + attn(ln1(x)), then x + mlp(ln2(x))")
+              rule="each sub-layer reads a normalised copy of the residual stream and adds its output back")
 def block_output(ctx):
     block = _block(ctx)
     x = ctx.randn(2, 8, 36)
@@ -1305,8 +1305,7 @@ def _costs_judge(s, r, ctx):
 @CHECKS.probe("decoder_costs", "params, train_flops, kv_bytes_per_token and adamw_bytes (Llama 3 8B: 8,030,261,248 "
               "parameters)", _costs_judge, CPU,
               rule="Return a dict of Python ints: params (embedding included, a tied head once), train_flops "
-                   "((6·N_mm + 12·n_layer·n_embd·block_size) · tokens), kv_bytes_per_token (all layers, K and V, in "
-                   "dtype")
+                   "(training on tokens tokens at a context of block_size, by the accounting above")
 def costs_values(ctx):
     out = {}
     for case, fields, tokens, dtype in _COST_CASES:

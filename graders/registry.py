@@ -126,7 +126,7 @@ LESSONS: tuple[Lesson, ...] = (
                 "causal_mask",
                 points=2,
                 hints=(
-                    "Start from `torch.ones(t_q, t_k, dtype=torch.bool, device=device)` and keep a triangle. "
+                    "Start from a (t_q, t_k) boolean tensor of ones, made on `device`, and keep a triangle. "
                     "Which one? Query i may see key j when j is not after it: the lower one, diagonal included.",
                     "With t_k > t_q (a KV cache), the queries are the *last* t_q positions: query i sits at "
                     "position i + (t_k − t_q). Its last visible key moves right by t_k − t_q.",
@@ -173,7 +173,7 @@ LESSONS: tuple[Lesson, ...] = (
                     "Start from lesson 01: scores = q @ kᵀ / √d, fill -inf where the mask is False, softmax over "
                     "the keys, multiply by v. Then test it with a mask that has an all-False row.",
                     "A row of all -inf scores makes the softmax compute −inf − (−inf) = NaN. Find such rows "
-                    "with `mask.any(dim=-1, keepdim=True)`.",
+                    "with an `any` over the keys' axis, kept as a column so that it broadcasts.",
                     "Patching NaN after the softmax (nan_to_num) leaves NaN in the backward pass. Instead give "
                     "the empty rows finite scores (e.g. 0) before the softmax, and set their weights to 0 after it.",
                 ),
@@ -425,7 +425,8 @@ LESSONS: tuple[Lesson, ...] = (
                     "Angles are an outer product: positions[..., None] (as float32) times the D/2 "
                     "frequencies base^(−2i/D), giving (..., T, D/2): one angle per token and per pair. Never"
                     " assume the positions are 0..T−1.",
-                    "Interleaved pairs are a = x[..., 0::2] and b = x[..., 1::2]. Rotating (a, b) by θ gives"
+                    "Interleaved pairs: a is every even feature of the last axis, b every odd one (a strided "
+                    "slice each). Rotating (a, b) by θ gives"
                     " (a cos θ − b sin θ, a sin θ + b cos θ).",
                     "Put the rotated pairs back in interleaved order (stack the two on a new last axis, then"
                     " flatten it away) and return x's dtype.",
@@ -507,9 +508,10 @@ LESSONS: tuple[Lesson, ...] = (
                     "num_heads, dropout=dropout, bias=bias), ln2 likewise, mlp = MLP(d_model, expansion, "
                     "dropout, bias), and an nn.Dropout(dropout) for the attention branch. The attention "
                     "returns a pair: keep [0].",
-                    "Pre-LN (norm_first=True) leaves the stream un-normalised: x = x + drop(attn(ln1(x))), "
-                    "then x = x + mlp(ln2(x)). Post-LN normalises after each add: x = ln1(x + "
-                    "drop(attn(x))), then x = ln2(x + mlp(x)).",
+                    "Pre-LN (norm_first=True) never normalises the stream itself: each branch reads a "
+                    "normalised copy and its output is added back. Post-LN puts the norm after each add, "
+                    "on the stream. Section 3's two formulas say which is which; dropout goes on the "
+                    "attention branch's output only.",
                     "For causal=True build a lower-triangular boolean mask (True = may attend) on x's device"
                     " and combine it with a given mask by a logical and; it broadcasts against a (B, 1, 1, "
                     "T) padding mask. Pass the result to attn.",
@@ -618,7 +620,8 @@ LESSONS: tuple[Lesson, ...] = (
                 points=2,
                 hints=(
                     "Keep two tensors of shape x.shape[:-1]: a running max m (start at -inf) and a running "
-                    "sum s (start at 0). Loop over the last dim in slices `x[..., start:start + block]`.",
+                    "sum s (start at 0). Loop over the last dim, `block` columns at a time (the last slice "
+                    "may be shorter).",
                     "For each block: m_new = max(m, the block's max). The terms already in s were taken "
                     "relative to the old max, so multiply s by exp(m - m_new) before adding the block's "
                     "exp(x - m_new).",
@@ -693,8 +696,9 @@ LESSONS: tuple[Lesson, ...] = (
                     "forward runs your flash_attention and saves for backward exactly what the text lists "
                     "(the inputs, the output and lse: no Tq×Tk tensor), and keeps the causal flag on ctx. "
                     "backward returns one gradient per input of forward, None for causal.",
-                    "In backward, compute delta = (grad_out * out).sum(-1, keepdim=True) once. Loop over key"
-                    " tiles and, inside, query tiles; recompute the tile's scores s (scaled, masked when "
+                    "In backward, compute delta once: for each query row, the dot product of dO with O "
+                    "(one number per row, kept as a column). Loop over key tiles and, inside, query tiles; "
+                    "recompute the tile's scores s (scaled, masked when "
                     "causal) and p = exp(s - lse[..., None]).",
                     "Per tile these are attention's gradients written for one tile: dV from the "
                     "probabilities and dO; dS from dP minus delta, times P; dQ and dK from dS, each with the"
@@ -734,9 +738,10 @@ LESSONS: tuple[Lesson, ...] = (
                 "LlamaAttention",
                 points=4,
                 hints=(
-                    "The mask: query i sits at key index `i + (t_k - t_q)`; it may see key j when `j <= i + "
-                    "(t_k - t_q)` and, with a window, `j > i + (t_k - t_q) - window` (window keys in all, "
-                    "its own included).",
+                    "The mask: the t_q queries are the last t_q of the t_k keys (bottom-right, lesson 02), so "
+                    "first work out each query's own index among the keys. A key is visible when it is not "
+                    "after that index and, with a window, among the last `window` keys up to it (its own "
+                    "included).",
                     "Projections without bias; k_proj and v_proj output num_kv_heads·head_dim. In __init__, "
                     "raise ValueError when num_heads does not divide d_model, when num_kv_heads does not "
                     "divide num_heads, and when the head size d_model // num_heads is odd (RoPE pairs). "
@@ -797,6 +802,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "load_llama_state_dict",
                 points=2,
+                challenge=True,  # the lesson's optional part (sections 6-10)
                 hints=(
                     "Build a dict from our names to the checkpoint's tensors: `model.embed_tokens.weight` → "
                     "`embed.weight`, `model.layers.{i}.self_attn.o_proj.weight` → "
@@ -810,6 +816,7 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "filter_logits",
                 points=3,
+                challenge=True,  # the lesson's optional part (sections 6-10)
                 hints=(
                     "Work on a copy, filter by filter in the spec's order, each from the softmax of what the"
                     " one before left; removed tokens become -inf and kept ones stay as they were. For "
@@ -824,13 +831,14 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise(
                 "decoder_costs",
                 points=2,
+                challenge=True,  # the lesson's optional part (sections 6-10)
                 hints=(
                     "Per layer the matrices hold 2·D² (q, out) + 2·D·kv_dim (k, v, kv_dim = "
                     "n_kv_head·D/n_head) + 3·D·hidden_dim (SwiGLU); params adds the embedding, an untied "
                     "head, 2·D of norms per layer and D for the final norm.",
                     "N_mm counts every weight used in a matrix product: the layers' matrices and the head "
-                    "(tied or not), not the embedding lookup. train_flops, kv_bytes_per_token and "
-                    "adamw_bytes then follow the exercise's formulas.",
+                    "(tied or not), not the embedding lookup. train_flops: section 8's weight term and its "
+                    "attention term are per token; the cell after the check compares yours with torch's count.",
                 ),
             ),
         ),

@@ -132,7 +132,14 @@ KNOWN_ANSWERS = [
     ("lesson10", "down_proj(silu(gate_proj(x)) * up_proj(x))"),
     ("lesson10", "int(2 * 4 * d_model / 3)"),
     ("lesson10", "int(2·4·d_model/3)"),
-    ("lesson10", "`cache.update(layer_idx,\n  k, v)`, `repeat_kv`"),
+    ("lesson10", "`cache.update(layer_idx,\n  k, v)`, `repeat_kv`"),    # issue 47
+    ("lesson03", "sum(p.numel() for p in m.parameters())"),
+    ("lesson07", "sum(p.numel() for p in m.parameters())"),
+    ("lesson08", "x + attn(ln1(x)), then x + mlp(ln2(x))"),
+    ("lesson09", "2·b·h·d·(t_k² − max(t_k − t_q, 0)²)"),
+    ("lesson09", "2·32·32·128·4096·2"),
+    ("lesson10", "x + attn(ln1(x)), then x + mlp(ln2(x))"),
+    ("lesson10", "(6·N_mm + 12·n_layer·n_embd·block_size) · tokens"),
 ]
 
 
