@@ -649,8 +649,6 @@ class _Reproduced:
 def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
     """The catalogued mistake that reproduces the student's observations (the most failed checks), else the
     engine's first mutant that does (mutations.py: the same rule, `mistake_fits`), else what settle() says."""
-    from .mutations import entries
-
     status = {(r.name, r.device, r.dtype): r.status for r in results}
     best, best_count = None, 0
     for mistake in getattr(module, "MISTAKES", ()):
@@ -660,7 +658,8 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
         if count > best_count:
             best, best_count = mistake, count
     if best is None:  # catalogued mistakes first: theirs is the written, reviewed wording
-        for obs in entries(mistakes, name).values():
+        head = f"mutant:{name}:"  # mutations.py `key` (not imported: mutations imports this module)
+        for obs in (mistakes[k] for k in sorted(mistakes) if isinstance(k, str) and k.startswith(head)):
             mutant = obs.get("mutant") if isinstance(obs, dict) else None
             if not (isinstance(mutant, dict) and isinstance(mutant.get("sentence"), str)
                     and isinstance(mutant.get("operator"), str) and isinstance(obs.get("checks"), dict)):
