@@ -11,7 +11,7 @@ sends a student to the wrong line (issue 44). The rules:
   axes       the output equals the reference with its last two axes swapped, every axis reversed (what `.T`
              does on more than two dims: said only when that is exactly the permutation), or permuted
   relation   ONE factor (or one shift) on every failing check of the exercise: said as that fact, never as
-             where it enters (a reproduced mistake says that: graders/engine/diagnose and the catalogue)
+             where it enters (a reproduced mistake says that: `diagnose` and the catalogue)
   masks      wrong only at the probe's masked positions, or only at the ones it allows (the mask taken from
              the observations, never guessed from zeros); a boolean mask inverted or shifted by one
   zeros      all zeros; NaN or Inf and where they start; "nothing to attend to" only on the mask's empty rows

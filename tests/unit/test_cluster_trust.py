@@ -195,7 +195,7 @@ def test_a_submission_that_hangs_the_graders_own_steps_is_left_behind_and_the_ot
 
     release = threading.Event()
 
-    def grade(lesson, student, path):
+    def grade(lesson, student, path, **kwargs):
         if student == "stuck":
             release.wait(120)  # a parent-side step that does not return (a blocking read, a hung judge)
         return batch.result_from_dict({**_honest(), "notebook": str(path)})
