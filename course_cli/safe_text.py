@@ -12,6 +12,9 @@ form of ESC [), markup ("<img src=x onerror=...>"), a spreadsheet formula ("=HYP
                 string (and key) of a structure
   for_html      HTML (feedback, the report): escaped, controls removed; bounded
   for_markdown  Markdown rendered to HTML (nbgrader's grading notes): as for_html, Markdown's own markup too
+  for_script_json  a JSON document inside an HTML <script> element (the report's data block): <, >, & and
+                U+2028/U+2029 written as \\uXXXX escapes, so no string can end the element, open a comment
+                (`<!--` makes the HTML parser look for `-->` and a later `</script>`) or break a JS string
   for_csv       a CSV cell: as for_terminal, newlines too, and a leading =, +, -, @, tab or CR neutralised with
                 a quote (the spreadsheet shows the text, never runs it); bounded
 
@@ -87,6 +90,18 @@ def for_markdown(text, limit: int | None = LIMIT) -> str:
     s = for_html(text, limit).replace("\n", " ")
     return s.replace("`", "&#96;").replace("[", "&#91;").replace("]", "&#93;").replace("*", "&#42;") \
         .replace("_", "&#95;").replace("\\", "&#92;")
+
+
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def for_script_json(obj) -> str:
+    """`obj` as JSON text to put inside a <script> element: json.dumps, then every <, >, &, U+2028 and U+2029
+    written as a \\uXXXX escape (the same value to a JSON parser; nothing the HTML parser reacts to)."""
+    import json
+
+    text = json.dumps(json_clean(obj, None), ensure_ascii=False)
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_UNSAFE[m.group()], text)
 
 
 def for_csv(text, limit: int | None = LIMIT) -> str:

@@ -668,8 +668,10 @@ def render(data: dict, title: str) -> str:
             out.append('<p class="note">Progress files that could not be read: '
                        + _e(", ".join(data["progress_unreadable"])) + "</p>")
 
-    blob = json.dumps({k: v for k, v in data.items() if k != "time_to_pass"} | {"time_to_pass": [
-        {k: v for k, v in r.items() if k != "seconds"} for r in data["time_to_pass"] or []]}).replace("</", "<\\/")
+    from course_cli.safe_text import for_script_json
+
+    blob = for_script_json({k: v for k, v in data.items() if k != "time_to_pass"} | {"time_to_pass": [
+        {k: v for k, v in r.items() if k != "seconds"} for r in data["time_to_pass"] or []]})
     out.append(f'<script type="application/json" id="report-data">{blob}</script>')
     out.append(f"<script>{SORT_SCRIPT}</script>")
     out.append(f'<p class="note">Written by <code>course report</code> from {_e(data["lesson"])}\'s results.</p>')

@@ -331,3 +331,39 @@ def test_the_class_summary_counts_misconceptions_by_id():
     assert nan and len(texts) > len(nan)  # many sentences, one row per exercise
     assert [m["students"] for m in info["misconceptions"]] == sorted((m["students"] for m in info["misconceptions"]),
                                                                       reverse=True)
+
+
+def test_a_hostile_student_name_stays_inside_the_data_block(tmp_path):
+    """A student folder named `<!--<script>` (issue 45): escaped for the HTML script context, the data block
+    still parses as the class's data, and the page's own sort script and footer are still elements of the page
+    (before, `<!--<script>` in the JSON made the parser swallow them)."""
+    klass = synthetic_class(**CLASSES["lesson01"])
+    hostile = "<!--<script>x</script><script>alert(1)//\u2028&amp;"
+    klass[hostile] = klass.pop(next(iter(klass)))
+    m = make(tmp_path, klass)
+
+    class Scripts(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.scripts, self._in = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "script":
+                self._in = dict(attrs)
+                self.scripts.append([dict(attrs), ""])
+
+        def handle_data(self, data):
+            if self._in is not None:
+                self.scripts[-1][1] += data
+
+        def handle_endtag(self, tag):
+            if tag == "script":
+                self._in = None
+
+    p = Scripts()
+    p.feed(m["html"])
+    assert len(p.scripts) == 2, [a for a, _ in p.scripts]  # the data block and the sort script, nothing more
+    (attrs, blob), (_, sort) = p.scripts
+    assert attrs.get("id") == "report-data" and not any(c in blob for c in "<>&\u2028\u2029")
+    assert hostile in json.dumps(json.loads(blob), ensure_ascii=False)
+    assert "querySelectorAll" in sort and "Written by" in m["html"].split(sort, 1)[1]
