@@ -12,6 +12,7 @@ import os
 import stat
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from graders.engine.notebook import defining_cell, graded_cells, is_demo, is_test  # noqa: F401 (re-exported)
@@ -182,7 +183,9 @@ def read_notebook(path: str | Path, root: str | Path | None = None):
         raise _refuse(p, f"has {len(cells):,} cells: over the grader's bound of {MAX_CELLS:,} cells; not graded")
     del raw, cells
     try:
-        nb = nbformat.reads(text, as_version=4)
+        with warnings.catch_warnings():  # nbformat's advice to its caller (missing cell ids) is not the student's
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises several kinds for malformed notebooks
         raise NotebookError(f"{p} is not a valid Jupyter notebook: {str(exc).splitlines()[0][:200]}") from None
     for i, cell in enumerate(nb.get("cells", [])):

@@ -143,9 +143,13 @@ def test_nbgrader_grades_a_renamed_notebook_with_the_note(tmp_path):
     resources = {"nbgrader": {"notebook": "lesson01_sdpa", "student": "s1", "assignment": "lesson01"}}
     nb, _ = nc.RepairCells().preprocess(nb, resources)
     assert nb.metadata["course"]["notes"] == [renamed_note("mine.ipynb", L01.notebook)]
+    # graded again (autograde --force): both files are there now; the marker says the renamed file is the
+    # submission, so the copy is made from it again and it alone is graded (nbgrader skips nothing)
+    (folder / L01.notebook).write_text("{}")
     again = [str(folder / L01.notebook), str(folder / "mine.ipynb")]
-    adopt_renamed(assignment="lesson01", student="*", notebooks=again)  # by name now: nothing to do
-    assert again == [str(folder / L01.notebook), str(folder / "mine.ipynb")]
+    adopt_renamed(assignment="lesson01", student="*", notebooks=again)
+    assert again == [str(folder / L01.notebook)]
+    assert (folder / L01.notebook).read_bytes() == (folder / "mine.ipynb").read_bytes()
 
 
 def test_gradescope_not_graded_and_renamed():

@@ -160,10 +160,14 @@ def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatc
     data = json.loads((tmp_path / "gs" / "results" / "results.json").read_text())
     assert data["score"] == L01.max_score
 
-    from course_cli.instructor.nbgrader_course import ApplyCourseVerdict, StartCourseGrading
+    from course_cli.instructor.nbgrader_course import RELEASE, ApplyCourseVerdict, StartCourseGrading, release_record
 
     nb = nbformat.read(L01.solution_path, as_version=4)
-    resources = {"nbgrader": {"notebook": L01.solution_path.stem, "student": "alice", "assignment": "a1"}}
+    autograded = tmp_path / "autograded" / "alice" / "a1"  # what nbgrader copies from source/: the release record
+    autograded.mkdir(parents=True)
+    (autograded / RELEASE).write_text(json.dumps(release_record(L01)))
+    resources = {"nbgrader": {"notebook": L01.solution_path.stem, "student": "alice", "assignment": "a1"},
+                 "metadata": {"path": str(autograded)}}
     nb, resources = StartCourseGrading().preprocess(nb, resources)
     nb, resources = ApplyCourseVerdict().preprocess(nb, resources)
     outputs = [o for c in nb.cells if c.cell_type == "code"

@@ -166,8 +166,10 @@ def _stop_servers(d: Path) -> None:
 def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
     r = subprocess.run([sys.executable, "-m", "course_cli", "check", lesson.id, "--notebook", str(path), "--json",
                         *flags], capture_output=True, text=True, env=_env(run_dir, **env), cwd=cwd, timeout=timeout)
-    assert r.returncode in (0, 1), r.stderr[-3000:]
-    return json.loads(r.stdout)
+    assert r.returncode in (0, 1, 2), r.stderr[-3000:]
+    result = json.loads(r.stdout)
+    assert (r.returncode == 2) == bool(result.get("not_graded")), r.stdout[-3000:]  # 2: bad input, said once
+    return result
 
 
 def warm_checks(run_dir) -> int:
