@@ -93,9 +93,10 @@ def _rank(c) -> int:
 
 
 # A check's message that compares values with a reference (a whole result, position by position, or a number
-# against the expected one), as the judges word it; a message that does not states the broken rule itself
-# ("each query's weights should sum to 1", "40 masked positions got a nonzero weight").
-_COMPARISON = re.compile(r"\bthe reference\b|\(against |\bdiffers at \d+ of \d+ positions|\bexpected .+\bgot\b")
+# or shape against the expected one), as the judges word it, or that is about what a bad input must raise; a
+# message that does neither states a broken rule about the result itself ("each query's weights should sum
+# to 1", "40 masked positions got a nonzero weight").
+_COMPARISON = re.compile(r"\bthe reference\b|\(against |\bdiffers at \d+ of \d+ positions|\bexpected\b|\braise")
 _FIX_FIRST = re.compile(r"\bfix `[^`]+`(?: and `[^`]+`)* first\b")
 HIDDEN_TWIN = " (fresh inputs)"  # graders/engine/checks.py HIDDEN_TWIN: a public check's property on fresh draws
 DOMAIN = "over its declared domain"  # graders/engine/checks.py Checks.domain's check name

@@ -45,6 +45,15 @@ def test_a_mask_rule_leads_over_a_whole_module_comparison():
     assert first_failure(ex).name == "boolean mask: True means may attend"
 
 
+def test_what_a_bad_input_must_raise_and_a_shape_against_the_expected_one_are_not_rules_about_the_result():
+    raises = _c("ValueError for a checkpoint of another size", "loading a checkpoint with n_embd=40 into a model "
+                "with n_embd=32 should raise ValueError, but it raised RuntimeError: size mismatch")
+    copied = _c("dropout after fc2", "the test weights could not be copied into your module: `fc1.weight` has "
+                "shape (96, 24), expected (48, 24)")
+    ex = _ex(_c("every weight lands in place", COMPARE), raises, copied)
+    assert [c.name for c in failing_checks(ex)] == ["every weight lands in place", raises.name, copied.name]
+
+
 def test_a_forward_comparison_leads_over_a_gradient_comparison():
     ex = _ex(_c("gradients match", GRAD), _c("matches the reference on random inputs", COMPARE))
     assert first_failure(ex).name == "matches the reference on random inputs"
