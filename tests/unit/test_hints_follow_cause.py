@@ -121,3 +121,16 @@ def test_every_operator_family_and_structural_cause_has_a_hint():
     for ident in CAUSES:
         assert hint_for(ident), ident
     assert set(HINTS_BY_KIND) >= {f"mutation:{f}" for f in families}
+
+
+def test_the_student_distribution_keeps_each_mistakes_hint():
+    import ast
+    import importlib
+
+    from course_cli.sandboxed.child_build import strip_grader
+
+    module = importlib.import_module(L01.module)
+    text = strip_grader(open(module.__file__).read(), module.MISTAKES)
+    calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "Mistake"]
+    shipped = {c.args[1].value: next((k.value.value for k in c.keywords if k.arg == "hint"), "") for c in calls}
+    assert shipped == {m.id: m.hint for m in module.MISTAKES} and all(shipped.values())
