@@ -312,10 +312,37 @@ def hint(lesson: str, exercise: str) -> None:
     except LookupError as exc:
         raise CourseError(str(exc)) from None
     store = ProgressStore(_workspace())
-    shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints))
+    ident = store.last_diagnosis(lesson_obj.id, ex.name)
+    lead = _cause_hint(lesson_obj.id, ex.name, ident)
+    shown = store.next_hint(lesson_obj.id, ex.name, len(ex.hints), cause=ident if lead else None)
     from course_cli.render import make_console, render_hints
 
-    render_hints(make_console(), ex.hints, shown)  # wrapped at the terminal's width, code spans in bold
+    # wrapped at the terminal's width, code spans in bold
+    render_hints(make_console(), ex.hints, shown, lead=lead, after=None if lead else _fact_hint(ident),
+                 hint_command=f"course hint {lesson_obj.id} {ex.name}")
+
+
+def _cause_hint(lesson: str, exercise: str, ident: str | None) -> str | None:
+    """The hint written for the cause the last check named (`ident`, its diagnosis id): a catalogued mistake's
+    own `hint`, else its operator family's or structural kind's (graders/engine/kinds.py `hint_for`). None for
+    a fact, no diagnosis, or a mistake with no hint written (then the exercise's own hints, nothing made up)."""
+    from graders.engine.kinds import hint_for, is_catalogued, is_cause
+
+    if not is_cause(ident):
+        return None
+    if is_catalogued(ident):
+        from course_cli.classes.batch import _catalogue
+
+        found = next((m for m in _catalogue(lesson) if m.id == ident and m.exercise == exercise), None)
+        return (getattr(found, "hint", "") or None) if found is not None else None
+    return hint_for(ident)
+
+
+def _fact_hint(ident: str | None) -> str | None:
+    """What to look at for a fact the last check stated (said after the exercise's own hints, never first)."""
+    from graders.engine.kinds import hint_for, is_fact
+
+    return hint_for(ident) if is_fact(ident) else None
 
 
 @cli.command()

@@ -1,9 +1,11 @@
 """Rendering results: per exercise its status, one message, the likely mistake, and where to look next.
 
 The rule is *one failure, one message*: an exercise that did not pass shows the first failing check (shape,
-dtype and exceptions before values, since a wrong shape explains every value after it), the likely mistake when
-one is known, and "N more checks failed" with the command that lists them (`--detail`). The tolerance is said
-once, under the results, not in every message. The terminal layout is a table at 90 columns or more, and stacks
+dtype and exceptions before values, since a wrong shape explains every value after it; then the check that
+explains most, `explains`), the likely mistake when a cause was reproduced ("Likely mistake:") or the facts
+about the numbers when none was ("What the numbers show:", never under the other label), and "N more
+checks failed" with the command that lists them (`--detail`). The tolerance is said once, under the results,
+not in every message. The terminal layout is a table at 90 columns or more, and stacks
 (status line, then the message wrapped to the width) below that, instead of squeezing columns.
 
 `exercise_html` is the same report as HTML for a notebook's output area: it wraps to the area's width and puts
@@ -21,6 +23,9 @@ from rich.console import Console, Group
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+
+from graders.engine.kinds import is_fact, structural_kind
+from graders.engine.results import HIDDEN_MESSAGE
 
 STYLE = {"passed": ("✓", "green"), "failed": ("✗", "red"), "error": ("!", "red"), "timeout": ("⏱", "yellow"),
          "not_implemented": ("·", "dim"), "skipped": ("–", "dim")}
@@ -87,12 +92,45 @@ def _rank(c) -> int:
     return {"shape": 1, "dtype": 2, "device": 2}.get(c.failure) or (3 if c.status == "error" else 4)
 
 
+# A check's message that compares values with a reference (a whole result, position by position, or a number
+# or shape against the expected one), as the judges word it, or that is about what a bad input must raise; a
+# message that does neither states a broken rule about the result itself ("each query's weights should sum
+# to 1", "40 masked positions got a nonzero weight").
+_COMPARISON = re.compile(r"\bthe reference\b|\(against |\bdiffers at \d+ of \d+ positions|\bexpected\b|\braise")
+_FIX_FIRST = re.compile(r"\bfix `[^`]+`(?: and `[^`]+`)* first\b")
+HIDDEN_TWIN = " (fresh inputs)"  # graders/engine/checks.py HIDDEN_TWIN: a public check's property on fresh draws
+DOMAIN = "over its declared domain"  # graders/engine/checks.py Checks.domain's check name
+_HIDDEN_SAID = HIDDEN_MESSAGE.split("{", 1)[0]  # what students read of a hidden check's message
+
+
+def explains(c) -> tuple[int, int, int, int]:
+    """Which of two failing checks of one rank explains more (smaller first): a check that says a part it
+    calls fails ("fix `X` first"); a check the lesson declared, before the same property on other inputs (its
+    hidden twin's fresh draws, the drawn examples over the domain, the input battery's changed inputs, all
+    after the declared checks in the results); a rule stated about the result (rows summing to 1, a mask
+    respected) before a comparison with a reference; a comparison of the forward values before one of
+    gradients, which a wrong forward makes wrong too."""
+    msg = c.message or ""
+    first = msg.split("\n", 1)[0]
+    derived = (c.name.endswith(HIDDEN_TWIN) or c.name.startswith(DOMAIN) or _battery_entry(c)
+               or msg.startswith(_HIDDEN_SAID))
+    comparison = bool(_COMPARISON.search(first))
+    gradient = comparison and bool(re.search(r"\bgradients? (?:of \S+ )?differs?\b", first))
+    return (0 if _FIX_FIRST.search(msg) else 1, int(derived), int(comparison), int(gradient))
+
+
+def _battery_entry(c) -> bool:
+    """Whether `c` is an entry of the standard input battery: its message says first what its inputs changed
+    ("with float64 inputs ...: <the base check's message>", graders/engine/checks.py BATTERY)."""
+    return (c.message or "").startswith("with ") and ": " in (c.message or "") and c.kind == "check"
+
+
 def failing_checks(ex) -> list:
-    """The checks that did not pass, in the order they are told (stable within one rank)."""
+    """The checks that did not pass, in the order they are told: by rank (what stops the code, shape, dtype,
+    exceptions, values), then by what explains more (`explains`), then as the lesson declares them."""
     rows = [c for c in ex.checks if c.status not in ("passed", "skipped")]
-    if ex.status in ("not_implemented", "timeout"):  # the exercise's own status first
-        rows.sort(key=lambda c: c.status != ex.status)
-    return sorted(rows, key=_rank)
+    own = ex.status in ("not_implemented", "timeout")  # the exercise's own status first
+    return sorted(rows, key=lambda c: (_rank(c), own and c.status != ex.status, explains(c)))
 
 
 def first_failure(ex):
@@ -161,11 +199,21 @@ def summary_parts(ex, lesson: str, blockers: list[str] | None = None,
     else:
         parts.append(("", ex.reason or ex.status.replace("_", " "), ""))
     if ex.diagnosis:
-        parts.append(("Likely mistake: ", ex.diagnosis, "bold yellow"))
+        parts.append((diagnosis_label(ex.diagnosis_id, ex.diagnosis), ex.diagnosis, "bold yellow"))
     if len(rows) > 1 and not detail:
         parts.append(("", f"{len(rows) - 1} more {'check' if len(rows) == 2 else 'checks'} failed: "
                           f"`course check {lesson} {ex.id} --detail`", "dim"))
     return parts
+
+
+LIKELY = "Likely mistake: "  # a cause the engine reproduced (a catalogued mistake, a mutant) or checked
+FACTS = "What the numbers show: "  # a fact about the student's numbers, said where no cause was shown
+
+
+def diagnosis_label(ident: str | None, text: str | None = None) -> str:
+    """The label a diagnosis is shown under: LIKELY for a cause, FACTS for a fact (graders/engine/kinds.py
+    `is_fact`; a results file written before ids were stored is read by its sentence)."""
+    return FACTS if is_fact(ident or (structural_kind(text) if text else None)) else LIKELY
 
 
 def blocker_line(blockers: list[str]) -> str:
@@ -379,6 +427,7 @@ CSS = """
 .course-check .head{font-weight:600}.course-check .mark-passed{color:#2e7d32}
 .course-check .mark-failed,.course-check .mark-error{color:#c62828}
 .course-check .likely{background:#fff8e1;color:#222;padding:2px 6px;border-radius:3px;margin:3px 0}
+.course-check .facts{background:#eef3f8;color:#222;padding:2px 6px;border-radius:3px;margin:3px 0}
 .course-check .dim{color:#666}.course-check code{font-size:95%;white-space:normal}
 .course-check details summary{cursor:pointer;color:#444}.course-check ul{margin:2px 0 2px 18px;padding:0}
 .course-check .figure{max-width:100%;overflow:hidden}.course-check .figure svg{max-width:100%;height:auto}
@@ -402,8 +451,9 @@ def exercise_html(ex, lesson: str, blockers: list[str] | None = None, figures: b
                f'<code>{html.escape(ex.id)}</code>: {html.escape(ex.status.replace("_", " "))} '
                f'({_points(ex.points, ex.max_points)} {"point" if ex.max_points == 1 else "points"})</div>')
     for label, text, _ in summary_parts(ex, lesson, blockers):
-        if label.startswith("Likely"):
-            out.append(f'<div class="likely"><b>Likely mistake:</b> {_inline_code(text)}</div>')
+        if label in (LIKELY, FACTS):
+            kind = "likely" if label == LIKELY else "facts"
+            out.append(f'<div class="{kind}"><b>{label.strip()}</b> {_inline_code(text)}</div>')
         elif label:
             out.append(f"<div><b>{_inline_code(label)}</b>{_inline_code(text)}</div>")
         elif "--detail" in text:
@@ -454,12 +504,29 @@ def lesson_html(result, lesson_title: str) -> str:
             f"exercises passed</p></body></html>")
 
 
-def render_hints(console: Console, hints: tuple[str, ...] | list[str], shown: int) -> None:
+def render_hints(console: Console, hints: tuple[str, ...] | list[str], shown: int, lead: str | None = None,
+                 after: str | None = None, hint_command: str = "") -> None:
     """`course hint`: the first `shown` hints, each wrapped by Rich at the console's width (between words, never
-    inside a `code` span's token) with its code spans in bold, then a line when the last one has been shown."""
+    inside a `code` span's token) with its code spans in bold, then a line when the last one has been shown.
+    `lead`: the hint of the cause the last check named, said first (the exercise's hints follow, one more per
+    call); `after`: what to look at for a fact the last check stated, said after them."""
+    if lead:
+        line = Text("From your last check's likely mistake: ", style="bold")
+        line.append_text(_styled(lead))
+        console.print(line, overflow="fold", soft_wrap=False)
+        console.print()
+        if not shown and hint_command:
+            console.print(_styled(f"For the exercise's own hints, run `{hint_command}` again.", "dim"),
+                          overflow="fold")
+            return
     for i in range(shown):
         line = Text(f"Hint {i + 1}/{len(hints)}: ", style="bold")
         line.append_text(_styled(hints[i]))
+        console.print(line, overflow="fold", soft_wrap=False)
+        console.print()
+    if after:
+        line = Text("What your last check's numbers suggest: ", style="bold")
+        line.append_text(_styled(after))
         console.print(line, overflow="fold", soft_wrap=False)
         console.print()
     if shown == len(hints):

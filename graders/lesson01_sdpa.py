@@ -313,45 +313,69 @@ def sdpa_domain(ctx, ex):
 MISTAKES = (
     Mistake("softmax", "no_max", "exp overflows for large inputs: subtract the max along `dim` first (softmax(x − c) "
             "= softmax(x)).",
-            edits={"shifted = x - x.amax(dim=dim, keepdim=True)": "shifted = x"}),
+            edits={"shifted = x - x.amax(dim=dim, keepdim=True)": "shifted = x"},
+            hint="What does exp(1000) give in float32? Subtracting the same number from every entry along "
+                 "`dim` leaves the softmax unchanged: which number keeps every exponent at most 0?"),
     Mistake("softmax", "max_wrong_dim", "the max is taken over the last axis instead of `dim`, so the shift is not "
             "constant along `dim` and changes the result: take the max along `dim`.",
-            edits={"x.amax(dim=dim,": "x.amax(dim=-1,"}),
+            edits={"x.amax(dim=dim,": "x.amax(dim=-1,"},
+            hint="The shift must be one constant per slice along `dim`. Over which axis is yours computed when "
+                 "`dim` is not the last one?"),
     Mistake("softmax", "sum_wrong_dim", "the normalising sum runs over the last axis instead of `dim`, so the "
             "weights along `dim` do not sum to 1.",
-            edits={"e.sum(dim=dim,": "e.sum(dim=-1,"}),
+            edits={"e.sum(dim=dim,": "e.sum(dim=-1,"},
+            hint="Print the sums of your result along `dim` for dim=0: they should all be 1. Which axis does "
+                 "your normalising sum run over?"),
     Mistake("scaled_dot_product_attention", "no_scaling", "the scores are not divided by √dk, so the softmax is too "
             "peaked: divide q·kᵀ by math.sqrt(dk).",
-            edits={" / math.sqrt(d_k)": ""}),
+            edits={" / math.sqrt(d_k)": ""},
+            hint="Print the standard deviation of your scores for dk = 64: the softmax wants it near 1. What "
+                 "divides it down to that size?"),
     Mistake("scaled_dot_product_attention", "divide_by_dk", "the scores are divided by dk instead of √dk: the "
             "variance of q·k grows like dk, so its standard deviation, √dk, is the right scale.",
-            edits={"math.sqrt(d_k)": "d_k"}),
+            edits={"math.sqrt(d_k)": "d_k"},
+            hint="The dot product of two random dk-vectors has variance dk. Which number brings its standard "
+                 "deviation, not its variance, back to 1?"),
     Mistake("scaled_dot_product_attention", "softmax_over_queries", "the softmax runs over the query axis (-2); each "
             "query's weights must be normalised over the keys, the last axis.",
-            edits={"softmax(scores, dim=-1)": "softmax(scores, dim=-2)"}),
+            edits={"softmax(scores, dim=-1)": "softmax(scores, dim=-2)"},
+            hint="Each query distributes its attention over the keys. Print the sum of your weights over each "
+                 "axis: which one sums to 1, and which one should?"),
     Mistake("scaled_dot_product_attention", "inverted_mask", "the mask is inverted: True means 'may attend', so fill "
             "the scores where the mask is False (~mask) with -inf.",
-            edits={"masked_fill(~mask,": "masked_fill(mask,"}),
+            edits={"masked_fill(~mask,": "masked_fill(mask,"},
+            hint="In this course True in the mask means 'may attend'. Which positions does your code fill: the "
+                 "allowed ones or the forbidden ones?"),
     Mistake("scaled_dot_product_attention", "mask_with_zero", "masked scores are set to 0, but exp(0) = 1 still "
             "gives them weight: fill them with -inf so exp gives exactly 0.",
-            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, 0.0)"}),
+            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, 0.0)"},
+            hint="A masked position must get weight exactly 0 after the softmax. What is exp of the value you "
+                 "fill in?"),
     Mistake("scaled_dot_product_attention", "mask_after_softmax", "the mask is applied after the softmax, so the "
             "remaining weights no longer sum to 1: mask the scores before the softmax.",
             edits={'scores = scores.masked_fill(~mask, float("-inf"))': "pass",
                    "weights = softmax(scores, dim=-1)":
                        "weights = softmax(scores, dim=-1)\n"
-                       "    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)"}),
+                       "    weights = weights if mask is None else weights.masked_fill(~mask, 0.0)"},
+            hint="Print the row sums of your weights with a mask: are they still 1? Think about whether the "
+                 "mask belongs before or after the normalisation."),
     Mistake("scaled_dot_product_attention", "mask_large_negative", "masked scores are filled with −1e9, which "
             "float16 cannot hold (masked_fill overflows): fill them with float('-inf'), exact in every dtype.",
-            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, -1e9)"}),
+            edits={'masked_fill(~mask, float("-inf"))': "masked_fill(~mask, -1e9)"},
+            hint="Run your code on float16 inputs with a mask. What is the largest magnitude float16 can hold, "
+                 "and which fill value is exact in every dtype?"),
     Mistake("scaled_dot_product_attention", "float_mask_added", "the mask is added as a float32 bias "
             "((~mask).float() * −1e9), which turns float16 and bfloat16 scores into float32: keep the input's dtype "
             "by filling the scores where the mask is False with -inf (masked_fill).",
             edits={'scores = scores.masked_fill(~mask, float("-inf"))':
-                       "scores = scores + (~mask).float() * -1e9"}),
+                       "scores = scores + (~mask).float() * -1e9"},
+            hint="Print the dtype of your scores before and after masking, for float16 inputs: where does it "
+                 "change?"),
     Mistake("scaled_dot_product_attention", "k_T", "`k.T` reverses every axis of a batched tensor; swap only the "
             "last two with `k.transpose(-2, -1)` (or `k.mT`).",
-            edits={"k.transpose(-2, -1)": "k.T"}),
+            edits={"k.transpose(-2, -1)": "k.T"},
+            hint="Print `k.shape` and the shape of what you multiply q by, for a 4-dimensional k: which axes "
+                 "should be swapped, and which does your code swap?"),
 )
 
 

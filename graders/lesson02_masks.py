@@ -730,47 +730,67 @@ def masked_domain(ctx, ex):
 MISTAKES = (
     Mistake("causal_mask", "triu", "`triu` keeps the upper triangle, the future: a causal mask keeps keys at or "
             "before the query, the lower triangle (`tril`).",
-            edits={"ones.tril(": "ones.triu("}),
+            edits={"ones.tril(": "ones.triu("},
+            hint="Draw the mask for t = 4 by hand, rows the queries and columns the keys: which triangle holds "
+                 "the keys a query may see, and which triangle does your call keep?"),
     Mistake("causal_mask", "no_diagonal", "the diagonal is excluded, so a query cannot see its own key (and the "
             "first query sees nothing): use j ≤ i + (t_k − t_q), not <.",
-            edits={"tril(diagonal=t_k - t_q)": "tril(diagonal=t_k - t_q - 1)"}),
+            edits={"tril(diagonal=t_k - t_q)": "tril(diagonal=t_k - t_q - 1)"},
+            hint="Look at the first query of a square mask: how many keys may it see? Check whether your mask "
+                 "keeps the diagonal itself."),
     Mistake("causal_mask", "top_left", "the mask is aligned top-left: with t_k > t_q (a KV cache holding earlier "
             "keys) the queries are the *last* t_q positions, so query i may see keys up to i + (t_k − t_q): "
             "`tril(diagonal=t_k - t_q)`.",
-            edits={"tril(diagonal=t_k - t_q)": "tril()"}),
+            edits={"tril(diagonal=t_k - t_q)": "tril()"},
+            hint="Print your mask for 2 queries and 5 keys. The queries are the last two positions: which keys "
+                 "may the last query see?"),
     Mistake("padding_mask", "inverted", "the padding mask is inverted: it is True at the padding. In this course "
             "(and in SDPA) True means 'may attend', so real keys, j < lengths[b], are True; nn.MultiheadAttention's "
             "key_padding_mask is the opposite convention.",
-            edits={"positions[None, :] < lengths": "positions[None, :] >= lengths"}),
+            edits={"positions[None, :] < lengths": "positions[None, :] >= lengths"},
+            hint="In this course True in a mask means 'may attend'. For a sequence of length 3 out of 5, which "
+                 "positions should be True?"),
     Mistake("sliding_window_mask", "off_by_one", "the window is one too wide: i − j ≤ window lets a query see window "
             "+ 1 keys; the window counts the query's own key, so it is i − window < j ≤ i.",
-            edits={"(j > i - window)": "(j >= i - window)"}),
+            edits={"(j > i - window)": "(j >= i - window)"},
+            hint="Count the keys one query sees with window = 3: is its own key one of the three? Check the "
+                 "comparison at the far edge of the window."),
     Mistake("to_additive", "large_negative", "masked positions get −1e9 instead of −inf: write exactly "
             "float('-inf'), which gives weight exactly 0 in every dtype and marks rows with no visible key.",
-            edits={'float("-inf")': "-1e9"}),
+            edits={'float("-inf")': "-1e9"},
+            hint="What is the weight of a masked position after the softmax in float16, and what marks a row "
+                 "that sees no key at all? Which fill value is exact in every dtype?"),
     Mistake("to_additive", "times_inf", "multiplying the inverted mask by −inf gives 0 × −inf = NaN where the mask "
             "is True: select the two values instead (torch.where or masked_fill).",
-            edits={'zeros.masked_fill(~mask, float("-inf"))': '(~mask).to(dtype) * float("-inf")'}),
+            edits={'zeros.masked_fill(~mask, float("-inf"))': '(~mask).to(dtype) * float("-inf")'},
+            hint="What is 0 × −inf in floating point? Print your bias where the mask is True."),
     Mistake("to_additive", "additive_no_device", "the bias is made on the default device, not the mask's: build it "
             "with device=mask.device (or from the mask itself, torch.zeros_like / masked_fill), so it can be added "
             "to scores living on a GPU.",
-            edits={"torch.zeros(mask.shape, dtype=dtype, device=mask.device)": "torch.zeros(mask.shape, dtype=dtype)"}),
+            edits={"torch.zeros(mask.shape, dtype=dtype, device=mask.device)": "torch.zeros(mask.shape, dtype=dtype)"},
+            hint="Print the device of your result for a mask on the meta device: where is the bias made?"),
     Mistake("masked_attention", "nan_rows", "a query whose mask row is all False gets softmax over all −inf scores, "
             "which is NaN: detect rows with no visible key (mask.any(-1)) and give them zeros.",
             edits={"scores = scores.masked_fill(~visible, 0.0)": "pass",
-                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"}),
+                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"},
+            hint="Give your function a mask with one row all False and print that row of the output. What is "
+                 "the softmax of a row of only −inf, and what should such a query output?"),
     Mistake("masked_attention", "nan_grads", "the output is right but a NaN from the softmax of an all −inf row "
             "survives in the backward pass (0 × NaN = NaN): make those rows' scores finite before the softmax, then "
             "zero their weights.",
             edits={'scores.masked_fill(~mask, float("-inf"))':
                        'scores + torch.zeros_like(scores).masked_fill(~mask, float("-inf"))',
-                   "scores = scores.masked_fill(~visible, 0.0)": "pass"}),
+                   "scores = scores.masked_fill(~visible, 0.0)": "pass"},
+            hint="Call backward through your function with a row that sees no key, and print the gradients: "
+                 "where does a NaN appear, even though the output has none?"),
     Mistake("masked_attention", "finite_fill", "masked scores are filled with a large finite number, so a query with "
             "no visible key averages all the values instead of giving zeros: fill with −inf and zero the rows with "
             "no visible key.",
             edits={'float("-inf")': "-1e9",
                    "scores = scores.masked_fill(~visible, 0.0)": "pass",
-                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"}),
+                   "softmax(scores, dim=-1).masked_fill(~visible, 0.0)": "softmax(scores, dim=-1)"},
+            hint="Give your function a mask with one row all False and print that row of the output: what does "
+                 "a query that may see no key output, and which fill value makes its weights vanish?"),
 )
 
 

@@ -828,45 +828,63 @@ MISTAKES = (
     Mistake("split_heads", "view_no_transpose", "`x.view(B, H, T, Dh)` keeps the memory order, so each 'head' gets "
             "whole feature vectors of a few positions: view as (B, T, H, Dh), then transpose(1, 2).",
             edits={"x.view(B, T, num_heads, D // num_heads).transpose(1, 2)":
-                       "x.view(B, num_heads, T, D // num_heads)"}),
+                       "x.view(B, num_heads, T, D // num_heads)"},
+            hint="Fill x with its feature index and print head 0 after your split: does each head hold a slice "
+                 "of the features of every position, or whole feature vectors of a few positions?"),
     Mistake("merge_heads", "merge_no_transpose", "reshaping (B, H, T, Dh) straight to (B, T, H·Dh) mixes positions "
             "and heads: transpose(1, 2) back to (B, T, H, Dh) first, then reshape.",
-            edits={"x.transpose(1, 2).reshape(": "x.reshape("}),
+            edits={"x.transpose(1, 2).reshape(": "x.reshape("},
+            hint="Split and then merge a small tensor and compare it with the original: which axes must be "
+                 "next to each other before the heads are put side by side?"),
     Mistake("MultiHeadAttention", "head_dim_is_d_model", "each head is as wide as the model (dh = D), which "
             "multiplies the parameters by H: split d_model into H heads of D/H features each.",
             edits={"num_heads, d_model // num_heads, dropout": "num_heads, d_model, dropout",
                    "q_proj = nn.Linear(d_model, d_model": "q_proj = nn.Linear(d_model, num_heads * d_model",
                    "k_proj = nn.Linear(d_model, d_model": "k_proj = nn.Linear(d_model, num_heads * d_model",
                    "v_proj = nn.Linear(d_model, d_model": "v_proj = nn.Linear(d_model, num_heads * d_model",
-                   "out_proj = nn.Linear(d_model,": "out_proj = nn.Linear(num_heads * d_model,"}),
+                   "out_proj = nn.Linear(d_model,": "out_proj = nn.Linear(num_heads * d_model,"},
+            hint="Count your module's parameters for D = 512 and H = 8: should the count depend on H? How wide "
+                 "is each head?"),
     Mistake("MultiHeadAttention", "no_out_proj", "the merged heads are returned without `out_proj`: apply the output "
             "projection after merge_heads, it mixes what the heads found.",
-            edits={"self.out_proj(merge_heads(weights @ v))": "merge_heads(weights @ v)"}),
+            edits={"self.out_proj(merge_heads(weights @ v))": "merge_heads(weights @ v)"},
+            hint="Follow the merged heads to your return line: is every projection the text lists applied?"),
     Mistake("MultiHeadAttention", "scale_by_sqrt_d_model", "the scores are divided by √d_model; each head's dot "
             "product runs over Dh = D/H features, so divide by √Dh.",
-            edits={"math.sqrt(self.head_dim)": "math.sqrt(self.num_heads * self.head_dim)"}),
+            edits={"math.sqrt(self.head_dim)": "math.sqrt(self.num_heads * self.head_dim)"},
+            hint="Each head's dot product runs over how many features? Check which size goes under the root."),
     Mistake("MultiHeadAttention", "averaged_weights", "the weights are averaged over the heads (B, Tq, Tk); return "
             "one map per head, (B, H, Tq, Tk).",
-            edits={"(weights if need_weights else None)": "(weights.mean(dim=1) if need_weights else None)"}),
+            edits={"(weights if need_weights else None)": "(weights.mean(dim=1) if need_weights else None)"},
+            hint="Print the shape of the weights you return with need_weights=True: how many maps should there "
+                 "be, one per head or one in all?"),
     Mistake("MultiHeadAttention", "value_defaults_to_query", "with `key` given and `value` None the values are "
             "taken from the query; attending over one memory means value is key: `value = key if value is None`.",
-            edits={"value = key if value is None else value": "value = query if value is None else value"}),
+            edits={"value = key if value is None else value": "value = query if value is None else value"},
+            hint="Call the module with key given and value None: which tensor should the values come from?"),
     Mistake("CausalSelfAttention", "bias_ignored", "`bias` is not passed to the projections, so bias=False still "
             "builds biases: give both nn.Linear layers bias=bias.",
             edits={"nn.Linear(d_model, 3 * d_model, bias=bias)": "nn.Linear(d_model, 3 * d_model)",
-                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model)"}),
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model)"},
+            hint="Build the module with bias=False and list its parameters: are there any biases left?"),
     Mistake("CausalSelfAttention", "qkv_interleaved", "the fused projection is split per head (q, k, v interleaved "
             "inside each head's slice); its output is [q | k | v], three blocks of D features: chunk(3, dim=-1) "
             "first, then split the heads.",
             edits={"self.qkv_proj(x).chunk(3, dim=-1)":
                        "split_heads(self.qkv_proj(x), self.num_heads).chunk(3, dim=-1)",
-                   "q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))": "pass"}),
+                   "q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))": "pass"},
+            hint="Print how the fused projection's output is laid out: where do the q features end and the k "
+                 "features begin, and does your split follow that?"),
     Mistake("CausalSelfAttention", "never_causal", "`is_causal` is not passed to F.scaled_dot_product_attention, so "
             "every position sees the future: pass is_causal=is_causal.",
-            edits={"is_causal=is_causal)": "is_causal=False)"}),
+            edits={"is_causal=is_causal)": "is_causal=False)"},
+            hint="Change the input at a late position and see whether the outputs at earlier positions move. "
+                 "Is causality asked for in your attention call?"),
     Mistake("repeat_kv", "tiled", "`repeat` tiles the heads (0, 1, 2, 0, 1, 2), giving query head h the KV head h % "
             "Hkv; heads must be grouped (0, 0, 1, 1, 2, 2): use repeat_interleave(n_rep, dim=1).",
-            edits={"if n_rep == 1:": "return x.repeat(1, n_rep, 1, 1)\n    if n_rep == 1:"}),
+            edits={"if n_rep == 1:": "return x.repeat(1, n_rep, 1, 1)\n    if n_rep == 1:"},
+            hint="Print which KV head each output head copies for 2 KV heads and n_rep = 2: should copies of "
+                 "one head sit side by side, or cycle?"),
     Mistake("GroupedQueryAttention", "gqa_bias_ignored", "the projections are built without biases whatever "
             "`bias` says: pass bias=bias to all four nn.Linear layers (bias=True must build q_proj.bias, ...).",
             edits={"self.q_proj = nn.Linear(d_model, d_model, bias=bias)": "self.q_proj = nn.Linear(d_model, d_model, bias=False)",
@@ -874,13 +892,16 @@ MISTAKES = (
                        "self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)",
                    "self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=bias)":
                        "self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)",
-                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model, bias=False)"}),
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=bias)": "self.out_proj = nn.Linear(d_model, d_model, bias=False)"},
+            hint="Build the module with bias=True and list its parameters: does every projection have a bias?"),
     Mistake("GroupedQueryAttention", "tiled_kv", "the KV heads are tiled with `repeat` (h % Hkv) instead of grouped: "
             "query head h must use KV head h // n_rep, as repeat_kv or enable_gqa=True do.",
             edits={"repeat_kv(split_heads(self.k_proj(x), self.num_kv_heads), n_rep)":
                        "split_heads(self.k_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)",
                    "repeat_kv(split_heads(self.v_proj(x), self.num_kv_heads), n_rep)":
-                       "split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)"}),
+                       "split_heads(self.v_proj(x), self.num_kv_heads).repeat(1, n_rep, 1, 1)"},
+            hint="Print which KV head each query head uses for 4 query heads and 2 KV heads: should "
+                 "neighbouring query heads share one, or alternate?"),
 )
 
 

@@ -620,44 +620,65 @@ def manual_domain(ctx, ex):
 MISTAKES = (
     Mistake("layer_norm", "unbiased_variance", "the variance divides by D − 1 (torch's default `x.var()`); LayerNorm "
             "uses the population variance, dividing by D: `unbiased=False` or `correction=0`.",
-            edits={"var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)": "var = x.var(dim=-1, keepdim=True)"}),
+            edits={"var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)": "var = x.var(dim=-1, keepdim=True)"},
+            hint="Which variance does LayerNorm use: divided by the number of features, or by one less? Check "
+                 "what your variance call does by default."),
     Mistake("layer_norm", "eps_outside_sqrt", "eps is added to the standard deviation; it belongs inside the square "
             "root: (x − mean) / √(var + eps).",
-            edits={"torch.sqrt(var + eps)": "(torch.sqrt(var) + eps)"}),
+            edits={"torch.sqrt(var + eps)": "(torch.sqrt(var) + eps)"},
+            hint="Where does eps go: inside the square root, or added after it? Try a row whose entries are "
+                 "all nearly equal."),
     Mistake("layer_norm", "batch_dim", "the mean and variance are taken over the batch axis (dim 0); LayerNorm "
             "normalises each token over its own features, the last axis (dim=-1).",
             edits={"x.mean(dim=-1,": "x.mean(dim=0,",
-                   "((x - mean) ** 2).mean(dim=-1,": "((x - mean) ** 2).mean(dim=0,"}),
+                   "((x - mean) ** 2).mean(dim=-1,": "((x - mean) ** 2).mean(dim=0,"},
+            hint="Over which axis are your mean and variance taken? LayerNorm gives each token statistics of "
+                 "its own features."),
     Mistake("layer_norm", "all_dims", "the mean and variance are taken over the whole tensor; LayerNorm takes one "
             "mean and variance per row, over the last axis only (dim=-1, keepdim=True).",
             edits={"x.mean(dim=-1, keepdim=True)": "x.mean()",
-                   "((x - mean) ** 2).mean(dim=-1, keepdim=True)": "((x - mean) ** 2).mean()"}),
+                   "((x - mean) ** 2).mean(dim=-1, keepdim=True)": "((x - mean) ** 2).mean()"},
+            hint="How many means does your code compute for a (B, T, D) input: one per row, or one for the "
+                 "whole tensor?"),
     Mistake("LayerNorm", "zero_weight", "`weight` starts at 0, so every output is the bias and no gradient reaches "
             "the input: initialise the gain with torch.ones (and the bias with zeros).",
-            edits={"nn.Parameter(torch.ones(normalized_shape))": "nn.Parameter(torch.zeros(normalized_shape))"}),
+            edits={"nn.Parameter(torch.ones(normalized_shape))": "nn.Parameter(torch.zeros(normalized_shape))"},
+            hint="Print your module's output and input gradient right after construction: what should the gain "
+                 "start at so the layer passes its normalised input through?"),
     Mistake("LayerNorm", "plain_tensors", "`weight` and `bias` are plain tensors, so they are not parameters: they "
             "are not trained, not in the state dict, and not moved by .to(); wrap them in nn.Parameter.",
             edits={"nn.Parameter(torch.ones(normalized_shape))": "torch.ones(normalized_shape)",
-                   "nn.Parameter(torch.zeros(normalized_shape))": "torch.zeros(normalized_shape)"}),
+                   "nn.Parameter(torch.zeros(normalized_shape))": "torch.zeros(normalized_shape)"},
+            hint="List your module's parameters and its state dict's keys: are the gain and the bias in them?"),
     Mistake("batch_norm", "per_sample_stats", "the statistics are computed per sample (over C and the spatial dims); "
             "BatchNorm's are per channel, over the batch and spatial dims: dims (0, 2, 3, ...).",
-            edits={"dims = (0, *range(2, x.dim()))": "dims = tuple(range(1, x.dim()))"}),
+            edits={"dims = (0, *range(2, x.dim()))": "dims = tuple(range(1, x.dim()))"},
+            hint="For a (N, C, H, W) input, over which axes are BatchNorm's statistics taken? Normalise one "
+                 "sample alone and compare it with the same sample inside the batch."),
     Mistake("batch_norm", "bn_unbiased_variance", "the variance divides by n − 1; BatchNorm normalises with the "
             "population variance (divide by n = N·H·W…): `unbiased=False` or `correction=0`.",
-            edits={"var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)": "var = x.var(dim=dims, keepdim=True)"}),
+            edits={"var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)": "var = x.var(dim=dims, keepdim=True)"},
+            hint="Which variance does BatchNorm normalise with: divided by n, or by n − 1? Check your variance "
+                 "call's default."),
     Mistake("group_norm", "strided_groups", "the groups take every G-th channel (x viewed as (N, C/G, G, ...)); a "
             "group is a run of C/G neighbouring channels: view x as (N, G, C/G, ...) or (N, G, -1).",
             edits={"x.reshape(N, num_groups, -1)": "x.reshape(N, C // num_groups, num_groups, -1)",
                    "xg.mean(dim=-1,": "xg.mean(dim=(1, 3),",
-                   "((xg - mean) ** 2).mean(dim=-1,": "((xg - mean) ** 2).mean(dim=(1, 3),"}),
+                   "((xg - mean) ** 2).mean(dim=-1,": "((xg - mean) ** 2).mean(dim=(1, 3),"},
+            hint="Print which channels land in group 0 for C = 6 and 3 groups: neighbouring channels, or every "
+                 "third one?"),
     Mistake("layer_norm_manual", "constant_stats", "the backward treats the mean and the standard deviation as "
             "constants (grad_x = g·weight/σ); both depend on x, which adds −mean(ĝ) − x̂·mean(ĝ·x̂) inside the "
             "bracket.",
             edits={"rstd * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))":
-                       "rstd * g"}),
+                       "rstd * g"},
+            hint="Both the mean and the standard deviation depend on x. Does your backward take their "
+                 "dependence into account, or treat them as constants?"),
     Mistake("layer_norm_manual", "mean_term_only", "the backward subtracts mean(ĝ) for the mean but forgets the "
             "variance's term −x̂·mean(ĝ·x̂), with ĝ = grad_out·weight.",
-            edits={" - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))": ")"}),
+            edits={" - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))": ")"},
+            hint="Compare your gradient with autograd's on a small input: the mean's term is there, but what "
+                 "does the variance's dependence on x add?"),
 )
 
 

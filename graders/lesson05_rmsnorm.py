@@ -421,41 +421,56 @@ def triton_domain(ctx, ex):
 MISTAKES = (
     Mistake("rms_norm", "subtract_mean", "RMSNorm does not re-centre: dividing x − mean(x) by its spread is "
             "LayerNorm; divide x itself by √(mean(x²) + eps).",
-            edits={"xf = x.float()": "xf = x.float()\n    xf = xf - xf.mean(dim=-1, keepdim=True)"}),
+            edits={"xf = x.float()": "xf = x.float()\n    xf = xf - xf.mean(dim=-1, keepdim=True)"},
+            hint="RMSNorm does not re-centre its input. Does your code subtract anything before it divides?"),
     Mistake("rms_norm", "eps_outside_sqrt", "eps is added after the square root; it belongs inside: x / √(mean(x²) + "
             "eps), which matters when mean(x²) is as small as eps.",
             edits={"torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)":
-                       "1 / (xf.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)"}),
+                       "1 / (xf.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps)"},
+            hint="Where does eps go: inside the square root, or added after it? Try inputs of magnitude 1e-4."),
     Mistake("rms_norm", "no_upcast", "x² is computed in the input's dtype: in float16 it overflows to inf for |x| ≥ "
             "256; compute in float32 (x.float()) and cast the result back to x.dtype.",
-            edits={"xf = x.float()": "xf = x", "weight.float()": "weight"}),
+            edits={"xf = x.float()": "xf = x", "weight.float()": "weight"},
+            hint="Run your function on float16 inputs of magnitude 1000 and print the intermediate squares: "
+                 "what is the largest value float16 can hold?"),
     Mistake("rms_norm", "mean_abs", "the scale is mean(|x|), not the root mean square: use √(mean(x²) + eps).",
             edits={"torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)":
-                       "1 / (xf.abs().mean(dim=-1, keepdim=True) + eps)"}),
+                       "1 / (xf.abs().mean(dim=-1, keepdim=True) + eps)"},
+            hint="Which statistic does RMSNorm divide by: the mean absolute value, or the root of the mean "
+                 "square?"),
     Mistake("rms_norm", "weight_after_cast", "the weight multiplies after the cast back to x's dtype, so a float32 "
             "weight with bfloat16 x (mixed precision) makes the output float32: multiply by weight.float() in "
             "float32, then cast the result to x.dtype.",
             edits={"        y = y * weight.float()\n    return y.to(x.dtype)":
-                       "        return y.to(x.dtype) * weight\n    return y.to(x.dtype)"}),
+                       "        return y.to(x.dtype) * weight\n    return y.to(x.dtype)"},
+            hint="With bfloat16 input and a float32 weight, print the dtype of your output: where does the "
+                 "multiplication by the weight happen, before or after the cast back?"),
     Mistake("RMSNorm", "with_bias", "RMSNorm has no bias, only a `weight` (gain) of ones; drop the bias so the "
             "module matches nn.RMSNorm and its state dict.",
             edits={"self.weight = nn.Parameter(torch.ones(dim))":
                        "self.weight = nn.Parameter(torch.ones(dim))\n"
                        "        self.bias = nn.Parameter(torch.zeros(dim))",
                    "return rms_norm(x, self.weight, self.eps)":
-                       "return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)"}),
+                       "return rms_norm(x, self.weight, self.eps) + self.bias.to(x.dtype)"},
+            hint="List your module's parameters and compare them with nn.RMSNorm's: is there anything extra?"),
     Mistake("RMSNorm", "module_no_upcast", "the module squares x in its own dtype: in float16 x² overflows to inf "
             "for |x| ≥ 256; compute in float32 (x.float()), as rms_norm does, and cast back to x.dtype.",
             edits={"return rms_norm(x, self.weight, self.eps)":
-                       "return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)"}),
+                       "return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)"},
+            hint="Run your module on float16 inputs of magnitude 1000 and print the intermediate squares: in "
+                 "which dtype are they computed?"),
     Mistake("rms_norm_triton", "torch_only", "rms_norm_triton must launch a Triton kernel (@triton.jit, "
             "`kernel[(n_rows,)](...)`); calling torch operations does not count.",
-            edits={"n_cols = x.shape[-1]": "return rms_norm(x, weight, eps)"}),
+            edits={"n_cols = x.shape[-1]": "return rms_norm(x, weight, eps)"},
+            hint="Does a Triton kernel actually run when your function is called? Check where the output is "
+                 "computed."),
     Mistake("rms_norm_triton", "triton_no_upcast", "the kernel squares x in float16, which overflows to inf for |x| "
             "≥ 256: load with `.to(tl.float32)` and accumulate in float32.",
             edits={"mask=mask, other=0.0).to(tl.float32)\n    w": "mask=mask, other=0.0)\n    w",
                    "w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)":
-                       "w = tl.load(w_ptr + cols, mask=mask, other=0.0)"}),
+                       "w = tl.load(w_ptr + cols, mask=mask, other=0.0)"},
+            hint="In which dtype does your kernel square and sum the row? Try float16 inputs of magnitude "
+                 "1000."),
 )
 
 

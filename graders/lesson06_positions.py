@@ -610,63 +610,89 @@ MISTAKES = (
     Mistake("sinusoidal_table", "sin_cos_swapped", "sin and cos are swapped: the even columns 2i take sin(p·ω_i) and "
             "the odd columns 2i+1 take cos(p·ω_i), so position 0 reads (0, 1, 0, 1, ...).",
             edits={"pe[:, 0::2] = angles.sin()": "pe[:, 0::2] = angles.cos()",
-                   "pe[:, 1::2] = angles.cos()": "pe[:, 1::2] = angles.sin()"}),
+                   "pe[:, 1::2] = angles.cos()": "pe[:, 1::2] = angles.sin()"},
+            hint="Print row 0 of your table: sin 0 and cos 0 are 0 and 1. Which columns should hold which?"),
     Mistake("sinusoidal_table", "table_exponent_i", "the exponent uses the pair index i instead of the column 2i: "
             "ω_i = base^(−2i/d_model), i.e. torch.arange(0, d_model, 2) / d_model.",
             edits={"torch.arange(0, d_model, 2, dtype=torch.float32) / d_model":
-                       "torch.arange(d_model // 2, dtype=torch.float32) / d_model"}),
+                       "torch.arange(d_model // 2, dtype=torch.float32) / d_model"},
+            hint="Print the frequencies of your table's column pairs: is the exponent built from the pair's "
+                 "index or from the column's?"),
     Mistake("LearnedPositionalEmbedding", "offset_ignored", "`offset` is ignored: rows 0..T−1 are added whatever the "
             "offset; add rows offset..offset+T−1 (a decoder with a cache is at position offset, not 0).",
-            edits={"self.weight[offset:offset + T]": "self.weight[:T]"}),
+            edits={"self.weight[offset:offset + T]": "self.weight[:T]"},
+            hint="Call the module with offset = 5 and print which table rows were added: do they start at the "
+                 "offset?"),
     Mistake("LearnedPositionalEmbedding", "T_from_axis_1", "T is read from axis 1, which is the sequence axis only "
             "for a (B, T, D) input: x is (..., T, d_model), so take T = x.shape[-2] (a (T, D) or (B, H, T, D) "
             "input has other sizes at axis 1).",
-            edits={"T = x.shape[-2]": "T = x.shape[1]"}),
+            edits={"T = x.shape[-2]": "T = x.shape[1]"},
+            hint="Call the module on a (T, D) input and on a (B, H, T, D) one: which axis holds the sequence "
+                 "length in each?"),
     Mistake("LearnedPositionalEmbedding", "default_init", "nn.Embedding initialises N(0, 1); positions here are "
             "initialised N(0, 0.02): call nn.init.normal_(weight, std=0.02).",
-            edits={"nn.init.normal_(self.weight, mean=0.0, std=0.02)": "nn.init.normal_(self.weight)"}),
+            edits={"nn.init.normal_(self.weight, mean=0.0, std=0.02)": "nn.init.normal_(self.weight)"},
+            hint="Print the standard deviation of your table right after construction: what should it be?"),
     Mistake("apply_rope", "half_split", 'this rotates the half-split pairs (x[i], x[i + D/2]) (GPT-NeoX\'s "rotate '
             'half" layout); apply_rope uses interleaved pairs (x[2i], x[2i+1]). Mixing the two layouts is a silent '
             "mismatch between implementations.",
             edits={"x[..., 0::2].float(), x[..., 1::2].float()": "x[..., : D // 2].float(), x[..., D // 2 :].float()",
                    "torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)":
                        "torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)",
-                   "rotated.flatten(-2)": "rotated"}),
+                   "rotated.flatten(-2)": "rotated"},
+            hint="Which features does this function rotate together: neighbours, or a feature and the one half "
+                 "the width away? Compare with the layout the text gives."),
     Mistake("apply_rope", "rope_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
             "token t by positions[..., t], which need not be 0, 1, 2, ... (a KV cache, packed sequences).",
             edits={"positions.to(x.device, torch.float32)":
-                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"}),
+                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"},
+            hint="Pass positions 100 to 104 and print the angles your code uses: do they come from the "
+                 "positions you were given?"),
     Mistake("apply_rope", "rope_base_ignored", "the base is hard-coded to 10000, so `base=` is ignored: the "
             "frequencies are base^(−2i/D) for the base given.",
-            edits={"inv_freq = base **": "inv_freq = 10000 **"}),
+            edits={"inv_freq = base **": "inv_freq = 10000 **"},
+            hint="Call the function with a base other than the default: does the value reach the frequencies?"),
     Mistake("apply_rope_half", "interleaved", "this rotates interleaved pairs (x[2i], x[2i+1]); apply_rope_half uses "
             'the half-split layout, pairs (x[i], x[i + D/2]) ("rotate half"). Mixing the two layouts is a silent '
             "mismatch between implementations.",
             edits={"x[..., : D // 2].float(), x[..., D // 2 :].float()": "x[..., 0::2].float(), x[..., 1::2].float()",
                    "torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)":
-                       "torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)"}),
+                       "torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)"},
+            hint="Which features does this function rotate together: a feature and the one half the width "
+                 "away, or neighbours? Compare with the layout the text gives."),
     Mistake("apply_rope_half", "half_positions_ignored", "`positions` is ignored (arange(T) is used instead): rotate "
             "token t by positions[..., t], which need not be 0, 1, 2, ...",
             edits={"positions.to(x.device, torch.float32)":
-                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"}),
+                       "torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)"},
+            hint="Pass positions 100 to 104 and print the angles your code uses: do they come from the "
+                 "positions you were given?"),
     Mistake("rope_inv_freq", "ntk_exponent_inverted", "the NTK base uses scale^((dim−2)/dim), the exponent upside "
             "down: base·scale^(dim/(dim−2)) is the base that divides the lowest frequency by exactly `scale`.",
-            edits={"scale ** (dim / (dim - 2))": "scale ** ((dim - 2) / dim)"}),
+            edits={"scale ** (dim / (dim - 2))": "scale ** ((dim - 2) / dim)"},
+            hint="With the NTK method, what must happen to the lowest frequency? Print it next to the plain "
+                 "one and compute the ratio."),
     Mistake("rope_inv_freq", "linear_multiplies", '"linear" multiplies the frequencies by `scale`; position '
             "interpolation divides them (positions p/scale), so a longer context maps onto the trained angles.",
-            edits={"inv_freq = inv_freq / scale": "inv_freq = inv_freq * scale"}),
+            edits={"inv_freq = inv_freq / scale": "inv_freq = inv_freq * scale"},
+            hint="Position interpolation squeezes a longer context into the trained angles: should the "
+                 "frequencies grow or shrink with the scale?"),
     Mistake("alibi_slopes", "slopes_reversed", "the slopes are in reverse order: head 0 gets the steepest slope, "
             "2^(−8/H), and they fall geometrically to 2^(−8) for the last head.",
-            edits={"return torch.tensor(slopes)": "return torch.tensor(slopes).flip(0)"}),
+            edits={"return torch.tensor(slopes)": "return torch.tensor(slopes).flip(0)"},
+            hint="Print your slopes for H = 8: does the first head get the steepest slope or the gentlest?"),
     Mistake("alibi_slopes", "one_rule_for_all", "2^(−8(h+1)/H) is the rule for a power-of-two H only; otherwise take "
             "the slopes of the closest power of two below H, then every other slope of twice that many.",
-            edits={"power_of_two(n) + power_of_two(2 * n)[0::2][: num_heads - n]": "power_of_two(num_heads)"}),
+            edits={"power_of_two(n) + power_of_two(2 * n)[0::2][: num_heads - n]": "power_of_two(num_heads)"},
+            hint="Is H a power of two? Check the ALiBi rule for a head count that is not."),
     Mistake("alibi_bias", "bias_positive", "the bias is positive: ALiBi subtracts m_h·|i − j|, a penalty that grows "
             "with distance.",
-            edits={"return -slopes": "return slopes"}),
+            edits={"return -slopes": "return slopes"},
+            hint="Print a row of your bias: should attention to a distant key be favoured or penalised?"),
     Mistake("alibi_bias", "top_left", "with t_q < t_k the queries are the last t_q positions: query i sits at "
             "position i + (t_k − t_q) (bottom-right aligned), not at i.",
-            edits={"torch.arange(t_q)[:, None] + (t_k - t_q)": "torch.arange(t_q)[:, None]"}),
+            edits={"torch.arange(t_q)[:, None] + (t_k - t_q)": "torch.arange(t_q)[:, None]"},
+            hint="With fewer queries than keys, where do the queries sit: at the start of the keys, or at "
+                 "their end?"),
 )
 
 

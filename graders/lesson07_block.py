@@ -825,22 +825,30 @@ def block_domain(ctx, ex):
 MISTAKES = (
     Mistake("MLP", "mlp_exact_gelu", "nn.GELU() / F.gelu(x) is the exact, erf-based GELU; GPT-2 uses the tanh "
             'approximation: F.gelu(x, approximate="tanh").',
-            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.gelu(self.fc1(x))"}),
+            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.gelu(self.fc1(x))"},
+            hint="There are two GELUs, the exact one and a tanh approximation. Which one does GPT-2 use, and "
+                 "which one does your call compute by default?"),
     Mistake("MLP", "mlp_relu", "the activation is ReLU; this MLP uses GELU with the tanh approximation, F.gelu(x, "
             'approximate="tanh").',
-            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.relu(self.fc1(x))"}),
+            edits={'F.gelu(self.fc1(x), approximate="tanh")': "F.relu(self.fc1(x))"},
+            hint="Which activation does GPT-2's MLP use? Compare your activation's output with it at a few "
+                 "negative inputs."),
     Mistake("MLP", "mlp_wrong_expansion", "the hidden width is fixed at 4 · d_model; it must be expansion · d_model "
             "for the `expansion` passed in.",
-            edits={"hidden = expansion * d_model": "hidden = 4 * d_model"}),
+            edits={"hidden = expansion * d_model": "hidden = 4 * d_model"},
+            hint="Build the MLP with expansion = 3 and print the shape of fc1's weight: does the hidden width "
+                 "follow the argument?"),
     Mistake("MLP", "mlp_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so it drops even in eval mode: "
             "use an nn.Dropout module (or pass training=self.training).",
             edits={"self.dropout = nn.Dropout(dropout)": "self.p = dropout",
-                   "self.dropout(self.fc2(h))": "F.dropout(self.fc2(h), self.p)"}),
+                   "self.dropout(self.fc2(h))": "F.dropout(self.fc2(h), self.p)"},
+            hint="Put the module in eval mode, run the same input twice and compare: does dropout still act?"),
     Mistake("MLP", "mlp_assumes_3d", "the MLP unpacks B, T, D = x.shape, so it takes only 3-D inputs; it acts on "
             "the last dim alone: apply fc1 and fc2 to x as it comes, (..., d_model) in and out.",
             edits={'h = F.gelu(self.fc1(x), approximate="tanh")  # (..., expansion·D)':
                    'B, T, D = x.shape\n        h = F.gelu(self.fc1(x.reshape(B * T, D)), approximate="tanh")',
-                   "return self.dropout(self.fc2(h))  # (..., D)": "return self.dropout(self.fc2(h)).view(B, T, D)"}),
+                   "return self.dropout(self.fc2(h))  # (..., D)": "return self.dropout(self.fc2(h)).view(B, T, D)"},
+            hint="Call your MLP on a 2-D input, (N, d_model): does anything in it assume exactly three axes?"),
     Mistake("TransformerBlock", "causal_mask_made_once", "the causal mask is built once, at the first call's length, "
             "and reused: build it in forward from this x's length, T = x.shape[1], at every call.",
             edits={"            T = x.shape[1]\n            causal = torch.ones(T, T, dtype=torch.bool, device=x.device)"
@@ -848,44 +856,60 @@ MISTAKES = (
                    "            if not hasattr(self, \"causal_mask\"):  # made once, at the first call's length\n"
                    "                T = x.shape[1]\n"
                    "                self.causal_mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()\n"
-                   "            causal = self.causal_mask\n"}),
+                   "            causal = self.causal_mask\n"},
+            hint="Call the block with causal=True on one length, then on another: is the mask rebuilt for the "
+                 "new length?"),
     Mistake("TransformerBlock", "causal_mask_on_cpu", "the causal mask is made without device=, so on the CPU: on a "
             "GPU (or any device but the CPU) the block fails. Make it where x is: torch.ones(T, T, dtype=torch.bool, "
             "device=x.device).",
             edits={"causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)":
-                   "causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)"}),
+                   "causal = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)"},
+            hint="Print the device of your causal mask when x is on another device: where is the mask made?"),
     Mistake("TransformerBlock", "dropout_on_residual_stream", "dropout is applied to the residual stream, dropout(x + "
             "attn(...)); it belongs on the branch's output only, x + dropout(attn(ln1(x))), so what earlier layers "
             "wrote is never dropped.",
             edits={"x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])  # (B, T, D)":
-                   "x = self.dropout(x + self.attn(self.ln1(x), mask=mask)[0])  # (B, T, D)"}),
+                   "x = self.dropout(x + self.attn(self.ln1(x), mask=mask)[0])  # (B, T, D)"},
+            hint="In training mode, which tensor does your dropout act on: the branch's output only, or the "
+                 "sum that carries the earlier layers' work?"),
     Mistake("TransformerBlock", "ln_after_add", "in pre-LN the LayerNorm normalises only the branch's input, x + "
             "attn(ln1(x)); writing x = ln1(x) first puts the normalised value on the residual stream, so ln2 then "
             "acts after the add, as in post-LN.",
             edits={"x = x + self.dropout(self.attn(self.ln1(x), mask=mask)[0])":
                        "x = self.ln1(x)\n            x = x + self.dropout(self.attn(x, mask=mask)[0])",
-                   "x = x + self.mlp(self.ln2(x))": "x = self.ln2(x)\n            x = x + self.mlp(x)"}),
+                   "x = x + self.mlp(self.ln2(x))": "x = self.ln2(x)\n            x = x + self.mlp(x)"},
+            hint="Follow x through a pre-LN forward: is the normalised value only the branch's input, or does "
+                 "it replace x on the residual stream?"),
     Mistake("TransformerBlock", "post_ln_for_pre_ln", "norm_first=True asks for pre-LN, x + attn(ln1(x)) then x + "
             "mlp(ln2(x)), but the block always computes post-LN, ln1(x + attn(x)).",
-            edits={"if self.norm_first:": "if False:  # always post-LN"}),
+            edits={"if self.norm_first:": "if False:  # always post-LN"},
+            hint="Build the block with norm_first=True and with norm_first=False: does your forward compute "
+                 "anything different?"),
     Mistake("TransformerBlock", "no_residual", "the residual connections are missing: each sub-layer's output must "
             "be added to its input (x + attn(...), x + mlp(...)), not replace it.",
             edits={"x = x + self.dropout(self.attn(self.ln1(x)": "x = self.dropout(self.attn(self.ln1(x)",
                    "x = x + self.mlp(self.ln2(x))": "x = self.mlp(self.ln2(x))",
                    "self.ln1(x + self.dropout(": "self.ln1(self.dropout(",
-                   "self.ln2(x + self.mlp(x))": "self.ln2(self.mlp(x))"}),
+                   "self.ln2(x + self.mlp(x))": "self.ln2(self.mlp(x))"},
+            hint="Follow x through your forward: is each sub-layer's output added to its input, or does it "
+                 "replace it?"),
     Mistake("TransformerBlock", "block_wrong_expansion", "the block's MLP ignores `expansion` (it always uses 4×): "
             "pass expansion on, MLP(d_model, expansion, dropout, bias).",
-            edits={"MLP(d_model, expansion, dropout, bias)": "MLP(d_model, dropout=dropout, bias=bias)"}),
+            edits={"MLP(d_model, expansion, dropout, bias)": "MLP(d_model, dropout=dropout, bias=bias)"},
+            hint="Build the block with expansion = 3 and print the shape of its MLP's first weight: does the "
+                 "argument reach the MLP?"),
     Mistake("TransformerBlock", "block_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the block "
             "drops activations in eval mode too: use an nn.Dropout module (or training=self.training).",
             edits={"self.dropout = nn.Dropout(dropout)": "self.p = dropout",
                    "self.dropout(self.attn(self.ln1(x), mask=mask)[0])":
                        "F.dropout(self.attn(self.ln1(x), mask=mask)[0], self.p)",
-                   "self.dropout(self.attn(x, mask=mask)[0])": "F.dropout(self.attn(x, mask=mask)[0], self.p)"}),
+                   "self.dropout(self.attn(x, mask=mask)[0])": "F.dropout(self.attn(x, mask=mask)[0], self.p)"},
+            hint="Put the block in eval mode, run the same input twice and compare: does dropout still act?"),
     Mistake("TransformerBlock", "causal_ignored", "causal=True is ignored: build a lower-triangular boolean mask "
             "(True = may attend) and combine it with any mask passed in.",
-            edits={"if self.causal:": "if False:  # causal ignored"}),
+            edits={"if self.causal:": "if False:  # causal ignored"},
+            hint="Build the block with causal=True, change the input at a late position, and see whether "
+                 "earlier outputs move."),
 )
 
 

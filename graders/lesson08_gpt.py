@@ -1222,11 +1222,14 @@ MISTAKES = (
                    "        if self.n_embd % self.n_head:":
                    "        if self.n_layer < 0:\n"
                    "            raise ValueError(f\"n_layer must not be negative, got {self.n_layer}\")\n"
-                   "        if self.n_embd % self.n_head:"}),
+                   "        if self.n_embd % self.n_head:"},
+            hint="Which config sizes must be at least 1? Try building a config with zero blocks."),
     Mistake("GPT", "embedding_dropout_in_eval", "F.dropout(x, p) defaults to training=True, so the embeddings are "
             "dropped in eval mode too: use the nn.Dropout module self.drop (or pass training=self.training).",
             edits={"x = self.drop(self.wte(idx) + self.wpe(pos))":
-                   "x = F.dropout(self.wte(idx) + self.wpe(pos), self.config.dropout)"}),
+                   "x = F.dropout(self.wte(idx) + self.wpe(pos), self.config.dropout)"},
+            hint="Put the model in eval mode, run the same tokens twice and compare the logits: does dropout "
+                 "still act?"),
     Mistake("GPT", "head_copied", "the head is a copy of the token embedding, not tied to it: a second "
             "vocab_size × n_embd matrix that drifts apart in training. Assign the Parameter "
             "`wte.weight` itself to `lm_head.weight`.", edits={
@@ -1234,47 +1237,72 @@ MISTAKES = (
                 "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n":
                 "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n"
                 "        self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())  # the same values, for now\n",
-            }),
+            },
+            hint="After building the model, change one entry of the token embedding and print the head's "
+                 "weight: does it change too?"),
     Mistake("GPT", "no_causal_mask", "the attention has no causal mask, so every position sees the tokens it should "
             "predict: pass lesson 02's bottom-right causal mask (True = may attend) as attn_mask.",
-            edits={"attn_mask=causal,": "attn_mask=None,"}),
+            edits={"attn_mask=causal,": "attn_mask=None,"},
+            hint="Change the tokens from some position on and check whether the logits at earlier positions "
+                 "move."),
     Mistake("GPT", "no_position_embeddings", "the position embeddings never reach the model: add "
             "`self.wpe(positions)` to the token embeddings, or attention cannot tell the order of the tokens.",
-            edits={"x = self.drop(self.wte(idx) + self.wpe(pos))": "x = self.drop(self.wte(idx))"}),
+            edits={"x = self.drop(self.wte(idx) + self.wpe(pos))": "x = self.drop(self.wte(idx))"},
+            hint="Feed the same tokens in two different orders: can your model tell them apart? Follow the "
+                 "position embeddings through your forward."),
     Mistake("GPT", "residual_init_not_scaled", "the residual projections (attn.out_proj and mlp.fc2) keep std "
             "0.02: scale it by 1/√(2·n_layer), so the residual stream does not grow with depth at initialisation.",
             edits={"        for block in self.blocks:  # the two projections that add into the residual stream\n"
                    "            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n"
-                   "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n": ""}),
+                   "            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))\n": ""},
+            hint="Print the standard deviation of each projection's weight right after construction: which "
+                 "ones should be smaller, and by how much?"),
     Mistake("GPT", "cache_positions_from_zero", "with a cache, the new tokens' positions restart at 0: they must "
             "continue from len(cache), i.e. torch.arange(len(cache), len(cache) + T).",
-            edits={"pos = torch.arange(start, start + T, device=idx.device)": "pos = torch.arange(T, device=idx.device)"}),
+            edits={"pos = torch.arange(start, start + T, device=idx.device)": "pos = torch.arange(T, device=idx.device)"},
+            hint="Feed a sequence through the cache in two pieces and print the positions each piece is "
+                 "embedded at: where should the second piece start?"),
     Mistake("count_parameters", "tied_counted_twice", "a tied weight is counted once for every module that holds it: "
-            "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice),
+            "sum over model.parameters(), which yields each shared Parameter once.", count__tied_counted_twice,
+            hint="Build a model whose head is tied to its embedding and count: is the shared matrix counted "
+                 "once or twice?"),
     Mistake("generate", "cache_never_rebuilt", "with the cache, generation runs past block_size: once len(cache) + "
             "the new tokens would pass block_size, start a fresh KVCache from the last block_size tokens.",
             edits={"            if len(cache) + new.shape[1] > block_size:  # full: positions are baked into the cached "
-                   "keys\n                cache, new = KVCache(), out[:, -block_size:]\n": ""}),
+                   "keys\n                cache, new = KVCache(), out[:, -block_size:]\n": ""},
+            hint="Generate more tokens than block_size with the cache on, and print the cache's length at each "
+                 "step: what happens when it reaches the limit?"),
     Mistake("generate", "mode_not_restored", "generate leaves the model in eval mode: note whether it was training "
             "before model.eval() and put it back in that mode at the end.",
-            edits={"    model.train(was_training)\n": ""}),
+            edits={"    model.train(was_training)\n": ""},
+            hint="Put the model in training mode, call generate, and print model.training afterwards: is the "
+                 "mode what it was before?"),
     Mistake("generate", "temperature_after_softmax", "the temperature divides the probabilities after the softmax, "
             "where renormalising cancels it: divide the logits by the temperature before the softmax.",
             edits={"            logits = logits / temperature  # before the softmax\n": "",
-                   "probs = torch.softmax(logits, dim=-1)": "probs = torch.softmax(logits, dim=-1) / temperature"}),
+                   "probs = torch.softmax(logits, dim=-1)": "probs = torch.softmax(logits, dim=-1) / temperature"},
+            hint="Sample with temperature 0.5 and with 2.0 and compare the frequencies: does the temperature "
+                 "change anything? Where is it applied?"),
     Mistake("generate", "top_k_keeps_k_plus_1", "top-k lets k + 1 tokens through: in a descending sort the k-th "
             "largest logit is at index k − 1 (or use torch.topk(logits, k).values[:, -1:]).",
             edits={"kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)":
-                   "kth = logits.sort(dim=-1, descending=True).values[:, [top_k]]  # (B, 1)"}),
+                   "kth = logits.sort(dim=-1, descending=True).values[:, [top_k]]  # (B, 1)"},
+            hint="With top_k = 4, count how many tokens can still be sampled: is the threshold the k-th "
+                 "largest logit?"),
     Mistake("count_parameters", "buffers_counted", "buffers (a registered mask, running statistics) are counted "
-            "as parameters: sum over model.parameters() only.", count__buffers_counted),
+            "as parameters: sum over model.parameters() only.", count__buffers_counted,
+            hint="Register a buffer on a small model and count again: should it change the count?"),
     Mistake("load_gpt2_state_dict", "data_assigned", "param.data = tensor puts the checkpoint's own tensor in the "
             "model, in its dtype (a float64 checkpoint makes a float64 model); copy into the parameter instead, "
             "param.copy_(tensor) under torch.no_grad(), which keeps the model's dtype.",
-            edits={"param.copy_(ours[name])": "param.data = ours[name]"}),
+            edits={"param.copy_(ours[name])": "param.data = ours[name]"},
+            hint="Load a float64 checkpoint into a float32 model and print the parameters' dtype: is the "
+                 "checkpoint's tensor copied in or put in place?"),
     Mistake("load_gpt2_state_dict", "square_weights_not_transposed", "only the weights whose shapes differ are "
             "transposed; Conv1D stores every weight as (in, out), so the square ones (attn.c_proj and the q, k, v "
-            "blocks of c_attn) need .t() too.", load__square_weights_not_transposed),
+            "blocks of c_attn) need .t() too.", load__square_weights_not_transposed,
+            hint="Which of the checkpoint's weights are stored (in, out)? Check whether your loader treats the "
+                 "square ones like the others."),
 )
 
 

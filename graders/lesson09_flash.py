@@ -847,67 +847,94 @@ MISTAKES = (
     Mistake("online_logsumexp", "lse_sum_not_rescaled", "the running sum is not rescaled when the max grows: "
             "terms added under the old max are too big by exp(m_old − m_new), so multiply the sum by that factor "
             "before adding the new block.",
-            edits={"s = s * torch.exp(m - m_safe) + torch.exp(": "s = s + torch.exp("}),
+            edits={"s = s * torch.exp(m - m_safe) + torch.exp(": "s = s + torch.exp("},
+            hint="When a new block raises the running max, what happens to the terms you added under the old "
+                 "max? Print the running sum before and after."),
     Mistake("online_logsumexp", "lse_nan_after_masked_block", "a row whose first block is all -inf (masked) comes "
             "out NaN: with the running max still -inf, exp(m - m_new) is exp(-inf - (-inf)). Subtract 0 while the "
             "max is -inf: subtract a copy of the new max with its -inf entries set to 0 (masked_fill).",
-            edits={'m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)': "m_safe = m_new"}),
+            edits={'m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)': "m_safe = m_new"},
+            hint="Run a row whose first block is all -inf and print the running max and sum after each block: "
+                 "where does the first NaN appear?"),
     Mistake("flash_attention", "acc_not_rescaled", "the output accumulator is not rescaled when the running max "
             "moves: multiply it by exp(m_old − m_new) before adding the new tile's P·V, as you do for the sum.",
-            edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"}),
+            edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])": "acc.baddbmm_(p, vf[:, ks:ke])"},
+            hint="When a new tile raises a row's running max, the accumulator holds terms computed under the "
+                 "old max. Are they brought to the new max?"),
     Mistake("flash_attention", "sum_not_rescaled", "the running sum of exponentials is not rescaled when the max "
             "moves: l must become l·exp(m_old − m_new) + rowsum(P), like the accumulator.",
-            edits={"l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))": "l.add_(p.sum(dim=-1, keepdim=True))"}),
+            edits={"l.mul_(alpha).add_(p.sum(dim=-1, keepdim=True))": "l.add_(p.sum(dim=-1, keepdim=True))"},
+            hint="When a new tile raises a row's running max, is the running sum brought to the new max like "
+                 "the accumulator?"),
     Mistake("flash_attention", "divide_inside_loop", "the output is divided by the running sum inside the loop: "
             "keep the accumulator unnormalised across key tiles and divide by l once, after the last tile.",
             edits={"acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke])  # acc ← alpha·acc + p @ v":
                    "acc = acc.mul_(alpha).baddbmm_(p, vf[:, ks:ke]) / l  # normalised at every step",
-                   "out[:, qs:qe] = acc / l": "out[:, qs:qe] = acc"}),
+                   "out[:, qs:qe] = acc / l": "out[:, qs:qe] = acc"},
+            hint="At which point does your code normalise the output: after every key tile, or once at the "
+                 "end?"),
     Mistake("flash_attention", "full_scores", "the whole Tq×Tk score matrix is built (then sliced): compute each "
             "tile's scores from a tile of q and a tile of k, so memory stays at one tile.",
             edits={"    pos = torch.arange(max(Tq, Tk), device=q.device)":
                    "    scores = torch.bmm(qf * scale, kf.transpose(1, 2))  # (BH, Tq, Tk): every score at once\n"
                    "    pos = torch.arange(max(Tq, Tk), device=q.device)",
-                   "s = torch.bmm(q_tile, kf[:, ks:ke].transpose(1, 2))": "s = scores[:, qs:qe, ks:ke]"}),
+                   "s = torch.bmm(q_tile, kf[:, ks:ke].transpose(1, 2))": "s = scores[:, qs:qe, ks:ke]"},
+            hint="Print the shape of the largest tensor your function creates: is it one tile or the whole "
+                 "score matrix?"),
     Mistake("flash_attention", "diagonal_skipped", "in causal mode the diagonal tile is skipped along with the tiles "
             "above it: the diagonal tile holds each query's own key and keys before it, so compute it, masking "
             "only its upper triangle.",
             edits={"k_stop = max(0, min(Tk, qe + shift)) if causal else Tk":
-                   "k_stop = max(0, min(Tk, qs + shift)) if causal else Tk  # keys before the tile's first query's"}),
+                   "k_stop = max(0, min(Tk, qs + shift)) if causal else Tk  # keys before the tile's first query's"},
+            hint="In causal mode, which tiles does your loop skip? The diagonal tile holds each query's own "
+                 "key."),
     Mistake("flash_attention", "causal_top_left", "with Tq ≠ Tk the causal mask is aligned top-left (query i sees "
             "keys j ≤ i, SDPA's is_causal): the course aligns it bottom-right, the queries being the last Tq of Tk "
             "positions (a KV cache's new tokens), so query i sees keys j ≤ i + Tk − Tq; shift the mask and the "
             "tile skipping by Tk − Tq.",
-            edits={"shift = Tk - Tq  # causal, bottom-right": "shift = 0  # causal, top-left"}),
+            edits={"shift = Tk - Tq  # causal, bottom-right": "shift = 0  # causal, top-left"},
+            hint="With fewer queries than keys, where do the queries sit: at the start of the keys, or at "
+                 "their end? Draw the mask for 2 queries and 4 keys."),
     Mistake("flash_attention", "lse_without_scale", "lse is computed from the unscaled scores q·k: the row "
             "log-sum-exp is of the scaled scores q·k/√D, so use m·scale (or scale the scores first).",
             edits={"q_tile = qf[:, qs:qe] * scale": "q_tile = qf[:, qs:qe]  # raw scores; the scale goes in the exponent",
                    "alpha = torch.exp(m - m_safe)": "alpha = torch.exp((m - m_safe) * scale)",
-                   "p = s.sub_(m_safe).exp_()": "p = s.sub_(m_safe).mul_(scale).exp_()"}),
+                   "p = s.sub_(m_safe).exp_()": "p = s.sub_(m_safe).mul_(scale).exp_()"},
+            hint="Compute torch.logsumexp of the scores SDPA uses and compare with your lse: are the scores "
+                 "scaled in both?"),
     Mistake("flash_attention", "no_tail_masking", "the last, partial tile is padded but its padded keys are not "
             "masked: padding rows score 0 and take a share of the softmax, so mask keys at positions ≥ Tk with "
             "-inf (or slice the tile to its real length).",
             edits={"kf = k.float().reshape(BH, Tk, D)": "kf = F.pad(k.float().reshape(BH, Tk, D), (0, 0, 0, -Tk % block_k))",
                    "vf = v.float().reshape(BH, Tk, Dv)": "vf = F.pad(v.float().reshape(BH, Tk, Dv), (0, 0, 0, -Tk % block_k))",
                    "k_stop = max(0, min(Tk, qe + shift)) if causal else Tk":
-                   "k_stop = max(0, min(Tk, qe + shift)) if causal else kf.shape[1]  # whole tiles"}),
+                   "k_stop = max(0, min(Tk, qe + shift)) if causal else kf.shape[1]  # whole tiles"},
+            hint="Use a length that is not a multiple of the block and look at the last tile: what do its "
+                 "padded keys score, and do they get any weight?"),
     Mistake("FlashAttentionFunction", "backward_top_left", "the backward's causal mask is aligned top-left "
             "(query i sees keys j ≤ i) while the forward's is bottom-right: with Tq ≠ Tk, query i sees keys "
             "j ≤ i + Tk − Tq in both passes, in the mask of a crossing tile and in which query tiles a key tile "
-            "reaches.", edits={"shift = Tk - Tq  # causal, bottom-right (as the forward)": "shift = 0  # causal"}),
+            "reaches.", edits={"shift = Tk - Tq  # causal, bottom-right (as the forward)": "shift = 0  # causal"},
+            hint="With fewer queries than keys, is the causal mask of your backward the same as the forward's? "
+                 "Draw both for 2 queries and 4 keys."),
     Mistake("flash_attention_triton", "sdpa_fallback", "the launcher returns F.scaled_dot_product_attention's "
             "answer instead of launching a Triton kernel: write the kernel and launch it with kernel[grid](...).",
-            flash_attention_triton__sdpa_fallback),
+            flash_attention_triton__sdpa_fallback,
+            hint="Does a Triton kernel actually compute the output? Check what your launcher returns."),
     Mistake("attention_flops", "one_matmul", "only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a "
-            "forward pass is 4·B·H·Tq·Tk·D.", edits={"per_pair = 4 * b * h * d": "per_pair = 2 * b * h * d"}),
+            "forward pass is 4·B·H·Tq·Tk·D.", edits={"per_pair = 4 * b * h * d": "per_pair = 2 * b * h * d"},
+            hint="How many matrix products does one attention forward pass make, and what does each cost?"),
     Mistake("attention_flops", "causal_always_half", "causal is counted as half whatever Tq and Tk: half holds for "
             "Tq = Tk only. The causal mask is bottom-right, so one decoding query (Tq = 1) sees every key: count "
             "2·B·H·D·(Tk² − max(Tk − Tq, 0)²).",
             edits={"return per_pair * (t_k * t_k - unqueried * unqueried) // 2":
-                   "return per_pair * t_q * t_k // 2  # half, whatever the shape"}),
+                   "return per_pair * t_q * t_k // 2  # half, whatever the shape"},
+            hint="Count the causal query-key pairs by hand for one query and many keys: is it half of the full "
+                 "count?"),
     Mistake("kv_cache_bytes", "keys_only", "only the keys are counted: the cache holds a K and a V per layer, "
             "head and position, so multiply by 2.",
-            edits={"return 2 * n_layer * n_kv_heads": "return n_layer * n_kv_heads"}),
+            edits={"return 2 * n_layer * n_kv_heads": "return n_layer * n_kv_heads"},
+            hint="What does a KV cache hold for each layer, head and position? Count every tensor it stores."),
 )
 
 

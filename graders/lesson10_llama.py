@@ -1347,101 +1347,149 @@ def costs_domain(ctx, ex):
 MISTAKES = (
     Mistake("SwiGLU", "silu_on_up", "silu is applied to the up branch instead of the gate: the gate is what goes "
             "through silu, `down_proj(F.silu(gate_proj(x)) * up_proj(x))`.",
-            edits={"F.silu(self.gate_proj(x)) * self.up_proj(x)": "self.gate_proj(x) * F.silu(self.up_proj(x))"}),
+            edits={"F.silu(self.gate_proj(x)) * self.up_proj(x)": "self.gate_proj(x) * F.silu(self.up_proj(x))"},
+            hint="Of the two branches that are multiplied, which one is the gate? Check which branch your "
+                 "activation is applied to."),
     Mistake("swiglu_hidden_dim", "rounded_down", "the width is rounded down to a multiple of multiple_of; Llama "
             "rounds up: `multiple_of * ((hidden + multiple_of - 1) // multiple_of)`.",
-            edits={"((hidden + multiple_of - 1) // multiple_of)": "(hidden // multiple_of)"}),
+            edits={"((hidden + multiple_of - 1) // multiple_of)": "(hidden // multiple_of)"},
+            hint="Try a width that is not a multiple of multiple_of: should the result be the multiple just "
+                 "below it or just above?"),
     Mistake("LlamaAttention", "rope_on_v", "RoPE is applied to v as well: only q and k are rotated (their dot "
             "product then depends on relative position); v goes into the cache as v_proj made it.",
             edits={"q, k = (L06.apply_rope_half(t, positions, self.rope_base) for t in (q, k))":
-                   "q, k, v = (L06.apply_rope_half(t, positions, self.rope_base) for t in (q, k, v))"}),
+                   "q, k, v = (L06.apply_rope_half(t, positions, self.rope_base) for t in (q, k, v))"},
+            hint="Which of q, k and v take part in the dot product whose value should depend only on relative "
+                 "position? Print which tensors your code rotates."),
     Mistake("LlamaAttention", "rope_positions_from_zero", "with a cache, RoPE's positions restart at 0 at every "
             "step: the new tokens sit at len(cache), len(cache) + 1, ..., so start from len(cache) when start is None.",
-            edits={"start = len(cache) if cache is not None else 0": "start = 0"}),
+            edits={"start = len(cache) if cache is not None else 0": "start = 0"},
+            hint="Feed a sequence through the cache in two pieces and print the positions each piece is "
+                 "rotated at: where should the second piece start?"),
     Mistake("LlamaAttention", "interleaved_rope", "the interleaved RoPE (pairs x[2i], x[2i+1]) is used, but Hugging "
             "Face's Llama weights expect the half-split pairs (x[i], x[i + Dh/2]): use apply_rope_half.",
-            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope(t, positions, self.rope_base)"}),
+            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope(t, positions, self.rope_base)"},
+            hint="Which pairs of features does this model's RoPE rotate together: neighbours, or a feature and "
+                 "the one half a head away?"),
     Mistake("LlamaAttention", "gqa_by_tiling", "the KV heads are tiled with `repeat`, so query head h reads KV head "
             "h % num_kv_heads; in GQA consecutive query heads share a KV head (h // n_rep): repeat each in a row, "
             "with repeat_kv or repeat_interleave.",
-            edits={"L03.repeat_kv(k, n_rep), L03.repeat_kv(v, n_rep)": "k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)"}),
+            edits={"L03.repeat_kv(k, n_rep), L03.repeat_kv(v, n_rep)": "k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)"},
+            hint="Print which KV head each query head reads for 4 query heads and 2 KV heads: should "
+                 "neighbouring query heads share one, or should they alternate?"),
     Mistake("LlamaAttention", "biases_left_on", "the projections have biases: Llama's have none, so build every "
             "nn.Linear with bias=False (and a Hugging Face checkpoint has no bias tensors to load).",
             edits={"self.q_proj = nn.Linear(d_model, d_model, bias=False)": "self.q_proj = nn.Linear(d_model, d_model)",
                    "self.k_proj = nn.Linear(d_model, kv_dim, bias=False)": "self.k_proj = nn.Linear(d_model, kv_dim)",
                    "self.v_proj = nn.Linear(d_model, kv_dim, bias=False)": "self.v_proj = nn.Linear(d_model, kv_dim)",
-                   "self.out_proj = nn.Linear(d_model, d_model, bias=False)": "self.out_proj = nn.Linear(d_model, d_model)"}),
+                   "self.out_proj = nn.Linear(d_model, d_model, bias=False)": "self.out_proj = nn.Linear(d_model, d_model)"},
+            hint="List your module's parameter names and compare them with the layout the text gives: is there "
+                 "anything extra?"),
     Mistake("LlamaAttention", "window_off_by_one", "the window is off by one: each query should see exactly `window` "
             "keys (itself and the window - 1 before it), so keep j > i - window, not j >= i - window.",
-            edits={"mask & (j > i - window)": "mask & (j >= i - window)"}),
+            edits={"mask & (j > i - window)": "mask & (j >= i - window)"},
+            hint="Count the keys one query sees with window = 3: is its own key one of the three? Check the "
+                 "comparison at the far edge of the window."),
     Mistake("RollingKVCache", "drops_newest", "the cache keeps the oldest `window` positions and drops the newest: "
             "keep the tail, `k_all[..., -self.window:, :]`.",
             edits={"self.keys[layer_idx] = k_all[..., -self.window:, :]": "self.keys[layer_idx] = k_all[..., :self.window, :]",
-                   "self.values[layer_idx] = v_all[..., -self.window:, :]": "self.values[layer_idx] = v_all[..., :self.window, :]"}),
+                   "self.values[layer_idx] = v_all[..., -self.window:, :]": "self.values[layer_idx] = v_all[..., :self.window, :]"},
+            hint="After more updates than the window holds, print the positions your cache keeps: the oldest "
+                 "ones or the newest?"),
     Mistake("RollingKVCache", "len_counts_kept", "len(cache) counts the kept positions only, so once the window "
             "fills, the next token's RoPE position stops advancing: count every position seen.",
-            edits={"return self.seen": "return self.keys[0].shape[-2] if self.keys else 0"}),
+            edits={"return self.seen": "return self.keys[0].shape[-2] if self.keys else 0"},
+            hint="After more steps than the window, what does len(cache) return, and what position must the "
+                 "next token be rotated at?"),
     Mistake("LlamaBlock", "rmsnorm_after_add", "RMSNorm is applied after the residual add (post-norm): in a pre-norm "
             "block the norm is on each sub-layer's input, `x + attn(ln1(x))`, and the stream itself is never normalised.",
             edits={"x = x + self.attn(self.ln1(x), cache, layer_idx, start)": "x = self.ln1(x + self.attn(x, cache, layer_idx, start))",
-                   "return x + self.mlp(self.ln2(x))": "return self.ln2(x + self.mlp(x))"}),
+                   "return x + self.mlp(self.ln2(x))": "return self.ln2(x + self.mlp(x))"},
+            hint="In a pre-norm block, what does the norm apply to: the sub-layer's input, or the sum after "
+                 "the residual add? Follow the stream through your forward."),
     Mistake("Llama", "offset_per_layer", "each layer reads len(cache) itself, after the layers before it have "
             "updated the cache, so layers past the first rotate at the wrong positions: read start = len(cache) once "
             "and pass it to every block.",
-            edits={"x = block(x, cache, i, start)": "x = block(x, cache, i)"}),
+            edits={"x = block(x, cache, i, start)": "x = block(x, cache, i)"},
+            hint="Print the start position each layer uses during one cached step: are they all the same? When "
+                 "does each layer read the cache's length?"),
     Mistake("LlamaAttention", "attn_rope_base_ignored", "rope_base is not passed to the rotation, so every model "
             "rotates with base 10000: Llama 3 uses rope_base=500000, and a checkpoint trained with it attends to the "
             "wrong positions. Pass self.rope_base to apply_rope_half.",
-            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope_half(t, positions)"}),
+            edits={"L06.apply_rope_half(t, positions, self.rope_base)": "L06.apply_rope_half(t, positions)"},
+            hint="Build the layer with a rope_base other than the default and check that the value reaches the "
+                 "rotation."),
     Mistake("swiglu_hidden_dim", "multiplier_truncated_once", "the multiplier is applied to 8·D/3 before it is "
             "truncated: Llama truncates twice, `int(2 * 4 * d_model / 3)` first, then int(multiplier × that) (with "
             "multiple_of=1 the one-unit difference shows).",
-            edits={"hidden = int(ffn_dim_multiplier * hidden)": "hidden = int(ffn_dim_multiplier * 2 * 4 * d_model / 3)"}),
+            edits={"hidden = int(ffn_dim_multiplier * hidden)": "hidden = int(ffn_dim_multiplier * 2 * 4 * d_model / 3)"},
+            hint="Follow the width step by step with ffn_dim_multiplier set and multiple_of=1: where is a "
+                 "value truncated to an integer, and how many times?"),
     Mistake("RollingKVCache", "trim_only_when_full", "the store is updated only once the join passes the window; "
             "until then each update's new positions are lost: store the last `window` of the join at every update "
             "(while the cache is not full, that is the whole join).",
             edits={"        self.keys[layer_idx] = k_all[..., -self.window:, :]":
                    "        if k_all.shape[-2] > self.window:\n            self.keys[layer_idx] = k_all[..., -self.window:, :]",
                    "        self.values[layer_idx] = v_all[..., -self.window:, :]":
-                   "            self.values[layer_idx] = v_all[..., -self.window:, :]"}),
+                   "            self.values[layer_idx] = v_all[..., -self.window:, :]"},
+            hint="Print what your cache holds after each of the first few updates, before the window is full: "
+                 "is every new position kept?"),
     Mistake("LlamaConfig", "rejects_mha", "a config with n_kv_head equal to n_head is rejected, but it is valid: plain "
             "multi-head attention, each query head with its own KV head. Raise only when n_kv_head does not divide "
             "n_head.",
-            edits={"if self.n_head % self.n_kv_head:": "if self.n_head % self.n_kv_head or self.n_kv_head >= self.n_head:"}),
+            edits={"if self.n_head % self.n_kv_head:": "if self.n_head % self.n_kv_head or self.n_kv_head >= self.n_head:"},
+            hint="Is a config with as many KV heads as query heads valid? Check which configs your validation "
+                 "rejects."),
     Mistake("Llama", "final_norm_eps_default", "the final RMSNorm is built with its default eps, not config.norm_eps: "
             "every norm of the model, the final one too, takes the config's eps (a checkpoint's rms_norm_eps).",
-            edits={"self.norm = L05.RMSNorm(D, eps=config.norm_eps)": "self.norm = L05.RMSNorm(D)"}),
+            edits={"self.norm = L05.RMSNorm(D, eps=config.norm_eps)": "self.norm = L05.RMSNorm(D)"},
+            hint="Which eps does every norm of the model use, the final one included? Print each norm's eps."),
     Mistake("load_llama_state_dict", "param_data_assigned", "each parameter's .data is replaced by the checkpoint's "
             "tensor, so the model shares memory with the checkpoint and takes its dtype: copy into the existing "
             "parameter instead, `param.copy_(tensor)` under torch.no_grad().",
-            edits={"param.copy_(ours[name])": "param.data = ours[name]"}),
+            edits={"param.copy_(ours[name])": "param.data = ours[name]"},
+            hint="After loading, change a tensor of the checkpoint and print the model's parameter: does it "
+                 "change too? What is the parameter's dtype?"),
     Mistake("decoder_costs", "kv_bytes_from_a_table", "the bytes per value come from a table of a few dtypes, which "
             "fails for the others (float64 takes 8, int8 and float8 one): ask the dtype itself, `dtype.itemsize` "
             "(or `torch.empty((), dtype=dtype).element_size()`).",
             edits={"bytes_per_value = torch.empty((), dtype=dtype).element_size()":
-                   "bytes_per_value = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}[dtype]"}),
+                   "bytes_per_value = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2}[dtype]"},
+            hint="Try a dtype your code did not list, such as float64: where can you ask any dtype for its "
+                 "size in bytes?"),
     Mistake("filter_logits", "top_p_drops_crossing", "top-p drops the token that crosses p, so the kept set sums "
             "to less than p (and nothing is left when the top token alone exceeds p): drop a token only when the "
             "tokens before it already reach p, `cumsum - probs >= p`.",
-            edits={"before = sorted_probs.cumsum(dim=-1) - sorted_probs": "before = sorted_probs.cumsum(dim=-1)"}),
+            edits={"before = sorted_probs.cumsum(dim=-1) - sorted_probs": "before = sorted_probs.cumsum(dim=-1)"},
+            hint="With top_p = 0.6 and probabilities 0.5, 0.3, 0.2, which tokens must stay? Check whether the "
+                 "token that crosses p is kept."),
     Mistake("filter_logits", "top_p_one_drops_tokens", "top_p=1.0 drops the least likely tokens: in float32 the "
             "cumulative sum reaches 1.0 before the tiny probabilities are added, so `before >= top_p` holds for "
             "them. p = 1 keeps every token: filter only when top_p < 1.",
-            edits={"if top_p is not None and top_p < 1.0:": "if top_p is not None:"}),
+            edits={"if top_p is not None and top_p < 1.0:": "if top_p is not None:"},
+            hint="With top_p = 1.0 every token must stay. Print the cumulative sum in float32 near its end: "
+                 "does it reach 1.0 early?"),
     Mistake("filter_logits", "top_p_unsorted", "the cumulative sum runs over the probabilities in vocabulary order: "
             "sort them in decreasing order first, then map the decision back with the sort's indices.",
             edits={"sorted_probs, order = probs.sort(dim=-1, descending=True)":
-                   "sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand_as(probs)"}),
+                   "sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand_as(probs)"},
+            hint="In which order must the probabilities be added up for top-p? Print the order your cumulative "
+                 "sum runs in."),
     Mistake("filter_logits", "min_p_against_sum", "min-p compares against min_p times the sum of the probabilities "
             "(always 1); it is min_p times the largest probability, `probs.amax(-1, keepdim=True)`.",
-            edits={"probs.amax(dim=-1, keepdim=True)": "probs.sum(dim=-1, keepdim=True)"}),
+            edits={"probs.amax(dim=-1, keepdim=True)": "probs.sum(dim=-1, keepdim=True)"},
+            hint="min-p compares each probability with min_p times what? Print that threshold for one row."),
     Mistake("decoder_costs", "tied_head_counted_twice", "a tied head is counted as a second V×D matrix: with "
             "tie_embeddings the head is the embedding, counted once in params (it is still a matrix product in N_mm).",
-            edits={"head = 0 if config.tie_embeddings else V * D": "head = V * D"}),
+            edits={"head = 0 if config.tie_embeddings else V * D": "head = V * D"},
+            hint="With tied embeddings, how many V×D matrices does the model hold? Count the head once only "
+                 "when it is its own matrix."),
     Mistake("decoder_costs", "flops_from_all_parameters", "train_flops uses 6 × every parameter: the embedding is a "
             "table lookup (no FLOPs) and the norm gains are not matrix products; N_mm is the layers' matrices plus "
             "the head.",
-            edits={"n_matmul = L * per_layer + V * D": "n_matmul = params"}),
+            edits={"n_matmul = L * per_layer + V * D": "n_matmul = params"},
+            hint="Which parameters take part in a matrix product during training, and which are looked up or "
+                 "only scale? Count only the first kind."),
 )
 
 

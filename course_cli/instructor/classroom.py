@@ -161,9 +161,11 @@ def verdict(results: Path, exercise: str) -> tuple[int, str]:
                    f"{Path(results).stem} for what went wrong (is the notebook committed?)")
     except StopIteration:
         return 1, f"{exercise}: not in {results}"
+    from course_cli.render import diagnosis_label  # a fact is said under its own label, not as a mistake
+
     lines = [f"{exercise}: {ex['status'].replace('_', ' ')} ({ex['points']:g}/{ex['max_points']:g})"]
     if ex.get("diagnosis"):
-        lines.append(f"Likely mistake: {ex['diagnosis']}")
+        lines.append(f"{diagnosis_label(ex.get('diagnosis_id'), ex['diagnosis'])}{ex['diagnosis']}")
     for c in ex.get("checks", []):
         if c.get("status") not in ("passed", "skipped"):
             lines.append(f"  {c.get('status')}: {c.get('name')} [{c.get('device')}/{c.get('dtype')}] "

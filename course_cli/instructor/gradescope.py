@@ -153,9 +153,11 @@ _MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱", "not_
 
 
 def _feedback(ex) -> str:
+    from course_cli.render import diagnosis_label  # a fact is said under its own label, not as a mistake
+
     lines = [f"{ex.status.replace('_', ' ')}: {ex.points:g}/{ex.max_points:g} points"]
     if ex.diagnosis:
-        lines.append(f"Likely mistake: {ex.diagnosis}")
+        lines.append(f"{diagnosis_label(ex.diagnosis_id, ex.diagnosis)}{ex.diagnosis}")
     if ex.checks:
         lines.append("Checks:")
     for c in ex.checks:

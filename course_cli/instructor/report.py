@@ -22,7 +22,7 @@ import re
 import statistics
 from pathlib import Path
 
-from graders.engine.kinds import is_catalogued
+from graders.engine.kinds import is_catalogued, is_cause, is_fact
 from graders.engine.results import LessonResult
 
 # flagged: own failure rate ≥ the mean own failure rate of the lesson's other exercises + 15 points, and at least
@@ -161,13 +161,13 @@ def category(res: LessonResult) -> str:
 def look_first(ex, cell: dict, group) -> dict:
     """What to look at first in a student's first exercise that failed on its own: the named cause, the group of
     the same unnamed behaviour, or what the status says (not attempted, an error, a timeout)."""
-    if ex.status == "failed" and is_catalogued(ex.diagnosis_id):
+    if ex.status == "failed" and is_cause(ex.diagnosis_id):
         what = f"named cause: {misconception_label(ex.diagnosis_id, ex.diagnosis)}"
     elif ex.status == "failed" and group is not None and len(group.who) > 1:
         what = f"no named cause; shares group {group.id} with {len(group.who) - 1} other(s)"
     elif ex.status == "failed":
-        what = "no named cause; " + ("a fact: " + misconception_label(ex.diagnosis_id, None)
-                                     if ex.diagnosis_id and ex.diagnosis_id != "other" else "its first failing check")
+        what = "no named cause; " + ("a " + misconception_label(ex.diagnosis_id, None) if is_fact(ex.diagnosis_id)
+                                     else "its first failing check")
     elif ex.status == "not_implemented":
         what = "not attempted"
     else:
@@ -176,11 +176,18 @@ def look_first(ex, cell: dict, group) -> dict:
 
 
 def misconception_label(ident: str | None, text: str | None) -> str:
-    """What a misconception is called on the page: a catalogued mistake's id as is, a structural kind by its
-    kind, a diagnosis of no known shape as `other`."""
+    """What a misconception is called on the page: a catalogued mistake's id as is, a reproduced mutant by its
+    operator (`scale-twice (reproduced edit)`), a structural cause by its kind (`nan-rows (structural)`), a
+    fact about the numbers as one (`fact: scale`: not a misconception, grouped after the causes), a
+    diagnosis of no known shape as `other`."""
     if not ident:
         return ""
-    return ident.removeprefix("structural:") + (" (structural)" if ident.startswith("structural:") else "")
+    if is_fact(ident):
+        return "fact: " + ident.split(":", 1)[-1]
+    for prefix, said in (("structural:", " (structural)"), ("mutation:", " (reproduced edit)")):
+        if ident.startswith(prefix):
+            return ident.removeprefix(prefix) + said
+    return ident
 
 
 def report_data(lesson: str | None, results: dict[str, LessonResult], stores: dict[str, dict] | None = None,
@@ -237,7 +244,7 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
                             groups[ex.id, ident] = {"exercise": ex.id, "misconception": ident,
                                                     "label": misconception_label(ident, ex.diagnosis), "who": [],
                                                     "example": anonymise(ex.diagnosis or example_message(ex), names),
-                                                    "catalogued": is_catalogued(ident)}
+                                                    "catalogued": is_catalogued(ident), "fact": is_fact(ident)}
                         groups[ex.id, ident]["who"].append(alias[s])
             row["exercises"][ex.id] = cell
             if row["look_first"] is None and cats[s] == GRADED and ex.status not in ("passed", "skipped") \
@@ -248,8 +255,8 @@ def report_data(lesson: str | None, results: dict[str, LessonResult], stores: di
     graded_n = len(graded)
     rates = {e: (1 - own_fail.get(e, 0) / graded_n) if graded_n else 1.0 for e in order}
     position = {e: i for i, e in enumerate(order)}
-    misconceptions = sorted(groups.values(), key=lambda g: (-len(g["who"]), position.get(g["exercise"], 99),
-                                                              g["misconception"]))
+    misconceptions = sorted(groups.values(), key=lambda g: (g["fact"], -len(g["who"]),  # facts after causes
+                                                              position.get(g["exercise"], 99), g["misconception"]))
     by_alias = {r["student"]: r for r in students}
     for g in misconceptions:
         g["cascade"] = {}  # the later exercises these students failed because of this one
@@ -536,14 +543,15 @@ def render(data: dict, title: str) -> str:
                "catalogued mistake's id (or, when no catalogued mistake matched, the structural kind of what the "
                "grader saw: <i>nan-rows (structural)</i>), on graded submissions; failures caused by an earlier "
                "exercise are counted under that exercise (the last column), not as mistakes of their own. "
-               "<i>undiagnosed</i>: failed, matching no known mistake or shape.</p>")
+               "<i>undiagnosed</i>: failed, matching no known mistake or shape. Rows labelled <i>fact:</i> come "
+               "last: what the grader saw in the numbers where no cause reproduced, not a misconception.</p>")
     out.append('<table id="misconceptions" class="sortable"><thead><tr><th>exercise</th><th class="n">students'
                "</th><th>misconception</th><th>who</th><th>made these fail too</th></tr></thead><tbody>")
     for i, g in enumerate(data["misconceptions"]):
         casc = ", ".join(f"{_e(e)} ({n})" for e, n in g["cascade"].items())
         example = f'<pre class="example">{_e(g["example"])}</pre>' if g["example"] else ""
         out.append(f'<tr data-order="{i}" data-exercise="{_e(g["exercise"])}" data-misconception="{_e(g["misconception"])}" '
-                   f'data-count="{g["count"]}" data-cascade="{_e(json.dumps(g["cascade"]))}">'
+                   f'data-count="{g["count"]}" data-fact="{int(g.get("fact", False))}" data-cascade="{_e(json.dumps(g["cascade"]))}">'
                    f'<td>{_e(g["exercise"])}</td><td class="n">{g["count"]}</td>'
                    f'<td><b>{_e(g["label"])}</b>{example}</td><td>{_names(g["who"])}</td><td>{casc}</td></tr>')
     out.append("</tbody></table>")

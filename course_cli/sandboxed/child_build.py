@@ -93,7 +93,8 @@ def strip_grader(source: str, mistakes, keep: frozenset[str] = frozenset(), keep
                 if not keep_mistakes:
                     body.append(ast.parse("MISTAKES = ()").body[0])
                     continue
-                entries = ", ".join(f"Mistake({m.exercise!r}, {m.id!r}, {m.message!r}, observed=True)" for m in mistakes)
+                entries = ", ".join(f"Mistake({m.exercise!r}, {m.id!r}, {m.message!r}, observed=True"
+                                    + (f", hint={m.hint!r})" if getattr(m, "hint", "") else ")") for m in mistakes)
                 body.append(ast.parse(f"MISTAKES = ({entries}{',' if len(mistakes) == 1 else ''})").body[0])
                 continue
         body.append(node)

@@ -69,7 +69,7 @@ class ProgressStore:
         public = bool(getattr(result, "public_only", False))
         attempt = {"time": time.time(), "source": source, "score": result.score, "max_score": result.max_score,
                    "checks": "public" if public else "all",
-                   "exercises": {e.id: {"status": e.status, "points": e.points} for e in result.exercises}}
+                   "exercises": {e.id: _exercise_entry(e) for e in result.exercises}}
         if getattr(result, "not_graded", ""):  # could not be graded: the attempt says why, and holds no score
             attempt.update(score=None, not_graded=result.not_graded, exercises={})
         with self._locked():
@@ -94,12 +94,40 @@ class ProgressStore:
                     lesson["best"][e.id] = {"points": prev["points"], "status": e.status}
             self._write(data)
 
-    def next_hint(self, lesson: str, exercise: str, available: int) -> int:
-        """Count one more hint revealed (up to `available`); returns how many are now revealed."""
+    def next_hint(self, lesson: str, exercise: str, available: int, cause: str | None = None) -> int:
+        """Count one more hint revealed (up to `available`); returns how many are now revealed. With `cause`
+        (the id of the last check's likely mistake, whose hint `course hint` shows first), the first call
+        for that cause reveals nothing more: its hint is the step (kept per exercise in "cause_hints")."""
         with self._locked():
             data = self._read()
             rec = data["lessons"].setdefault(lesson, {"attempts": [], "best": {}, "hints": {}})
             hints = rec.setdefault("hints", {})
+            if cause is not None:
+                seen = rec.setdefault("cause_hints", {})
+                if seen.get(exercise) != cause:
+                    seen[exercise] = cause
+                    self._write(data)
+                    return hints.get(exercise, 0)
             hints[exercise] = min(available, hints.get(exercise, 0) + 1)
             self._write(data)
             return hints[exercise]
+
+    def last_diagnosis(self, lesson: str, exercise: str) -> str | None:
+        """The diagnosis id of `exercise` in the last attempt that graded it (None when it passed there, had
+        no diagnosis, or the attempt was written before ids were recorded)."""
+        rec = self.load()["lessons"].get(lesson, {})
+        for attempt in reversed(rec.get("attempts", [])):
+            entry = (attempt.get("exercises") or {}).get(exercise)
+            if isinstance(entry, dict):
+                ident = entry.get("diagnosis_id")
+                return ident if isinstance(ident, str) and entry.get("status") != "passed" else None
+        return None
+
+
+def _exercise_entry(e) -> dict:
+    """An exercise of an attempt: its status and points, and the id of its diagnosis when it has one
+    (graders/engine/kinds.py; what `course hint` starts from). Stores written before ids have none."""
+    entry = {"status": e.status, "points": e.points}
+    if getattr(e, "diagnosis_id", None) and e.status != "passed":
+        entry["diagnosis_id"] = e.diagnosis_id
+    return entry

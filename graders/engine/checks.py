@@ -259,6 +259,9 @@ class Mistake:
     impl: Callable | None = None  # a drop-in replacement for the exercise, with the mistake in it
     edits: tuple[tuple[str, str], ...] | dict = ()  # (old, new) pairs applied to the solved cell, in order
     observed: bool = False  # known only by its shipped observations (the student distribution has no code)
+    # Where `course hint` starts when this mistake was the last check's likely mistake: what to look at, never
+    # the fix's code (tests/lessons/test_hints.py). Empty: the exercise's own hints, nothing made up.
+    hint: str = ""
 
     def __post_init__(self):
         if isinstance(self.edits, dict):

@@ -8,8 +8,11 @@ students with the same mistake get the same id whatever the numbers in their mes
 sentences of one rule (NaN in 3 rows, NaN in 5 rows) add up instead of scattering. The sentences of earlier
 versions keep their ids (a results file written before a rule was reworded is still counted).
 
-`HINTS_BY_KIND`: the hint `course hint` starts from after a failed check whose diagnosis is of that kind (a
-catalogued mistake's own `hint` first: graders/engine/checks.py `Mistake.hint`), keyed by id or id prefix.
+`HINTS_BY_KIND`: the hint `course hint` starts from after a failed check whose diagnosis names a cause
+(`is_cause`: a reproduced mutant's operator family, mutations.py FAMILY_HINTS, or a structural cause whose
+premise was checked; a catalogued mistake's own `hint` comes from graders/engine/checks.py `Mistake.hint`),
+keyed by id or id prefix. A fact's entry is said after the exercise's own hints, never before them: a fact
+is not a cause.
 
 No torch here: the CLI computes ids for results files written before the id was stored.
 """
@@ -17,6 +20,8 @@ No torch here: the CLI computes ids for results files written before the id was 
 from __future__ import annotations
 
 import re
+
+from .mutations import FAMILY_HINTS
 
 OTHER = "other"
 
@@ -104,6 +109,7 @@ HINTS_BY_KIND: dict[str, str] = {
     "structural:wrong-shape": "Print `.shape` of every intermediate: which step loses or merges an axis?",
     "structural:nan": "Find the first operation that produces a NaN (`torch.isnan(t).any()` after each step).",
     "structural:inf": "Find the first operation that produces an Inf (`torch.isinf(t).any()` after each step).",
+    **{f"mutation:{family}": text for family, text in FAMILY_HINTS.items()},
 }
 
 
@@ -141,6 +147,12 @@ def diagnosis_id(text: str | None, mistakes=(), exercise: str | None = None) -> 
 def is_fact(ident: str | None) -> bool:
     """Whether diagnosis `ident` states facts about the numbers rather than a cause."""
     return bool(ident) and (ident.startswith("fact:") or ident.startswith("structural:") and ident not in CAUSES)
+
+
+def is_cause(ident: str | None) -> bool:
+    """Whether diagnosis `ident` names a cause shown only when reproduced or checked: a catalogued mistake, a
+    reproduced mutant (`mutation:<operator>`) or a structural cause whose premise was checked (CAUSES)."""
+    return bool(ident) and ident != OTHER and not is_fact(ident)
 
 
 def is_catalogued(ident: str | None) -> bool:

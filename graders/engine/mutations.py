@@ -636,6 +636,35 @@ OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison
                                    op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
                                    op_default)
 
+# Per operator family: where `course hint` sends a student whose code a mutant of that family reproduced
+# (kinds.py `hint_for`, as `mutation:<family>`). What to look at, never the fix: a hint names no line of any
+# solution (tests/lessons/test_hints.py).
+FAMILY_HINTS: dict[str, str] = {
+    "scale": "Find every place a scale enters your computation. Write down the factor you apply and the one the "
+             "text asks for: which size goes under the root, and is it applied exactly once?",
+    "axis": "For each sum, mean, max or softmax, name the axis it runs over (batch, heads, queries, keys, "
+            "features) and check it against the axis the text names. Does the result keep that axis?",
+    "diagonal": "Draw the mask for a 4×4 case by hand and print yours beside it: is the diagonal itself kept or "
+                "dropped, and is the kept triangle the lower or the upper one?",
+    "comparison": "Try the boundary case: a position exactly at the limit. Should it be kept or dropped, and "
+                  "which comparison does that need?",
+    "slice": "Print the indices your slice keeps for a small case: is the first or the last one off by one?",
+    "sign": "Check the sign of each term: is something subtracted the wrong way round, or a minus lost?",
+    "arguments": "Read the order of the arguments in each call against its signature: which one comes first?",
+    "cast": "Print `.dtype` after each step on float16 inputs: where should the computation be in float32, "
+            "and where does it go back to the input's dtype?",
+    "variance": "Which variance does the text ask for: divided by n, or by n − 1?",
+    "eps": "Where does eps go: inside the square root, or added after it? Try an input near zero.",
+    "residual": "Follow the input through the layer: is it added back to what the sub-layer returns?",
+    "repeat": "Print which head each output head copies for a small case: should copies sit side by side "
+              "(0, 0, 1, 1) or cycle (0, 1, 0, 1)?",
+    "mask": "Which value of the mask means 'may attend'? Check that the positions you fill are the ones that "
+            "must get no weight.",
+    "neginf": "What must a masked score become so that its weight after the softmax is exactly 0?",
+    "default": "Call your code with a non-default value of each optional argument: is it used, or silently "
+               "replaced?",
+}
+
 
 # ----------------------------------------------------------------------------------------------
 # The candidates of one exercise

@@ -22,8 +22,8 @@ def test_one_mistake_prints_at_most_20_lines_at_80_columns():
         assert max(len(l.rstrip()) for l in out.splitlines()) <= 80, out
         failed = [e for e in result.exercises if e.status != "passed"]
         assert failed, f"{lid}/{m.id} passed"
-        if failed[0].diagnosis:
-            assert "Likely mistake" in out
+        if failed[0].diagnosis:  # under its label: a cause as the likely mistake, a fact as what the numbers show
+            assert render.diagnosis_label(failed[0].diagnosis_id, failed[0].diagnosis).strip() in out
     print(f"lines at 80 columns over {len(counts)} mistakes: max {max(counts.values())}, "
           f"mean {statistics.mean(counts.values()):.1f}")
     assert max(counts.values()) <= 20, sorted(counts.items(), key=lambda kv: -kv[1])[:5]

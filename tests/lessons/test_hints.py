@@ -154,3 +154,31 @@ KNOWN_HINT_ANSWERS = [
 def test_known_hint_answer_stays_out(lesson_id, name, fragment):
     exercise = next(l for l in LESSONS if l.id == lesson_id).exercise(name)
     assert not any(_squash(fragment) in _squash(hint) for hint in exercise.hints), fragment
+
+
+# ----------------------------------------------------------------------------------------------
+# The hints `course hint` starts from after a failed check (issue 44 item 3): a catalogued mistake's own, and
+# the ones keyed by diagnosis id (a reproduced mutant's operator family, a structural kind), which may be
+# shown for any exercise of the lesson. None may hand out a line of the solution either.
+
+
+def cause_hints(lesson) -> list[tuple[str, str, str]]:
+    """(exercise, where, text) for every hint a diagnosis can lead `course hint` to in `lesson`."""
+    import importlib
+
+    from graders.engine.kinds import HINTS_BY_KIND
+
+    out = [(m.exercise, f"mistake {m.id}'s hint", m.hint)
+           for m in getattr(importlib.import_module(lesson.module), "MISTAKES", ()) if m.hint]
+    out += [(ex.name, f"the hint of {ident}", text) for ex in lesson.exercises for ident, text in HINTS_BY_KIND.items()]
+    return out
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
+def test_no_hint_of_a_cause_hands_out_a_solution_line(lesson):
+    found = []
+    for name, where, text in cause_hints(lesson):
+        source = _solution_cell(lesson, name)
+        found += [f"{name}, {where}: {line}" for line in reference_lines(source) if line in _squash(text)]
+        found += [f"{name}, {where}: {line}" for line in token_leaks(source, text)]
+    assert not found, "cause hints that write out a line of the answer:\n" + "\n".join(found)

@@ -25,6 +25,7 @@ from classdata import synthetic_class
 from course_cli.classes import batch
 from course_cli.instructor.report import HELP_BELOW, MIN_FLAGGED, OUTLIER_GAP
 from course_cli.main import cli
+from graders.engine.kinds import CAUSES
 from graders.registry import find_lesson
 
 
@@ -193,13 +194,34 @@ def test_misconceptions_are_counted_by_id_with_their_cascades(made):
     for key, who in want["groups"].items():
         assert int(got[key]["count"]) == len(who), key
         assert json.loads(got[key]["cascade"]) == want["cascade"][key], key
-    counts = [int(r["count"]) for r in rows]
-    assert counts == sorted(counts, reverse=True)
+    order = [(r["fact"] == "1", -int(r["count"])) for r in rows]  # causes by count, then facts by count
+    assert order == sorted(order)
+    facts = {k for k in got if k[1].startswith("fact:") or k[1].startswith("structural:")
+             and k[1] not in CAUSES}
+    assert all(got[k]["fact"] == "1" for k in facts)  # a fact is never counted as a misconception
     # never split by the sentence: the structural NaN diagnoses, each with its own numbers, add up to one row
     texts = {e["diagnosis"] for s in made["json"]["students"].values() for e in s["exercises"]
              if e.get("diagnosis_id") == "structural:nan-rows"}
     assert len(texts) > 3
     assert sum(k[1] == "structural:nan-rows" for k in got) == len({k[0] for k in got if k[1] == "structural:nan-rows"})
+
+
+def test_facts_are_grouped_after_the_causes_and_labelled_as_facts():
+    from course_cli.instructor.report import report_data
+    from graders.engine.results import CheckResult, ExerciseResult, LessonResult
+
+    def student(ident: str, text: str) -> LessonResult:
+        ok = ExerciseResult("softmax", "passed", 2.0, 2.0, [CheckResult("c", "passed")])
+        bad = ExerciseResult("scaled_dot_product_attention", "failed", 0.0, 6.0,
+                             [CheckResult("Tq ≠ Tk and dv ≠ dk", "failed", message="output differs")], text, ident)
+        return LessonResult("lesson01", "lesson01_sdpa.ipynb", [ok, bad])
+
+    fact = ("fact:scale", "`output` (all its values) are 2× the reference's on every failing input")
+    results = {f"s{i}": student(*fact) for i in range(3)}
+    results["t"] = student("divide_by_dk", "the scores are divided by dk instead of √dk")
+    rows = report_data("lesson01", results)["misconceptions"]
+    assert [(r["misconception"], r["fact"], r["label"]) for r in rows] == [
+        ("divide_by_dk", False, "divide_by_dk"), ("fact:scale", True, "fact: scale")]  # 1 cause before 3 facts
 
 
 def test_who_needs_help_first_lowest_scores_in_order(made):
