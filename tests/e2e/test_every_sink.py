@@ -7,9 +7,9 @@ The name and message hold markup that runs script if pasted as HTML (`<img onerr
 attribute breakout (`"onmouseover="`), spreadsheet formulas (`=HYPERLINK`, `@SUM`), a terminal escape
 (`ESC [2J`, an OSC title), bidirectional overrides (U+202E, U+2066) and U+2028. They go through the real seats:
 `course grade` (CSV, JSON, terminal), `course report` (HTML), `course check --html` (HTML, terminal), nbgrader's
-generate_feedback (HTML) and Gradescope's run_autograder (results.json). Each HTML page is loaded in headless
-Chromium: no payload ran (`window.__pwned` stays unset), no element carries an event-handler attribute, and the
-hostile text is on the page as text, without its controls.
+generate_feedback (HTML) and export (the course's CSV), and Gradescope's run_autograder (results.json). Each
+HTML page is loaded in headless Chromium: no payload ran (`window.__pwned` stays unset), no element carries an
+event-handler attribute, and the hostile text is on the page as text, without its controls.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import nbformat
 import pytest
 
 import browser
+from course_cli import safe_text
 from graders.registry import ROOT, find_lesson
 from harness import solution_cell_index
 
@@ -181,7 +182,7 @@ def test_check_html_in_chromium(made, chromium):
     assert MSG_TEXT in page["checks"] and NAME_TEXT in page["text"]
 
 
-def test_nbgrader_feedback_in_chromium(made, chromium, tmp_path):
+def test_nbgrader_feedback_in_chromium(chromium, tmp_path):
     from course_cli.instructor.nbgrader_course import make_course
 
     course = tmp_path / "nbcourse"
@@ -202,6 +203,15 @@ def test_nbgrader_feedback_in_chromium(made, chromium, tmp_path):
     page = _page(chromium, feedback)
     _assert_inert(page, "nbgrader feedback")
     assert MSG_TEXT in page["checks"]  # the check cell's report, not only the student's code shown above it
+    nbgrader("export", "--to", "grades.csv", "--assignment", L01.id)  # the course's CourseExport
+    text = (course / "grades.csv").read_text(encoding="utf-8")
+    assert not _raw(text.replace("\r\n", "\n")), _raw(text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 1 and None not in rows[0], rows  # one row, no cell spilled into an extra column
+    row = rows[0]
+    assert row["student_id"] == safe_text.for_csv(NAME) and row["status"] == "graded", row
+    assert float(row["raw_score"]) == 0 and float(row["max_score"]) == L01.max_score
+    assert not [v for v in row.values() if v.startswith(("=", "+", "-", "@", "\t", "\r"))], row
 
 
 def test_gradescope_results_json(tmp_path):
