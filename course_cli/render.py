@@ -435,8 +435,11 @@ CSS = """
 
 
 def _inline_code(text: str) -> str:
-    """Escape `text` and turn `x` into <code>x</code>."""
-    parts = html.escape(text).split("`")
+    """Escape `text` (course_cli.safe_text.for_html: control and bidirectional characters removed) and turn `x`
+    into <code>x</code>."""
+    from course_cli.safe_text import for_html
+
+    parts = for_html(text, None).split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
@@ -492,6 +495,8 @@ def exercise_plain(ex, lesson: str, blockers: list[str] | None = None) -> str:
 
 def lesson_html(result, lesson_title: str) -> str:
     """A self-contained page for a lesson's results (`course check L --html FILE`)."""
+    from course_cli.safe_text import for_html
+
     blockers = blocked_by(result.lesson, result)
     body = "".join(exercise_html(ex, result.lesson, blockers.get(ex.id), style=False) for ex in result.exercises)
     passed = sum(e.status == "passed" for e in result.exercises)
@@ -499,7 +504,7 @@ def lesson_html(result, lesson_title: str) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>body{{max-width:60rem;margin:1rem auto;padding:0 1rem;font-family:system-ui,sans-serif}}"
-            f"{CSS}</style></head><body><h1>{title}</h1><p class=\"dim\">{html.escape(result.notebook)}</p>"
+            f"{CSS}</style></head><body><h1>{title}</h1><p class=\"dim\">{for_html(result.notebook, None)}</p>"
             f"{body}<p><b>Score {result.score:g}/{result.max_score:g}</b> · {passed} of {len(result.exercises)} "
             f"exercises passed</p></body></html>")
 

@@ -5,8 +5,9 @@ submission brings (file and student names, metadata) is untrusted: it may hold a
 which no UTF-8 writer accepts), terminal escape sequences ("\\x1b[2J" clears the screen, "\\x9b" is the C1
 form of ESC [), markup ("<img src=x onerror=...>"), a spreadsheet formula ("=HYPERLINK(...)"), or megabytes.
 
-  for_terminal  the terminal and log lines: C0 (but newline and tab), DEL, C1, ESC and the bidirectional
-                controls escaped as \\xNN / \\uNNNN; lone surrogates escaped; bounded
+  for_terminal  the terminal and log lines: C0 (but newline and tab), DEL, C1, ESC, the bidirectional
+                controls (U+061C, U+200E/F, U+202A-202E, U+2066-2069) and U+2028/U+2029 escaped as
+                \\xNN / \\uNNNN; lone surrogates escaped; bounded
   for_json      JSON, the journal: lone surrogates and non-characters escaped (the text stays readable and
                 any writer, ensure_ascii or not, can write it); bounded. `json_clean` applies it to every
                 string (and key) of a structure
@@ -31,9 +32,10 @@ LIMIT = 4000  # characters of one untrusted string kept by default
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NONCHAR = re.compile("[\ufdd0-\ufdef\ufffe\uffff]")
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-# C0 but \t and \n, DEL, C1 (with 0x9b, the one-byte CSI), the bidirectional controls
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + "]")
-_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
+_SEPARATORS = "\u2028\u2029"  # LINE and PARAGRAPH SEPARATOR: line breaks to str.splitlines and JavaScript
+# C0 but \t and \n, DEL, C1 (with 0x9b, the one-byte CSI), the bidirectional controls, the two separators
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + _BIDI + _SEPARATORS + "]")
+_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + _SEPARATORS + "]")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 

@@ -257,3 +257,16 @@ def golden_differences(got, want, where: str = "") -> list[str]:
                 return [f"{where}: {g} != {w} in {got!r}"]
         return []
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
+
+
+# `python -c PEAK <course arguments>`: runs the course's CLI, then prints "PEAK_KIB <own> <children>": the
+# process's own peak RSS (RUSAGE_SELF) and the largest of its waited-for children's (RUSAGE_CHILDREN), in KiB
+PEAK = ("import resource, sys\n"
+        "from course_cli.main import cli\n"
+        "try:\n"
+        "    cli(sys.argv[1:], prog_name='course')\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
+        "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
+        "sys.exit(code)\n")

@@ -229,8 +229,10 @@ class Journal:
     def _write(self, obj: dict) -> None:
         from course_cli.safe_text import json_clean
 
-        # a submission's text may hold a lone surrogate: escaped, so the line is always written
-        self._f.write(json.dumps(json_clean(obj, None), ensure_ascii=False).encode() + b"\n")
+        # a submission's text may hold a lone surrogate: escaped, so the line is always written; U+2028/U+2029
+        # as JSON escapes, so a reader that splits lines as str.splitlines does reads one entry a line
+        line = json.dumps(json_clean(obj, None), ensure_ascii=False)
+        self._f.write(line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode() + b"\n")
         self._f.flush()
         os.fsync(self._f.fileno())
 

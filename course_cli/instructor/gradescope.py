@@ -187,8 +187,10 @@ def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[tuple[
         head = f"{lesson.id} ({lesson.title}): NOT GRADED: {result.not_graded}"
         tests = [{"name": ex.id, "score": 0.0, "max_score": ex.max_points, "status": "failed",
                   "output": f"NOT GRADED: {result.not_graded}", "visibility": "visible"} for ex in result.exercises]
-        return {"score": 0.0, "output": head, "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
-                "extra_data": {"lesson": lesson.id, "max_score": result.max_score, "not_graded": result.not_graded}}
+        return _as_text({"score": 0.0, "output": head, "output_format": "text", "visibility": "visible",
+                         "stdout_visibility": "hidden", "tests": tests,
+                         "extra_data": {"lesson": lesson.id, "max_score": result.max_score,
+                                        "not_graded": result.not_graded}})
     tests = [{"name": ex.id, "score": ex.points, "max_score": ex.max_points,
               "status": "passed" if ex.status == "passed" else "failed",
               "output": _feedback(ex), "visibility": "visible"} for ex in result.exercises]
@@ -198,10 +200,24 @@ def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[tuple[
     if any(ex.status != "passed" for ex in result.exercises):
         head += ("\nAn exercise scores its points when every check passes, the ones on inputs drawn for this run "
                  f"(fresh inputs) included; run `course check {lesson.id}` on your own machine for the full story.")
-    data = {"score": result.score, "output": head, "visibility": "visible", "stdout_visibility": "hidden",
+    # output_format "text": Gradescope shows every output as plain text, never as HTML, Markdown or ANSI, so
+    # a message a submission wrote (an exception's text) is shown, never rendered
+    data = {"score": result.score, "output": head, "output_format": "text", "visibility": "visible",
+            "stdout_visibility": "hidden",
             "tests": tests, "extra_data": {"lesson": lesson.id, "max_score": result.max_score}}
     if seconds is not None:
         data["execution_time"] = round(seconds, 1)
+    return _as_text(data)
+
+
+def _as_text(data: dict) -> dict:
+    """`data` with its outputs safe to show as text (course_cli.safe_text.for_terminal: a submission's control,
+    bidirectional and line-separator characters written as escapes, never sent to the page)."""
+    from course_cli.safe_text import for_terminal
+
+    data["output"] = for_terminal(data["output"], None)
+    for t in data["tests"]:
+        t["output"] = for_terminal(t["output"], None)
     return data
 
 

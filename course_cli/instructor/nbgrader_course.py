@@ -588,38 +588,86 @@ def _not_graded_note(path: Path) -> str | None:
     return str(why) if why else None
 
 
+def _csv_cell(value):
+    """One cell of the export: a number as it is, any other text through course_cli.safe_text.for_csv (controls
+    escaped, a leading =, +, -, @, tab or CR neutralised): a student id or a name is the student's text."""
+    from course_cli.safe_text import for_csv
+
+    try:
+        float(value)
+        return value
+    except (TypeError, ValueError):
+        return for_csv(value) if isinstance(value, str) else value
+
+
 class CourseExport(CsvExportPlugin):
     """nbgrader's CSV export (the same columns, in the same order) with `status` and `note` added. When
     nbgrader fails on a submission (a notebook that is not JSON, say) it logs the error, removes that
     student's autograded notebook and goes on; its own export then gives the student 0, the same as a
     student who never submitted. Here such a row says NOT GRADED, with an empty score, and the export
-    names every one of them in the terminal. Statuses: graded, not submitted, NOT GRADED."""
+    names every one of them in the terminal. Statuses: graded, not submitted, NOT GRADED. Written with the csv
+    module, each text cell through course_cli.safe_text.for_csv (a student id is the student's text)."""
+
+    KEYS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email", "raw_score",
+            "late_submission_penalty", "score", "max_score"]  # nbgrader's CsvExportPlugin's, in its order
 
     def export(self, gradebook) -> None:
         import csv
+        import io
 
-        super().export(gradebook)
+        from course_cli.safe_text import for_terminal
+
+        # nbgrader's own plugin writes each row with str.format, unquoted: a student id holding a comma or a
+        # quote shifts the row's columns (and its lookup finds no submission). Rows are built here from the
+        # gradebook as nbgrader builds them, and written with the csv module, each text cell through for_csv
         dest = Path(self.to or "grades.csv")
-        with dest.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        fields = list(rows[0].keys()) if rows else []
-        ungraded = []
-        for row in rows:
-            row["status"], row["note"] = self._status(gradebook, row["assignment"], row["student_id"])
-            if row["status"] == NOT_GRADED:
-                row["raw_score"] = row["score"] = row["late_submission_penalty"] = ""
-                ungraded.append(f"{row['student_id']} ({row['assignment']}): {row['note']}")
-        with dest.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields + ["status", "note"] if fields else
-                                    ["assignment", "student_id", "status", "note"])
-            writer.writeheader()
-            writer.writerows(rows)
+        self.log.info("Exporting grades to %s", dest)
+        students, assignments = [str(x) for x in self.student], [str(x) for x in self.assignment]
+        rows, ungraded = [], []
+        for assignment in gradebook.assignments:
+            if assignments and assignment.name not in assignments:
+                continue
+            for student in gradebook.students:
+                if students and student.id not in students:
+                    continue
+                row = self._row(gradebook, assignment, student)
+                row["status"], row["note"] = self._status(gradebook, assignment.name, student.id)
+                if row["status"] == NOT_GRADED:
+                    row["raw_score"] = row["score"] = row["late_submission_penalty"] = ""
+                    ungraded.append(f"{student.id} ({assignment.name}): {row['note']}")
+                rows.append(row)
+        from course_cli.atomic import write_text
+
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=self.KEYS + ["status", "note"])
+        writer.writeheader()
+        writer.writerows([{k: _csv_cell(v) for k, v in row.items()} for row in rows])
+        write_text(dest, out.getvalue())
         for line in ungraded:
-            self.log.error("%s: %s", NOT_GRADED, line)
+            self.log.error("%s: %s", NOT_GRADED, for_terminal(line, 2000, newlines=False))
         if ungraded:
             self.log.error("%d submission(s) NOT GRADED: they are in %s with an empty score. Fix what the "
                            "autograde log names for each, then run `nbgrader autograde ASSIGNMENT --student ID "
                            "--force` and export again.", len(ungraded), dest)
+
+    @staticmethod
+    def _row(gradebook, assignment, student) -> dict:
+        """nbgrader's export row for one student and assignment: its values as nbgrader writes them (str, None
+        as ''); a student without a submission scores 0.0, as there."""
+        from nbgrader.api import MissingEntry
+
+        row = {"assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
+               "last_name": student.last_name, "first_name": student.first_name, "email": student.email,
+               "max_score": assignment.max_score}
+        try:
+            sub = gradebook.find_submission(assignment.name, student.id)
+        except MissingEntry:
+            row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
+        else:
+            penalty = sub.late_submission_penalty
+            row.update(timestamp=sub.timestamp, raw_score=sub.score, late_submission_penalty=penalty,
+                       score=max(0.0, sub.score - penalty))
+        return {k: "" if row[k] is None else str(row[k]) for k in CourseExport.KEYS}
 
     def _status(self, gradebook, assignment: str, student: str) -> tuple[str, str]:
         from nbgrader.api import MissingEntry

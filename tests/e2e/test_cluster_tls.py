@@ -27,7 +27,7 @@ from course_cli.classes import batch, cluster
 from course_cli.classes.journal import result_to_dict
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
-from harness import mistakes_of, with_mistake
+from harness import PEAK, mistakes_of, with_mistake
 
 pytest.importorskip("distributed")
 
@@ -311,14 +311,6 @@ def test_the_documented_tls_deployment_grades_as_locally(small, tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 # The batch's own memory
 
-PEAK = ("import resource, sys\n"
-        "from course_cli.main import cli\n"
-        "try:\n"
-        "    cli(sys.argv[1:], prog_name='course')\n"
-        "except SystemExit as exc:\n"
-        "    code = exc.code\n"
-        "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, flush=True)\n"
-        "sys.exit(code)\n")
 CLIENT_PEAK_BOUND = 1024 * 2**20  # docs/deploying.md, "The batch's own resources"
 
 

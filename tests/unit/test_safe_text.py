@@ -16,13 +16,13 @@ from course_cli import safe_text
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 
 CORPUS = ["\udcff", "a\ud800b", "\x1b[2J\x1b[H", "\x9b31m", "\x07\x08\r\x00", "<img src=x onerror=alert(1)>",
-          "=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\u202eevil", "\ufffe",
+          "=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\u202eevil", "\u2066x\u2069", "a\u2028b\u2029c", "\ufffe",
           "x" * 200_000, "[bold red]markup[/]", "ok text"]
 
 
 def _bad_terminal(s: str) -> bool:
     return any((ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f or 0xd800 <= ord(c) <= 0xdfff
-               or c in safe_text._BIDI for c in s)
+               or c in safe_text._BIDI or c in "\u2028\u2029" for c in s)
 
 
 @pytest.mark.parametrize("s", CORPUS, ids=range(len(CORPUS)))
