@@ -147,6 +147,9 @@ def exercise_status(checks: list[CheckResult]) -> str:
 HIDDEN_MESSAGE = ("failed on inputs drawn for this grading run (their values are not shown); the public check "
                   "{prop!r} tests the same property: make your code right for every input it allows, not only "
                   "the public check's")
+# A hidden check's message by its status, in place of its own (failed and error: HIDDEN_MESSAGE)
+HIDDEN_STATUS = {"timeout": "ran out of time on inputs drawn for this grading run",
+                 "not_implemented": "not implemented yet: it raises NotImplementedError"}
 HIDDEN_ONLY = "passes the public checks; fails {n} hidden check{s} ({names})"
 
 
@@ -178,7 +181,7 @@ def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str] | No
             ex.diagnosis, ex.diagnosis_id = ex.public_diagnosis
         elif rows:
             ex.diagnosis = ex.diagnosis_id = None
-        ex.public_diagnosis = None
+            ex.public_diagnosis = (None, None)  # (so that a second pass keeps what the first showed)
         failing = [c for c in rows if c.status not in ("passed", "skipped")]
         for c in rows:
             if hasattr(c, "figure"):
@@ -187,7 +190,7 @@ def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str] | No
             if c.status == "passed":
                 c.message = ""
             elif c.status != "skipped":
-                c.message = HIDDEN_MESSAGE.format(prop=c.hidden)
+                c.message = HIDDEN_STATUS.get(c.status) or HIDDEN_MESSAGE.format(prop=c.hidden)
         public_failing = [c for c in ex.checks if not c.hidden and c.status not in ("passed", "skipped")]
         if failing and not public_failing:
             first = next((c for c in failing if c.status == ex.status), failing[0])

@@ -10,6 +10,7 @@ fails 1 hidden check (...)". The sandboxed seats end to end: tests/e2e/test_hidd
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import re
@@ -172,3 +173,24 @@ def test_a_public_failure_keeps_its_public_diagnosis(tmp_path):
         if c.name in HIDDEN_NAMES and c.status == "failed":
             assert not re.search(r"\d\.\d", c.message) and c.failure == "" and not hasattr(c, "figure")
     assert "passes the public checks" not in json.dumps(for_students(full, HIDDEN_MAP).to_dict())
+
+
+
+def test_the_redaction_is_idempotent_and_a_hidden_timeout_reads_as_one(full):
+    """A seat may redact a result another seat already redacted; a hidden check that ran out of time says that,
+    in the same words whatever its inputs were."""
+    from graders.engine.results import HIDDEN_STATUS
+
+    once = for_students(full, HIDDEN_MAP)
+    assert for_students(once, HIDDEN_MAP).to_dict() == once.to_dict()
+    slow = copy.deepcopy(full)
+    (ex,) = slow.exercises
+    row = next(c for c in ex.checks if c.name == HIDDEN)
+    row.status, row.message, ex.status = "timeout", "ran past 3.0 s on shape (4, 777, 64)", "timeout"
+    shown = for_students(slow, HIDDEN_MAP)
+    assert next(c for c in shown.exercises[0].checks if c.name == HIDDEN).message == LINE
+    public = next(c for c in ex.checks if c.name == "gradients match")
+    public.status, public.message = "failed", "gradients differ"
+    shown = for_students(slow, HIDDEN_MAP)
+    assert next(c for c in shown.exercises[0].checks if c.name == HIDDEN).message == HIDDEN_STATUS["timeout"]
+    assert "777" not in json.dumps(shown.to_dict())
