@@ -7,8 +7,8 @@ bubblewrap once, when Gradescope builds the image; `run_autograder` grades the s
 `results/results.json` in Gradescope's format:
 
 - one test per exercise, visible: the course's points for it (the same as `course check`), and as output the
-  course's feedback on its checks, the hidden ones as the README's policy says (names and statuses; no message,
-  which would quote the inputs drawn for the run);
+  course's feedback on its checks, the hidden ones as the README's policy says (`results.for_students`: names
+  and statuses; no message, figure or diagnosis derived from them, which would tell the inputs drawn for the run);
 - the top-level `score`, the sum of the exercises' points.
 
 The root (`/autograder` on Gradescope) comes from `--root` or `AUTOGRADER_ROOT`, so a test runs the real
@@ -178,7 +178,8 @@ def _feedback(ex) -> str:
 def gradescope_results(lesson: Lesson, result: LessonResult, hidden: dict[tuple[str, str], str], note: str = "",
                        seconds: float | None = None) -> dict:
     """Gradescope's results.json for one graded submission: points as `course check` gives them, and the hidden
-    checks as the README's policy says (`graders.engine.results.for_students`: names and statuses, no messages)."""
+    checks as the README's policy says (`graders.engine.results.for_students`: names and statuses; the diagnosis
+    from the public checks alone)."""
     from graders.engine.results import for_students
 
     result = for_students(result, hidden)

@@ -203,30 +203,34 @@ def _alive(owner) -> bool:
 
 
 def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm: bool = True):
-    """grading.grade_notebook, through the warm server when it can be used (else cold, the same verdict)."""
+    """grading.grade_notebook, through the warm server when it can be used (else cold, the same verdict), as a
+    student sees it (hidden checks: names and statuses, `results.for_students`)."""
     from course_cli.sandboxed import grading
+    from graders.engine.results import for_students
 
     if warm and enabled():
         req = {"op": "grade", "lesson": lesson.id, "path": str(path), "exercises": exercises,
                "only_public": only_public, "cwd": str(Path(path).resolve().parent)}
         result = _grade_warm(req)
         if result is not None:
-            return result
-    return grading.grade_notebook(lesson, path, exercises, only_public=only_public)
+            return for_students(result)
+    return for_students(grading.grade_notebook(lesson, path, exercises, only_public=only_public))
 
 
 def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: bool = False, cwd=None,
                 warm: bool = True):
-    """grading.grade_cells (a student's own check), through the warm server when it can be used."""
+    """grading.grade_cells (a student's own check), through the warm server when it can be used, as a student sees
+    it (`results.for_students`)."""
     from course_cli.sandboxed import grading
+    from graders.engine.results import for_students
 
     if warm and enabled():
         req = {"op": "grade", "lesson": lesson.id, "cells": cells, "notebook": notebook, "exercises": exercises,
                "only_public": only_public, "cwd": str(cwd) if cwd else None}
         result = _grade_warm(req)
         if result is not None:
-            return result
-    return grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd)
+            return for_students(result)
+    return for_students(grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd))
 
 
 def _none_listening() -> "tuple[Path, str] | None":

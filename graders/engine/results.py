@@ -49,6 +49,9 @@ class CheckResult:
     message: str = ""
     kind: str = "check"  # one of KINDS
     failure: str = ""  # one of FAILURES, for a failed check
+    # A hidden check's property (the name of the public check it shares); "" for a public check. Set by the
+    # engine (verdict.judge_exercise); not in the JSON layout: `for_students` reads it.
+    hidden: str = field(default="", compare=False)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "device": self.device,
@@ -65,6 +68,10 @@ class ExerciseResult:
     diagnosis: str | None = None
     # the diagnosis's stable id (graders/engine/kinds.py): a catalogued mistake's id, `structural:<kind>`, `other`
     diagnosis_id: str | None = None
+    # The diagnosis as the public checks alone give it, (text, id), computed by the engine beside the one above
+    # (which the hidden checks' observations may decide); None: not computed. Not in the JSON layout: what
+    # students see (`for_students`) takes it in place of `diagnosis`.
+    public_diagnosis: "tuple[str | None, str | None] | None" = field(default=None, compare=False, repr=False)
 
     @property
     def reason(self) -> str:
@@ -129,28 +136,63 @@ def exercise_status(checks: list[CheckResult]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# What students see of hidden checks: one policy, applied by every output a student reads (nbgrader's feedback,
-# Gradescope's results; the distribution's `course check` runs no hidden check). README: "What students see of
-# hidden checks". Hidden checks test public properties on inputs drawn from the run's seed, so their names and
-# statuses are shown (a hidden twin's name is its public check's, marked "(fresh inputs)"), as are the points they
-# cost and the diagnosis (a catalogued mistake's sentence, which quotes no input); their messages, which quote the
-# drawn inputs' values, are not.
+# What students see of hidden checks: one policy, applied at every seat a student reads (`course check`, the
+# check cell and `course watch` through course_cli/sandboxed/warm.py's grade_notebook/grade_cells, nbgrader's
+# feedback, Gradescope's results). README: "What students see of hidden checks". A hidden check shows its name,
+# its status and the points its exercise scores; nothing derived from its observations: no message (it quotes
+# the drawn inputs' values and sizes), no failure kind, no figure, and a diagnosis only as the public checks
+# alone give it (the engine's `public_diagnosis`). An exercise that passes every public check and fails hidden
+# ones reads HIDDEN_ONLY. Instructors (`course grade`, its JSON, CSV and report) see everything.
 
 HIDDEN_MESSAGE = ("failed on inputs drawn for this grading run (their values are not shown); the public check "
                   "{prop!r} tests the same property: make your code right for every input it allows, not only "
                   "the public check's")
+# A hidden check's message by its status, in place of its own (failed and error: HIDDEN_MESSAGE)
+HIDDEN_STATUS = {"timeout": "ran out of time on inputs drawn for this grading run",
+                 "not_implemented": "not implemented yet: it raises NotImplementedError"}
+HIDDEN_ONLY = "passes the public checks; fails {n} hidden check{s} ({names})"
 
 
-def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str]) -> "LessonResult":
-    """A copy of `result` as students may see it: each hidden check's message (`hidden`: {(exercise, check name):
-    its property, the public check it shares}) replaced by HIDDEN_MESSAGE. Names, statuses, points, diagnoses
-    unchanged."""
+def hidden_only_line(names: list[str]) -> str:
+    """An exercise's line when only hidden checks failed: "passes the public checks; fails N hidden checks
+    (names)"."""
+    names = list(dict.fromkeys(names))
+    return HIDDEN_ONLY.format(n=len(names), s="" if len(names) == 1 else "s", names=", ".join(names))
+
+
+def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str] | None = None) -> "LessonResult":
+    """A copy of `result` as students may see it. A check is hidden when the engine marked it
+    (`CheckResult.hidden`) or `hidden` names it ({(exercise, check name): its property}, for a result read back
+    from JSON). Each hidden check keeps its name and status, nothing else it observed; the exercise's diagnosis is
+    the public checks' alone (None when the engine did not compute it and a hidden check ran); an exercise whose
+    only failing checks are hidden says so (HIDDEN_ONLY) in its first failing check's message. Points unchanged."""
     import copy
 
     out = copy.deepcopy(result)
+    hidden = hidden or {}
     for ex in out.exercises:
+        rows = []
         for c in ex.checks:
-            prop = hidden.get((ex.id, c.name))
-            if prop is not None and c.status not in ("passed", "skipped"):
-                c.message = HIDDEN_MESSAGE.format(prop=prop)
+            prop = c.hidden or hidden.get((ex.id, c.name))
+            if prop:
+                c.hidden = prop
+                rows.append(c)
+        if ex.public_diagnosis is not None:
+            ex.diagnosis, ex.diagnosis_id = ex.public_diagnosis
+        elif rows:
+            ex.diagnosis = ex.diagnosis_id = None
+            ex.public_diagnosis = (None, None)  # (so that a second pass keeps what the first showed)
+        failing = [c for c in rows if c.status not in ("passed", "skipped")]
+        for c in rows:
+            if hasattr(c, "figure"):
+                del c.figure
+            c.failure = ""
+            if c.status == "passed":
+                c.message = ""
+            elif c.status != "skipped":
+                c.message = HIDDEN_STATUS.get(c.status) or HIDDEN_MESSAGE.format(prop=c.hidden)
+        public_failing = [c for c in ex.checks if not c.hidden and c.status not in ("passed", "skipped")]
+        if failing and not public_failing:
+            first = next((c for c in failing if c.status == ex.status), failing[0])
+            first.message = hidden_only_line([c.name for c in failing])
     return out

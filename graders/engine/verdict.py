@@ -89,6 +89,7 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
         if obs is not None and obs.get("timeout"):
             res = judge_exercise(module, ex, obs, reference[ex.name], {}, gpu, only_public=only_public)
             res.status, res.points, res.diagnosis, res.diagnosis_id = "timeout", 0.0, None, None
+            res.public_diagnosis = (None, None)
             if not any(c.status == "timeout" for c in res.checks):
                 res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", ""), kind="absent"))
             result.exercises.append(res)
@@ -153,8 +154,10 @@ def _switched_off(res: ExerciseResult, module, cells: list[dict]) -> ExerciseRes
     checks = [c for c in res.checks if c.name != "uses no forbidden API"]
     checks.append(CheckResult("uses no forbidden API", "failed", message=msg))
     status = exercise_status(checks)
-    return ExerciseResult(res.id, status, 0.0, res.max_points, checks,
-                          res.diagnosis if res.status in ("failed", "error") else None)
+    keep = res.status in ("failed", "error")
+    public = (res.public_diagnosis or (None, None))[0] if keep else None
+    return ExerciseResult(res.id, status, 0.0, res.max_points, checks, res.diagnosis if keep else None,
+                          public_diagnosis=(public, None))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -230,6 +233,7 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                               [CheckResult(absent.check, absent.status, message=absent.message, kind="absent")])
     s_checks, r_checks = student["checks"], reference["checks"]
     for check in checks:
+        first = len(results)
         for config in check.configs:
             if config.device == "cuda" and not gpu:
                 results.append(CheckResult(check.name, "skipped", config.device, config.dtype,
@@ -244,6 +248,9 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                                            "not run: the checks before it ran out of memory"))
                 continue
             results.append(_verdict(check, config, s_obs, r_obs))
+        if check.hidden:  # what students see of it: its name and status (results.for_students)
+            for r in results[first:]:
+                r.hidden = check.property
     forbidden = getattr(module, "FORBIDDEN", {}).get(name)
     if forbidden:
         used = student.get("forbidden", [])
@@ -260,8 +267,25 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                                         "or use out-of-place operations" if mutated else ""), kind="mutation"))
     status = exercise_status(results)
     diagnosis = diagnose(module, name, checks, s_checks, r_checks, mistakes, results) if status in ("failed", "error") else None
-    return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis,
-                          diagnosis_id(diagnosis, getattr(module, "MISTAKES", ()), name))
+    ident = diagnosis_id(diagnosis, getattr(module, "MISTAKES", ()), name)
+    return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis, ident,
+                          public_diagnosis=_public_diagnosis(module, name, checks, student, reference, mistakes,
+                                                             results, (diagnosis, ident)))
+
+
+def _public_diagnosis(module, name, checks, student, reference, mistakes, results, full) -> tuple:
+    """The diagnosis as the public checks alone give it, (text, id): what students see (results.for_students).
+    The catalogued mistakes, the mutants and the structural rules are read on the public checks' observations
+    only, and a figure is left on a public check, so nothing a student reads is derived from a hidden input; None
+    when no public check failed. `full`: the diagnosis over every check, the same when no hidden check ran."""
+    public = [c for c in checks if not c.hidden]
+    if len(public) == len(checks):
+        return full
+    shown = [r for r in results if not r.hidden]
+    if exercise_status(shown) not in ("failed", "error"):
+        return (None, None)
+    text = diagnose(module, name, public, student["checks"], reference["checks"], mistakes, shown)
+    return (text, diagnosis_id(text, getattr(module, "MISTAKES", ()), name))
 
 
 # One rule for a submission that was not run at all (every seat: class grading, nbgrader, Gradescope, the

@@ -87,8 +87,10 @@ def test_warm_is_off_when_asked(monkeypatch):
     assert not warm.enabled()
     called = []
     monkeypatch.setattr(warm, "_grade_warm", lambda req: called.append(req))
-    monkeypatch.setattr("course_cli.sandboxed.grading.grade_notebook", lambda *a, **k: "cold")
-    assert warm.grade_notebook(L01, L01.solution_path) == "cold" and not called
+    from graders.engine.results import LessonResult
+
+    monkeypatch.setattr("course_cli.sandboxed.grading.grade_notebook", lambda *a, **k: LessonResult("cold", ""))
+    assert warm.grade_notebook(L01, L01.solution_path).lesson == "cold" and not called  # (as students see it)
 
 
 def test_course_check_starts_its_server_first_and_then_waits_for_that_one(monkeypatch, tmp_path):
