@@ -142,6 +142,9 @@ def _where(c) -> str:
     return "" if (c.device, c.dtype) == ("cpu", "float32") else f" [{c.device}/{c.dtype}]"
 
 
+_HIDDEN_ONLY_HEAD = "passes the public checks; fails "
+
+
 def check_message(c) -> str:
     """`check name: message`, the tolerance left out (it is said once); the first line of a long message."""
     msg, _ = split_tolerance(c.message or c.status.replace("_", " "))
@@ -149,8 +152,8 @@ def check_message(c) -> str:
     first = lines[0]
     if len(lines) > 1 and lines[1].startswith("  at "):  # the student's own line, for exceptions
         first += " (" + lines[-1].strip().removeprefix("at ") + ")"
-    if c.kind in ("absent", "grader"):
-        return first
+    if c.kind in ("absent", "grader") or first.startswith(_HIDDEN_ONLY_HEAD):
+        return first  # (the hidden-only line names its checks itself)
     return f"{c.name}{_where(c)}: {first}"
 
 

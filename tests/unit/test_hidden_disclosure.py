@@ -110,6 +110,7 @@ def test_the_terminal_and_the_check_cell_show_none_of_it(full):
     cell = exercise_html(ex, L01.id) + exercise_plain(ex, L01.id)  # the check cell's HTML and text
     for text in (" ".join(buf.getvalue().split()), cell):
         assert "passes the public checks; fails 1 hidden check" in text
+        assert f"{HIDDEN}: passes the public" not in text  # the line names its checks once, not "name: ..."
         assert not [s for s in secrets(full) if s in text]
     assert "<svg" not in cell and "Likely mistake" not in cell
 
