@@ -335,3 +335,59 @@ def test_the_clients_peak_memory_does_not_follow_a_huge_submission(small, tmp_pa
     assert data["solved"]["score"] == 10.0 and data["stub"]["score"] == 0.0
     assert {e["status"] for e in data["huge"]["exercises"]} <= {"error", "not_graded"}
     assert peak < CLIENT_PEAK_BOUND
+
+
+@pytest.mark.slow
+def test_the_local_cluster_serves_nothing_outside_tls(limits):
+    """Dask's HTTP pages (the dashboard, a worker's /info and /metrics: task names hold students' names) are plain
+    HTTP beside the TLS ports, readable by any local user. Dask starts an HTTP server in every scheduler and worker
+    whatever the options; the course gives them no routes. Every socket the cluster's processes listen on is
+    either one of the TLS addresses (the attack test: refused at the handshake) or such a server, on 127.0.0.1,
+    whose sitemap lists nothing but itself and whose known pages are not there."""
+    import urllib.error
+    import urllib.request
+
+    import psutil
+    from distributed import Client
+
+    def listening(pids) -> set[tuple[str, int]]:
+        out = set()
+        for pid in pids:
+            try:
+                conns = psutil.Process(pid).net_connections(kind="inet")
+            except psutil.NoSuchProcess:
+                continue
+            out |= {(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN}
+        return out
+
+    def get(port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+
+    me = psutil.Process()
+    before = listening([me.pid])
+    local = cluster.local_cluster(2, cluster.security_for("local"))
+    try:
+        with Client(local, security=local.security) as c:
+            targets = _addresses(c)
+            info = c.scheduler_info()
+            ports = listening([me.pid] + [p.pid for p in me.children(recursive=True)]) - before
+            tls = {("127.0.0.1", int(t.rsplit(":", 1)[1])) for t in targets}
+            http = {port: {path: get(port, path) for path in PAGES} for _, port in ports - tls}
+    finally:
+        local.close()
+    assert all(t.startswith("tls://127.0.0.1:") for t in targets) and len(targets) == 5
+    assert tls <= ports and all(ip == "127.0.0.1" for ip, _ in ports), ports
+    assert len(http) == 3, http  # the scheduler's and the two workers' HTTP servers, nothing else
+    for port, pages in http.items():
+        assert pages.pop("/sitemap.json") == (200, '{"paths": ["/sitemap.json"]}'), (port, pages)
+        assert {code for code, _ in pages.values()} == {404}, (port, pages)
+    assert not info.get("services") or set(info["services"]) <= {"dashboard"}, info
+
+
+# Dask's own pages, any of which would name the tasks (students) or the workers
+PAGES = ("/sitemap.json", "/", "/status", "/info/main/workers.html", "/info/main/logs.html", "/metrics",
+         "/json/identity.json", "/json/index.html", "/health", "/tasks.html", "/individual-plots.json")
