@@ -117,7 +117,8 @@ def list_cmd() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--detail", is_flag=True, help="Show every check that did not pass, not only the first.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
-              help="Also write the results, with figures, as a self-contained HTML page.")
+              help="Also write the results, with figures, as a self-contained HTML page (a file already "
+              "there is kept as FILE.bak).")
 @click.option("-v", "--verbose", is_flag=True, help="Show every check, not only the failing ones.")
 @click.option("--public", "public", is_flag=True, help="Only the public checks (as the notebook's check cells; "
               "GitHub Classroom's workflow uses this).")
@@ -167,10 +168,11 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     if html_file:
+        from course_cli.atomic import write_text
         from course_cli.render import lesson_html
 
-        try:
-            Path(html_file).write_text(lesson_html(result, lesson_obj.title), encoding="utf-8")
+        try:  # an unpredictable name, then renamed: a link at FILE is replaced, never written through
+            write_text(html_file, lesson_html(result, lesson_obj.title), backup=True)
         except OSError as exc:
             raise CourseError(f"could not write {html_file}: {exc.strerror or exc}") from None
     if as_json:
@@ -566,7 +568,8 @@ def bench(lesson: str, notebook: str | None, solution: bool) -> None:
 @click.argument("submissions", type=click.Path(exists=True, file_okay=False))
 @click.option("--lesson", "lesson", required=True, help="The lesson the submissions are for.")
 @click.option("--jobs", "-j", default=2, show_default=True, help="Submissions graded at once.")
-@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv.")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="Write results.json or results.csv "
+              "(a file already there is kept as OUT.bak).")
 @click.option("--student", "students", multiple=True, help="Grade only this student (repeatable); with --out, "
               "the file's other students are kept.")
 @click.option("--insecure", is_flag=True, help="Grade even without the sandbox (bubblewrap): the submissions' code "
@@ -710,8 +713,11 @@ def _render_class(lesson_obj, results, out, students, seed, insecure_cluster: bo
         if out and out.endswith(".json"):
             click.echo(f"a group as a draft catalogue entry: course draft-mistake {out} {same[0].id}")
     if out:
-        write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed,
-              insecure_cluster=insecure_cluster)
+        try:
+            write(results, Path(out), update=bool(students), insecure=not sandbox.bwrap_status()[0], seed=seed,
+                  insecure_cluster=insecure_cluster)
+        except (OSError, ValueError) as exc:  # a folder that is not there, a link at OUT with --student...
+            raise CourseError(for_terminal(f"could not write {out}: {getattr(exc, 'strerror', None) or exc}")) from None
         click.echo(f"wrote {out}")
     if any_errors(results):
         bad = sorted(s for s, r in results.items() if any_errors({s: r}))
@@ -771,10 +777,10 @@ def draft_mistake(results: str, group: str, out: str | None) -> None:
         raise CourseError(for_terminal(str(exc), 2000)) from None
     target = Path(out or f"draft-{g.id.replace(':', '-')}.py")
     text = draft(g, res, lesson or "")
-    try:
-        if target.exists():
-            target.replace(target.with_name(target.name + ".bak"))
-        target.write_text(text, encoding="utf-8")
+    from course_cli.atomic import write_text
+
+    try:  # an unpredictable name, then renamed: a link at the target is replaced (kept as .bak), not followed
+        write_text(target, text, backup=True)
     except OSError as exc:
         raise CourseError(f"could not write {target}: {exc.strerror or exc}") from None
     click.echo(for_terminal(f"wrote {target}: {g.headline()}", 1000))

@@ -269,22 +269,26 @@ def any_errors(results: dict[str, LessonResult]) -> bool:
 def write(results: dict[str, LessonResult], out: Path, update: bool = False, insecure: bool = False,
           seed: int | None = None, insecure_cluster: bool = False) -> None:
     """Write results as CSV or JSON (by suffix). With update=True, students already in `out` and not
-    in `results` are kept (re-grading one student)."""
+    in `results` are kept (re-grading one student). Written through course_cli/atomic.py: a link at `out` is
+    replaced, never written through (nor read, with update=True), and the file replaced is kept as `<out>.bak`."""
+    from course_cli.atomic import read_bytes, write_text
+
     out = Path(out)
     if out.suffix == ".csv":
         new = rows(results)
         if update and out.exists():
-            kept = [r for r in csv.DictReader(io.StringIO(out.read_text())) if r["student"] not in results]
+            kept = [r for r in csv.DictReader(io.StringIO(read_bytes(out).decode("utf-8")))
+                    if r["student"] not in results]
             new = kept + new
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows({k: csv_safe(v) for k, v in r.items()} for r in sorted(new, key=lambda r: r["student"]))
-        out.write_text(buf.getvalue(), encoding="utf-8")
+        write_text(out, buf.getvalue(), backup=True)
         return
     students = {s: r.to_dict() for s, r in results.items()}
     if update and out.exists():
-        old = json.loads(out.read_text()).get("students", {})
+        old = json.loads(read_bytes(out)).get("students", {})
         students = {**old, **students}
     students = dict(sorted(students.items()))
     data = {"lesson": next(iter(results.values())).lesson if results else None,
@@ -298,7 +302,7 @@ def write(results: dict[str, LessonResult], out: Path, update: bool = False, ins
         data["insecure_cluster"] = True  # graded on a plain-TCP Dask cluster (--insecure-cluster)
     from course_cli.safe_text import json_clean
 
-    out.write_text(json.dumps(json_clean(data, None), indent=1), encoding="utf-8")
+    write_text(out, json.dumps(json_clean(data, None), indent=1), backup=True)
 
 
 def result_from_dict(d: dict) -> LessonResult:

@@ -134,8 +134,10 @@ def checked_result(text: object, lesson) -> LessonResult:
 
 def journal_seed(path: Path) -> int | None:
     """The hidden seed a journal's run was graded with (None if it has none or is not a journal)."""
+    from course_cli.atomic import open_regular
+
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path), "rb") as f:  # a link at its name is not followed
             seed = json.loads(f.readline()).get("seed")
     except (OSError, ValueError, AttributeError):
         return None
@@ -164,45 +166,37 @@ class Journal:
             header["insecure_cluster"] = True
         done: dict[str, dict] = {}
         if path.exists() and resume:
-            raw = path.read_bytes()
-            lines = raw.split(b"\n")
-            if raw and not raw.endswith(b"\n"):
-                lines = lines[:-1]  # the line a killed run was writing
+            from course_cli.atomic import open_regular
+
+            try:  # appended to only through this descriptor: a link at its name is refused, never followed
+                f = os.fdopen(open_regular(path, os.O_RDWR), "r+b")
+            except OSError as exc:
+                raise JournalError(f"{path}: cannot resume from it: {exc.strerror}; grade without --resume (a "
+                                   f"new journal replaces it, and what is there is kept as {path.name}.bak)") from None
             try:
-                old = json.loads(lines[0])
-            except (ValueError, IndexError):
-                raise JournalError(f"{path} is not a results journal; grade without --resume "
-                                   f"(it will be kept as {path.name}.bak)") from None
-            if not isinstance(old, dict) or old.get("journal") != FORMAT:
-                raise JournalError(f"{path} is not a results journal of this version of the course")
-            if old.get("lesson") != lesson:
-                raise JournalError(f"{path} is the journal of {old.get('lesson')}, not {lesson}")
-            if old.get("reference") != reference:
-                raise JournalError(f"{path} was written with other graders or another solved notebook (the "
-                                   f"course changed since); grade afresh, without --resume")
-            if old.get("seed") != seed:
-                raise JournalError(f"{path} was graded with the hidden seed {old.get('seed')}, not {seed}: "
-                                   f"resume without --seed (or with --seed {old.get('seed')})")
-            for line in lines[1:]:
-                try:
-                    entry = json.loads(line)
-                    entry["result"] = result_from_dict(entry["result"])
-                    done[entry["student"]] = entry
-                except (ValueError, KeyError, TypeError):
-                    continue  # a damaged line: that student is graded again
+                raw = f.read()
+            except BaseException:
+                f.close()
+                raise
+            try:
+                done = _entries(path, raw, lesson, reference, seed)
+            except BaseException:
+                f.close()
+                raise
             journal = cls(path, header, done)
-            journal._f = open(path, "r+b")
+            journal._f = f
             journal._f.truncate(raw.rfind(b"\n") + 1)  # drop the torn line, append after the whole ones
             journal._f.seek(0, os.SEEK_END)
             if insecure_cluster:
                 journal._write({"insecure_cluster": True})  # (no student: skipped on resume)
             return journal
-        if path.exists():
-            os.replace(path, path.with_name(path.name + ".bak"))
+        from course_cli.atomic import create_for_append
+
         path.parent.mkdir(parents=True, exist_ok=True)
         journal = cls(path, header, done)
-        journal._f = open(path, "wb")
-        journal._write(header)
+        # the header written under an unpredictable name, renamed over `path` (a link there is replaced, not
+        # followed; what was there kept as .bak), and every later line appended through that same descriptor
+        journal._f = create_for_append(path, journal._line(header), backup=True)
         return journal
 
     @classmethod
@@ -226,13 +220,17 @@ class Journal:
         self._write(entry)
         self.done[student] = {**entry, "result": result}
 
-    def _write(self, obj: dict) -> None:
+    @staticmethod
+    def _line(obj: dict) -> bytes:
         from course_cli.safe_text import json_clean
 
         # a submission's text may hold a lone surrogate: escaped, so the line is always written; U+2028/U+2029
         # as JSON escapes, so a reader that splits lines as str.splitlines does reads one entry a line
         line = json.dumps(json_clean(obj, None), ensure_ascii=False)
-        self._f.write(line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode() + b"\n")
+        return line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode() + b"\n"
+
+    def _write(self, obj: dict) -> None:
+        self._f.write(self._line(obj))
         self._f.flush()
         os.fsync(self._f.fileno())
 
@@ -246,3 +244,34 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _entries(path: Path, raw: bytes, lesson: str, reference: str, seed: int | None) -> dict[str, dict]:
+    """The journalled entries by student, after checking the header is this run's (JournalError if not)."""
+    done: dict[str, dict] = {}
+    lines = raw.split(b"\n")
+    if raw and not raw.endswith(b"\n"):
+        lines = lines[:-1]  # the line a killed run was writing
+    try:
+        old = json.loads(lines[0])
+    except (ValueError, IndexError):
+        raise JournalError(f"{path} is not a results journal; grade without --resume "
+                           f"(it will be kept as {path.name}.bak)") from None
+    if not isinstance(old, dict) or old.get("journal") != FORMAT:
+        raise JournalError(f"{path} is not a results journal of this version of the course")
+    if old.get("lesson") != lesson:
+        raise JournalError(f"{path} is the journal of {old.get('lesson')}, not {lesson}")
+    if old.get("reference") != reference:
+        raise JournalError(f"{path} was written with other graders or another solved notebook (the "
+                           f"course changed since); grade afresh, without --resume")
+    if old.get("seed") != seed:
+        raise JournalError(f"{path} was graded with the hidden seed {old.get('seed')}, not {seed}: "
+                           f"resume without --seed (or with --seed {old.get('seed')})")
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+            entry["result"] = result_from_dict(entry["result"])
+            done[entry["student"]] = entry
+        except (ValueError, KeyError, TypeError):
+            continue  # a damaged line: that student is graded again
+    return done

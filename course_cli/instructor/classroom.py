@@ -145,8 +145,9 @@ def write(target: Path, lessons: list[Lesson], package: str, notebooks: str = "l
             if path.read_text(encoding="utf-8", errors="replace") == text:
                 done.append((path, "unchanged"))
                 continue
-            path.replace(path.with_name(path.name + ".bak"))
-        path.write_text(text, encoding="utf-8")
+        from course_cli.atomic import write_text
+
+        write_text(path, text, backup=True)  # unpredictable name, renamed; the file replaced kept as .bak
         done.append((path, "wrote"))
     return done
 

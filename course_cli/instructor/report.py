@@ -707,8 +707,12 @@ def write_report(results_path: Path, out: Path, progress_dir: Path | None = None
     except (UnknownLesson, TypeError):
         title = "a lesson"
     page = render(data, title)
+    from course_cli.atomic import read_bytes, write_text
+
     out = Path(out)
-    if out.exists() and GENERATOR not in out.read_text(encoding="utf-8", errors="replace")[:2000]:
-        out.replace(out.with_name(out.name + ".bak"))
-    out.write_text(page, encoding="utf-8")
+    try:  # a report this command wrote is replaced; anything else (a link too: not followed) is kept as .bak
+        ours = GENERATOR in read_bytes(out, 2000).decode("utf-8", errors="replace")
+    except OSError:
+        ours = False
+    write_text(out, page, backup=not ours)
     return data

@@ -1,12 +1,13 @@
 """Operations on the student's workspace that write notebooks: init, reset, backups.
 
-Nothing here overwrites a student's notebook without first copying it to `.course/backups/`.
+Nothing here overwrites a student's notebook without first copying it to `.course/backups/`. Every file is
+written through course_cli/atomic.py: a link planted at a notebook's or a backup's name is never written through.
 """
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -16,17 +17,24 @@ from course_cli.student.workspace import MARKER
 
 
 def backup(notebook: Path, workspace: Path) -> Path:
-    """Copy `notebook` (whatever its state) to `.course/backups/<name>-<timestamp>.ipynb`."""
+    """Copy `notebook` (whatever its state) to `.course/backups/<name>-<timestamp>.ipynb`: a new file, created
+    only where nothing is (a link planted at that name is skipped over, never written through)."""
+    from course_cli.atomic import create_new
+
     folder = workspace / MARKER / "backups"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = folder / f"{notebook.stem}-{stamp}.ipynb"
+    data, st = notebook.read_bytes(), notebook.stat()
     n = 1
-    while target.exists():
-        n += 1
-        target = folder / f"{notebook.stem}-{stamp}-{n}.ipynb"
-    shutil.copy2(notebook, target)
-    return target
+    while True:
+        target = folder / (f"{notebook.stem}-{stamp}.ipynb" if n == 1 else f"{notebook.stem}-{stamp}-{n}.ipynb")
+        try:
+            create_new(target, data, mode=st.st_mode & 0o777)
+        except FileExistsError:
+            n += 1
+            continue
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)  # the notebook's times
+        return target
 
 
 def _pristine(lesson: Lesson):
@@ -59,6 +67,7 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
 
     nbformat = _nbformat()  # without the IRI checker jsonschema would load: a second of grammar building
 
+    from course_cli.atomic import write_text
     from course_cli.sandboxed.notebook import NotebookError, read_notebook
 
     pristine = _pristine(lesson)
@@ -66,7 +75,7 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
     kept = f"your notebook is backed up as {saved}" if saved else "there was no notebook to back up"
     if exercise is None:
         notebook.parent.mkdir(parents=True, exist_ok=True)
-        notebook.write_text(nbformat.writes(pristine) + "\n")
+        write_text(notebook, nbformat.writes(pristine) + "\n")
         return f"Restored {notebook.name} to its pristine state; {kept}."
     lesson.exercise(exercise)
     try:
@@ -88,7 +97,7 @@ def reset(lesson: Lesson, notebook: Path, workspace: Path, exercise: str | None 
 
     partners = [e.name for e in lesson.exercises if e.name != exercise and defines(fresh.source, e.name)]
     cleared = clear_check_outputs(nb, [exercise, *partners])
-    notebook.write_text(nbformat.writes(nb) + "\n")
+    write_text(notebook, nbformat.writes(nb) + "\n")
     also = f" (and {', '.join(f'`{p}`' for p in partners)}, which share{'s' if len(partners) == 1 else ''} its cell)" \
         if partners else ""
     stale = f" The old output of its check cell is cleared ({cleared} cell{'s' if cleared != 1 else ''})." \
@@ -173,16 +182,20 @@ def kernel_spec(target: Path, python: str) -> Path:
 
 def init(target: Path) -> tuple[list[Path], list[Path]]:
     """Make `target` a workspace: `.course/`, every lesson's notebook in `lessons/`, and a student's Jupyter
-    config in `.jupyter/`. Existing notebooks are never touched (a newer course only adds the lessons you lack)."""
+    config in `.jupyter/`. Existing notebooks are never touched (a newer course only adds the lessons you lack;
+    whatever is at a notebook's name, a link included, is kept and never written through)."""
+    from course_cli.atomic import create_new
+
     (target / MARKER).mkdir(parents=True, exist_ok=True)
     (target / "lessons").mkdir(exist_ok=True)
     jupyter_config(target)
     copied, kept = [], []
     for lesson in LESSONS:
         dest = target / "lessons" / lesson.notebook
-        if dest.exists():
+        try:
+            create_new(dest, lesson.student_path.read_bytes())
+        except FileExistsError:
             kept.append(dest)
         else:
-            shutil.copy(lesson.student_path, dest)
             copied.append(dest)
     return copied, kept
