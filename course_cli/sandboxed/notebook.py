@@ -143,6 +143,11 @@ def _nbformat():
     return nbformat
 
 
+def _malformed(p: Path, i: int, what: str) -> NotebookError:
+    return NotebookError(f"{p}: cell {i + 1} has malformed {what} (not a JSON object); "
+                         f"`course reset` restores a fresh copy of that cell")
+
+
 def read_notebook(path: str | Path, root: str | Path | None = None):
     """The notebook at `path`, read as a submission (`submission_bytes`: a regular file inside `root`, never
     through a link, within MAX_BYTES), parsed within MAX_DEPTH and MAX_CELLS, all within MAX_SECONDS."""
@@ -181,6 +186,11 @@ def read_notebook(path: str | Path, root: str | Path | None = None):
                                                       for c in (w.get("cells") or [])]
     if isinstance(cells, list) and len(cells) > MAX_CELLS:
         raise _refuse(p, f"has {len(cells):,} cells: over the grader's bound of {MAX_CELLS:,} cells; not graded")
+    if not isinstance(raw.get("metadata", {}), dict):  # said before nbformat, whose message is a Python error's
+        raise NotebookError(f"{p}: the notebook's metadata is malformed (not a JSON object)")
+    for i, cell in enumerate(cells if isinstance(cells, list) else []):
+        if isinstance(cell, dict) and not isinstance(cell.get("metadata", {}), dict):
+            raise _malformed(p, i, "metadata")
     del raw, cells
     try:
         with warnings.catch_warnings():  # nbformat's advice to its caller (missing cell ids) is not the student's
@@ -195,8 +205,7 @@ def read_notebook(path: str | Path, root: str | Path | None = None):
         bad = "metadata" if not isinstance(meta, dict) else next(
             (f"metadata.{k}" for k in ("course", "nbgrader") if k in meta and not isinstance(meta[k], dict)), None)
         if bad:
-            raise NotebookError(f"{p}: cell {i + 1} has malformed {bad} (not a JSON object); "
-                                f"`course reset` restores a fresh copy of that cell")
+            raise _malformed(p, i, bad)
     spent = time.monotonic() - t0
     if spent > MAX_SECONDS:  # checked after the fact: the bounds above keep a read well under it
         raise _refuse(p, f"took {spent:.0f} s to read and parse, over the grader's bound of {MAX_SECONDS:g} s")
