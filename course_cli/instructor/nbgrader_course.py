@@ -265,6 +265,19 @@ class _Unreadable(Exception):
         self.instructor, self.student = instructor, student
 
 
+_PUT_BACK: dict[str, tuple] = {}  # student/assignment/notebook -> (where an unreadable submission waits, its place)
+
+
+def _put_back(student, assignment) -> None:
+    """The unreadable submissions of this student's assignment back in submitted/, over their stand-ins."""
+    for key in [k for k in _PUT_BACK if k.startswith(f"{student}/{assignment}/")]:
+        aside, path = _PUT_BACK.pop(key)
+        try:
+            os.replace(aside, path)
+        except OSError:
+            pass  # it stays in refused/, and the stand-in still says why
+
+
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded), then as nbgrader
@@ -273,8 +286,9 @@ def _check_arrived(notebooks: list) -> None:
     feedback either). A refused or unreadable one is moved, as it came (a link stays a link), to
     refused/<student>/<assignment>/ in the course, and the released notebook, recording why (the instructor's
     words and the student's, `_arrival_words`), takes its name, so nbgrader reads nothing of it;
-    StartCourseGrading makes it NOT GRADED with the reason, on this run and any later one, and its feedback
-    says why."""
+    StartCourseGrading makes it NOT GRADED with the reason, and its feedback says why. A refused one stays in
+    refused/ (the stand-in says why on any later run); an unreadable one, a regular file, is put back once
+    nbgrader has read the stand-in, so `course grade submitted` grades what the student submitted."""
     import nbformat
 
     from course_cli.atomic import write_text
@@ -291,9 +305,13 @@ def _check_arrived(notebooks: list) -> None:
             aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
             aside.parent.mkdir(parents=True, exist_ok=True)
             if os.path.lexists(aside):  # an earlier refusal of this student's: kept, never overwritten
-                os.replace(aside, aside.with_name(f"{aside.name}.{int(os.lstat(aside).st_mtime)}.bak"))
+                os.replace(aside, aside.with_name(f"{aside.name}.{os.lstat(aside).st_mtime_ns}.bak"))
             os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
-            instructor, student = _arrival_words(path, exc, course, aside)
+            unreadable = isinstance(exc, _Unreadable)
+            instructor, student = _arrival_words(path, exc, course, None if unreadable else aside)
+            if unreadable:  # a regular file: put back once nbgrader has read the stand-in (StartCourseGrading),
+                # so every other seat reading submitted/ (`course grade`) still finds what the student submitted
+                _PUT_BACK[f"{path.parent.parent.name}/{path.parent.name}/{path.stem}"] = (aside, path)
             released = course / "release" / path.parent.name / path.name  # the course's own copy
             try:
                 stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
@@ -537,6 +555,8 @@ class StartCourseGrading(NbGraderPreprocessor):
 
         from course_cli.sandboxed import sandbox
         key = _key(resources)
+        nbg = resources.get("nbgrader") or {}
+        _put_back(nbg.get("student"), nbg.get("assignment"))  # nbgrader has read the stand-ins by now
         lesson = _lesson_of(resources)
         course_meta = nb.metadata.get("course")
         refused = _REFUSED.pop(key, None)

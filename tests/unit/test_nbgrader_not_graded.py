@@ -1,8 +1,9 @@
 """A NOT GRADED nbgrader submission, in two wordings (issue 47 item 7): the export's note and the autograde log
 say the cause in the instructor's words (where the file is, what it is, where it was moved; no student command,
 no "its log says why"), the feedback says it in the student's (their notebook's name, no instructor folder,
-what they can do). What arrived unreadable is moved aside and never overwritten; the feedback copied under a
-renamed submission's name is written through course_cli/atomic.py (a planted link is not followed).
+what they can do). What arrived unreadable is stood in for while nbgrader reads it, then put back (other seats
+read submitted/); nothing in refused/ is overwritten; the feedback copied under a renamed submission's name is
+written through course_cli/atomic.py (a planted link is not followed).
 The same steps through the real nbgrader exchange: tests/e2e/test_nbgrader_exchange.py."""
 
 from __future__ import annotations
@@ -61,26 +62,28 @@ def test_what_nbgrader_cannot_read_is_said_in_both_wordings(data, words):
     assert nc._unreadable(good) is None  # what nbformat reads is left to the course's grading
 
 
-def test_an_unreadable_submission_is_moved_aside_and_replaced_by_a_stand_in_that_records_why(tmp_path):
+def test_an_unreadable_submission_is_stood_in_for_while_nbgrader_reads_then_put_back(tmp_path):
     course, path = _course(tmp_path, "cut", CUT)
-    nc._check_arrived([str(path)])
     aside = course / "refused" / "cut" / "lesson01" / L01.notebook
-    assert aside.read_bytes() == CUT  # as it came
+    aside.parent.mkdir(parents=True)
+    aside.write_text("an earlier refusal")
+    nc._check_arrived([str(path)])
+    assert aside.read_bytes() == CUT  # as it came, while nbgrader reads the stand-in
+    assert [p.read_text() for p in aside.parent.glob("*.bak")] == ["an earlier refusal"]  # never overwritten
     stand_in = nbformat.read(path, as_version=4)
     assert [c.source for c in stand_in.cells] == ["released"]
     instructor, student = stand_in.metadata["course"]["refused"], stand_in.metadata["course"]["refused_student"]
-    assert instructor.startswith(f"submitted/cut/lesson01/{L01.notebook} is not valid JSON")
-    assert f"moved, as it came, to refused/cut/lesson01/{L01.notebook}" in instructor
+    assert instructor == (f"submitted/cut/lesson01/{L01.notebook} is not valid JSON (Expecting value, line 1, "
+                          f"column 12): a notebook cut short when it was saved, or not a notebook")
     _instructor_words(instructor)
     assert student.startswith(f"Your {L01.notebook} is not valid JSON") and "submit it again" in student
     _student_words(student, str(tmp_path))
-    # graded again (--force): the stand-in reads, so it stays as it is; a new bad submission keeps the first
-    nc._check_arrived([str(path)])
-    assert aside.read_bytes() == CUT
-    path.write_bytes(b"{")
-    nc._check_arrived([str(path)])
-    assert aside.read_bytes() == b"{"
-    assert [p.read_bytes() for p in aside.parent.glob("*.bak")] == [CUT]  # never overwritten without a backup
+    # nbgrader's first autograde step: the submission is back where every other seat reads it (`course grade`)
+    resources = {"nbgrader": {"student": "cut", "assignment": "lesson01", "notebook": L01.notebook[:-6]}}
+    nc.StartCourseGrading().preprocess(stand_in, resources)
+    assert path.read_bytes() == CUT and not aside.exists()
+    why = nc._IN_FLIGHT.pop(nc._key(resources))
+    assert (why.cause, why.student) == (instructor, student)
 
 
 def test_a_link_is_named_with_its_target_for_the_instructor_and_not_for_the_student(tmp_path):
