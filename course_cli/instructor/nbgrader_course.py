@@ -162,16 +162,133 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
 _IN_FLIGHT: dict[str, object] = {}
 _NOTES: dict[str, list] = {}
 _ADOPTED: dict[str, str] = {}  # student/assignment/notebook -> the note of a notebook graded under the lesson's name
-_REFUSED: dict[str, str] = {}  # student/assignment/notebook -> why what arrived is not read (a link, a FIFO, a bound)
+_REFUSED: dict[str, tuple] = {}  # student/assignment/notebook -> why what arrived is not read (a link, a FIFO, a
+                                 # bound): (the instructor's words, the student's), as `_arrival_words` gives them
+
+
+def _unreadable(data: bytes) -> tuple[str, str] | None:
+    """Why nbgrader could not read these bytes as a notebook (it reads every submission with nbformat, which
+    raises, and nbgrader then drops that student's graded copy): (the instructor's words, the student's), each
+    after the file's name; None when nbformat reads it. The same reading as nbgrader's: UTF-8, JSON, nbformat 4."""
+    import json
+    import warnings
+
+    import nbformat
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        why = f"is not UTF-8 text (from byte {exc.start:,} on), so it is not a notebook"
+        return why, why
+    if not text.strip():
+        why = "is empty (no text at all), so it is not a notebook"
+        return why, why
+    try:
+        raw = json.loads(text)
+    except RecursionError:
+        why = "nests its JSON deeper than Python can parse, so it is not a notebook"
+        return why, why
+    except ValueError as exc:
+        where = f"{exc.msg}, line {exc.lineno}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else exc
+        return (f"is not valid JSON ({where}): a notebook cut short when it was saved, or not a notebook",
+                f"is not valid JSON ({where}), so it could not be opened as a notebook; a save that was cut "
+                f"short leaves a notebook like this")
+    if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
+        why = "is JSON but not a Jupyter notebook (it has no cells)"
+        return why, why
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nbformat.reads(text, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises several kinds for malformed notebooks
+        said = str(exc).splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        why = f"is JSON but not a notebook nbformat can read ({said})"
+        return why, why
+    return None
+
+
+_OPEN_AND_SUBMIT = "Open it in Jupyter, save it, and submit it again; if it does not open, ask your instructor."
+
+
+def _arrival_words(path: Path, exc: Exception, course: Path, aside: Path | None) -> tuple[str, str]:
+    """Why a submission was not read when it arrived: (the instructor's words, for the export's note; the
+    student's, for the feedback). Each from what is on disk (lstat of what arrived), not from the wording of
+    the refusal, which is written for the seats where one message serves both."""
+    import stat
+
+    from course_cli.sandboxed.notebook import MAX_BYTES
+
+    def rel(p: Path) -> str:
+        try:
+            return str(p.relative_to(course))
+        except ValueError:
+            return str(p)
+
+    name, where = path.name, rel(path)
+    moved = f"; moved, as it came, to {rel(aside)}" if aside is not None else ""
+    try:
+        st = os.lstat(aside if aside is not None else path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(aside if aside is not None else path)
+        except OSError:
+            target = "?"
+        return (f"{where} is a symbolic link to {target}, not a notebook: not read, so nothing of its target "
+                f"was graded{moved}",
+                f"What you submitted as {name} is a symbolic link to another file, not the notebook itself, so "
+                f"it was not read. Submit the notebook file itself.")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
+        return (f"{where} is {kind}, not a regular file: not read{moved}",
+                f"What you submitted as {name} is {kind}, not a notebook file, so it was not read. Submit the "
+                f"notebook file itself.")
+    if st is not None and max(st.st_size, st.st_blocks * 512) > MAX_BYTES:
+        size = max(st.st_size, st.st_blocks * 512)
+        return (f"{where} is {size:,} bytes, over the course's bound of {MAX_BYTES:,} bytes for a submission: "
+                f"not read{moved}",
+                f"Your {name} is {size:,} bytes, over the grader's limit of {MAX_BYTES:,} bytes, so it was not "
+                f"read. Clear its outputs (Edit > Clear Outputs of All Cells), save it and submit it again.")
+    if isinstance(exc, _Unreadable):
+        return f"{where} {exc.instructor}{moved}", f"Your {name} {exc.student}. {_OPEN_AND_SUBMIT}"
+    text = str(exc).replace(str(path), name)  # what the refusal says, without the instructor's folders
+    return f"{where}: {text}{moved}", f"Your {name} was not read: {text}"
+
+
+class _Unreadable(Exception):
+    """A submission nbgrader would fail to read (`_unreadable`), in both wordings."""
+
+    def __init__(self, instructor: str, student: str):
+        super().__init__(instructor)
+        self.instructor, self.student = instructor, student
+
+
+_PUT_BACK: dict[str, tuple] = {}  # student/assignment/notebook -> (where an unreadable submission waits, its place)
+
+
+def _put_back(student, assignment) -> None:
+    """The unreadable submissions of this student's assignment back in submitted/, over their stand-ins."""
+    for key in [k for k in _PUT_BACK if k.startswith(f"{student}/{assignment}/")]:
+        aside, path = _PUT_BACK.pop(key)
+        try:
+            os.replace(aside, path)
+        except OSError:
+            pass  # it stays in refused/, and the stand-in still says why
 
 
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
-    (notebook.submission_bytes: a regular file in that folder, no link followed, bounded). nbgrader would open
-    each by name, following links (to source/'s solved notebook, a classmate's). A refused one is moved, as it
-    came (a link stays a link), to refused/<student>/<assignment>/ in the course, and the released notebook, recording
-    why, takes its name, so nbgrader reads nothing of it; StartCourseGrading makes it NOT GRADED with the reason,
-    on this run and any later one."""
+    (notebook.submission_bytes: a regular file in that folder, no link followed, bounded), then as nbgrader
+    reads it (`_unreadable`). nbgrader would open each by name, following links (to source/'s solved notebook,
+    a classmate's), and it fails on one that is not a notebook, dropping that student's graded copy (so no
+    feedback either). A refused or unreadable one is moved, as it came (a link stays a link), to
+    refused/<student>/<assignment>/ in the course, and the released notebook, recording why (the instructor's
+    words and the student's, `_arrival_words`), takes its name, so nbgrader reads nothing of it;
+    StartCourseGrading makes it NOT GRADED with the reason, and its feedback says why. A refused one stays in
+    refused/ (the stand-in says why on any later run); an unreadable one, a regular file, is put back once
+    nbgrader has read the stand-in, so `course grade submitted` grades what the student submitted."""
     import nbformat
 
     from course_cli.atomic import write_text
@@ -180,18 +297,27 @@ def _check_arrived(notebooks: list) -> None:
     for name in notebooks:
         path = Path(name)
         try:
-            submission_bytes(path, path.parent)
-        except SubmissionRefused as exc:
+            why = _unreadable(submission_bytes(path, path.parent))
+            if why is not None:
+                raise _Unreadable(*why)
+        except (SubmissionRefused, _Unreadable) as exc:
             course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
             aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
             aside.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.lexists(aside):  # an earlier refusal of this student's: kept, never overwritten
+                os.replace(aside, aside.with_name(f"{aside.name}.{os.lstat(aside).st_mtime_ns}.bak"))
             os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+            unreadable = isinstance(exc, _Unreadable)
+            instructor, student = _arrival_words(path, exc, course, None if unreadable else aside)
+            if unreadable:  # a regular file: put back once nbgrader has read the stand-in (StartCourseGrading),
+                # so every other seat reading submitted/ (`course grade`) still finds what the student submitted
+                _PUT_BACK[f"{path.parent.parent.name}/{path.parent.name}/{path.stem}"] = (aside, path)
             released = course / "release" / path.parent.name / path.name  # the course's own copy
             try:
                 stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
             except Exception:
                 stand_in = nbformat.v4.new_notebook()
-            stand_in.metadata["course"] = {"refused": f"{exc} (moved, as it came, to {aside.relative_to(course)})"}
+            stand_in.metadata["course"] = {"refused": instructor, "refused_student": student}
             write_text(path, nbformat.writes(stand_in))
         except Exception:
             pass  # nbgrader reports what it cannot read, as before
@@ -234,12 +360,15 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
     try:
         text = submission_bytes(folder / pick, folder).decode("utf-8", "replace")
     except NotebookError as exc:
-        _REFUSED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = str(exc)
+        _REFUSED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = \
+            _arrival_words(folder / pick, exc, folder.parents[2], None)
         return
-    (folder / lesson.notebook).write_text(text, encoding="utf-8")
     import json
 
-    mark.write_text(json.dumps({"submitted": pick, "note": note}), encoding="utf-8")
+    from course_cli.atomic import write_text
+
+    write_text(folder / lesson.notebook, text)
+    write_text(mark, json.dumps({"submitted": pick, "note": note}))
     # kept here, not in the notebook: RepairCells drops every note a submission's metadata brings
     # (nbgrader passes the ids as given on its command line, "*" often: the folder submitted/<student>/<lesson> says)
     _ADOPTED[f"{folder.parent.name}/{folder.name}/{lesson.notebook.removesuffix('.ipynb')}"] = note
@@ -276,7 +405,9 @@ def feedback_under_submitted_names(assignment=None, student=None, notebooks=None
     except (OSError, ValueError, KeyError, TypeError):
         return
     if submitted.endswith(".ipynb") and "/" not in submitted and submitted != lesson.notebook:
-        shutil.copyfile(graded, graded.with_name(submitted.removesuffix(".ipynb") + ".html"))
+        from course_cli.atomic import write_bytes
+
+        write_bytes(graded.with_name(submitted.removesuffix(".ipynb") + ".html"), graded.read_bytes())
 
 
 def _lesson_of(resources) -> object | None:
@@ -375,10 +506,16 @@ class CourseOverwriteCells(OverwriteCells):
 
 
 class NotJudged:
-    """The course did not judge this notebook: every autograder cell gets an error and 0 points, with `cause`."""
+    """The course did not judge this notebook (NOT GRADED): every autograder cell gets an error and 0 points.
+    `cause` is the instructor's words (the export's note, the autograde log); `student` the student's (the
+    feedback: what happened to their notebook, and what they can do, without the instructor's folders)."""
 
-    def __init__(self, cause: str):
+    def __init__(self, cause: str, student: str | None = None):
         self.cause = cause
+        self.student = student or cause
+
+
+_NOT_YOURS = "This is not about your work: your instructor sees the same reason and can grade it again."
 
 
 def _release_mismatch(lesson, resources) -> str | None:
@@ -413,36 +550,42 @@ class StartCourseGrading(NbGraderPreprocessor):
     NotJudged or NOT GRADED, never left without a verdict."""
 
     def preprocess(self, nb, resources):
-        from course_cli.sandboxed.grading import Grading, _error_result
+        from course_cli.sandboxed.grading import Grading
         from course_cli.sandboxed.notebook import graded_cells
 
         from course_cli.sandboxed import sandbox
         key = _key(resources)
+        nbg = resources.get("nbgrader") or {}
+        _put_back(nbg.get("student"), nbg.get("assignment"))  # nbgrader has read the stand-ins by now
         lesson = _lesson_of(resources)
         course_meta = nb.metadata.get("course")
-        refused = _REFUSED.pop(key, None) or (course_meta.get("refused") if isinstance(course_meta, dict) else None)
+        refused = _REFUSED.pop(key, None)
+        if refused is None and isinstance(course_meta, dict) and course_meta.get("refused"):
+            refused = (str(course_meta["refused"]), str(course_meta.get("refused_student") or course_meta["refused"]))
+        name = (resources.get("nbgrader") or {}).get("notebook")
         if lesson is None:
-            name = (resources.get("nbgrader") or {}).get("notebook")
-            _IN_FLIGHT[key] = NotJudged(f"the installed course ({course_version()}) has no lesson {name!r}: "
-                                        f"install the course version that released this assignment")
+            _IN_FLIGHT[key] = NotJudged(
+                f"the installed course ({course_version()}) has no lesson {name!r}: install the course version that "
+                f"released this assignment, then autograde it again",
+                f"The course installed where your notebook {name}.ipynb is graded has no lesson by that name. "
+                f"{_NOT_YOURS}")
             return nb, resources
         if refused is not None:
-            _IN_FLIGHT[key] = _error_result(lesson, resources["nbgrader"]["notebook"], refused, not_graded=True)
+            _IN_FLIGHT[key] = NotJudged(*refused)
             return nb, resources
         mismatch = _release_mismatch(lesson, resources)
         if mismatch is not None:
-            _IN_FLIGHT[key] = NotJudged(mismatch)
+            _IN_FLIGHT[key] = NotJudged(mismatch, f"The course installed where your notebook {name}.ipynb is graded "
+                                                  f"is not the one your assignment was released with. {_NOT_YOURS}")
             return nb, resources
         if lesson is not None:
             sandbox.require_sandbox()  # refuse to grade unprotected (unless COURSE_INSECURE=1)
             try:
                 cells = graded_cells(nb)
             except Exception as exc:  # a notebook nbgrader accepted but the course cannot read
-                from course_cli.sandboxed.grading import _error_result
-
-                _IN_FLIGHT[_key(resources)] = _error_result(
-                    lesson, resources["nbgrader"]["notebook"], f"this notebook cannot be graded: {exc}",
-                    not_graded=True)
+                _IN_FLIGHT[_key(resources)] = NotJudged(
+                    f"the course cannot read the cells of {name}.ipynb: {exc}",
+                    f"The cells of your notebook {name}.ipynb cannot be read ({exc}). {_OPEN_AND_SUBMIT}")
                 return nb, resources
             _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
             notes = (nb.metadata.get("course") or {}).get("notes") or []
@@ -468,7 +611,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
             grading = NotJudged("the course's grading step (StartCourseGrading) did not run for this notebook: "
                                 "check nbgrader_config.py's autograde_preprocessors")
         if isinstance(grading, NotJudged):
-            return _not_judged(nb, grading.cause, self.log), resources
+            return _not_judged(nb, grading, self.log, (resources.get("nbgrader") or {}).get("student")), resources
         result = grading.finish() if hasattr(grading, "finish") else grading
         notes = _NOTES.pop(_key(resources), [])
         student = (resources.get("nbgrader") or {}).get("student")
@@ -523,24 +666,40 @@ def _autograder_cell(cell) -> bool:
         and not nbg.get("solution")
 
 
-def _error_outputs(cause: str) -> list:
+def _error_outputs(cause: str, head: str = "not judged: ") -> list:
     from nbformat.v4 import new_output
 
     from course_cli.safe_text import for_terminal
 
-    line = for_terminal(f"not judged: {cause}", 2000, newlines=False)
+    line = for_terminal(f"{head}{cause}", 2000, newlines=False)
     return [new_output("stream", name="stderr", text=line + "\n"),
             new_output("error", ename="CourseNotJudged", evalue=line, traceback=[f"CourseNotJudged: {line}"])]
 
 
-def _not_judged(nb, cause: str, log=None):
-    """Every autograder cell of a notebook the course did not judge: an error (0 points) naming the cause."""
+NOT_GRADED_ROLE = "not-graded"  # metadata.course.role of the cell that tells a NOT GRADED student why
+
+
+def _not_judged(nb, why: NotJudged, log=None, student: str | None = None):
+    """A notebook the course did not judge: every autograder cell an error (0 points), and a first cell
+    "Not graded", both in the student's words (the feedback is made from this notebook); the instructor's
+    words go to metadata.course.not_graded (the export's note) and the autograde log."""
+    import textwrap
+
+    from nbformat.v4 import new_markdown_cell
+
+    from course_cli.safe_text import for_markdown, for_terminal
+
     for cell in nb.cells:
         if _autograder_cell(cell):
-            cell.outputs = _error_outputs(cause)
-    nb.metadata.setdefault("course", {})["not_graded"] = cause
+            cell.outputs = _error_outputs(why.student, "Not graded. ")
+    nb.cells = [c for c in nb.cells if (c.get("metadata", {}).get("course") or {}).get("role") != NOT_GRADED_ROLE]
+    text = textwrap.fill(for_markdown(why.student, 1500), 78, break_long_words=False, break_on_hyphens=False)
+    nb.cells.insert(0, new_markdown_cell(f"**Not graded.** {text}", metadata={"course": {"role": NOT_GRADED_ROLE}}))
+    meta = nb.metadata.setdefault("course", {})
+    meta["not_graded"], meta["not_graded_student"] = why.cause, why.student
     if log is not None:
-        log.error("NOT GRADED (0 points): %s", cause)
+        log.error("NOT GRADED (0 points): %s: %s", for_terminal(student or "?", 200, newlines=False),
+                  for_terminal(why.cause, 2000, newlines=False))
     return nb
 
 
@@ -646,9 +805,9 @@ class CourseExport(CsvExportPlugin):
         for line in ungraded:
             self.log.error("%s: %s", NOT_GRADED, for_terminal(line, 2000, newlines=False))
         if ungraded:
-            self.log.error("%d submission(s) NOT GRADED: they are in %s with an empty score. Fix what the "
-                           "autograde log names for each, then run `nbgrader autograde ASSIGNMENT --student ID "
-                           "--force` and export again.", len(ungraded), dest)
+            self.log.error("%d submission(s) NOT GRADED: they are in %s with an empty score, each with its "
+                           "cause in the note column; once a cause is fixed, `nbgrader autograde ASSIGNMENT "
+                           "--student ID --force`, then export again.", len(ungraded), dest)
 
     @staticmethod
     def _row(gradebook, assignment, student) -> dict:
@@ -669,6 +828,26 @@ class CourseExport(CsvExportPlugin):
                        score=max(0.0, sub.score - penalty))
         return {k: "" if row[k] is None else str(row[k]) for k in CourseExport.KEYS}
 
+    @staticmethod
+    def _failed(submitted: Path | None, name: str, assignment: str = "ASSIGNMENT", student: str = "ID") -> str:
+        """The note of a submission nbgrader failed on in autograde (it then removes the graded copy): what is
+        wrong with the submitted file, checked now as nbgrader reads it (`_unreadable`); when it reads, that,
+        and the command that repeats the failure (the cause was not recorded)."""
+        from course_cli.sandboxed.notebook import NotebookError, submission_bytes
+
+        dropped = "nbgrader could not grade it and removed the graded copy"
+        if submitted is None:
+            return f"{name}: {dropped}"
+        try:
+            why = _unreadable(submission_bytes(submitted / name, submitted))
+        except NotebookError as exc:
+            return f"{_arrival_words(submitted / name, exc, submitted.parents[2], None)[0]}: {dropped}"
+        if why is not None:
+            return f"{name} {why[0]}: {dropped}"
+        return (f"{name} reads as a notebook, but nbgrader stopped with an error on it in autograde and removed "
+                f"the graded copy (the error was not recorded): `nbgrader autograde {assignment} --student "
+                f"{student} --force` grades it again, or prints the error")
+
     def _status(self, gradebook, assignment: str, student: str) -> tuple[str, str]:
         from nbgrader.api import MissingEntry
 
@@ -684,13 +863,13 @@ class CourseExport(CsvExportPlugin):
         except MissingEntry:
             submitted = folder("submitted")
             if submitted is not None and submitted.is_dir() and any(submitted.glob("*.ipynb")):
-                return NOT_GRADED, "submitted, but never autograded (nbgrader failed before grading it)"
+                return NOT_GRADED, ("submitted, but the gradebook has no grades for it: autograde has not run for "
+                                    "this student, or stopped before it")
             return "not submitted", ""
         autograded = folder("autograded")
         for nb in submission.notebooks:
             if autograded is not None and not (autograded / f"{nb.name}.ipynb").is_file():
-                return NOT_GRADED, (f"nbgrader failed on {nb.name}.ipynb in autograde (its log says why) "
-                                    "and removed the graded copy")
+                return NOT_GRADED, self._failed(folder("submitted"), f"{nb.name}.ipynb", assignment, student)
             why = _not_graded_note(autograded / f"{nb.name}.ipynb") if autograded is not None else None
             if why:
                 return NOT_GRADED, why

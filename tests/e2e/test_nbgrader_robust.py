@@ -1,7 +1,7 @@
 """Every submission accounted for, through the real `nbgrader autograde` with the course's config: a missing
 definition, copied solution and autograder cells, duplicated cell ids, a cell of the wrong type, a split
 cell — each gets a grade (and a note where something was repaired), nbgrader never crashes on them, a
-notebook nbgrader itself cannot read is exported as NOT GRADED (named, no score), the checksum
+notebook nbgrader itself cannot read is exported as NOT GRADED (named, no score, the cause), the checksum
 warning appears only for a cell the student really changed, and no temporary folder survives the run."""
 
 from __future__ import annotations
@@ -81,20 +81,20 @@ def test_broken_submissions_through_the_real_pipeline(tmp_path):
     i = index(nb, "test_softmax")
     nb.cells[i].source = nb.cells[i].source.replace('grade("lesson01", "softmax")', 'print("all good")')
     submit("edited_test_cell", nb)
-    # one nbgrader itself cannot read (not JSON): nbgrader fails on it, whatever the course's steps do
+    # one nbgrader itself cannot read (not JSON): nbgrader would fail on it (and drop the student's graded copy,
+    # so no feedback); the course reads what arrived first and hands nbgrader its released notebook instead
     (course / "submitted" / "not_json" / "lesson01").mkdir(parents=True)
     (course / "submitted" / "not_json" / "lesson01" / L01.notebook).write_text('{"cells": [')
 
     rc, out = nbgrader("autograde", "lesson01", "--force")
-    assert rc != 0 and "for student 'not_json'" in out  # nbgrader names it, and fails the run ...
-    failures = [l for l in out.splitlines() if "There was an error processing assignment" in l]
-    assert len(failures) == 2 and all("not_json" in l for l in failures), failures  # ... for it alone
+    assert rc == 0 and "There was an error processing" not in out, out[-3000:]
+    assert "NOT GRADED (0 points): not_json: submitted/not_json/lesson01/" in out  # named in the log
     rc, out_export = nbgrader("export", "--to", str(tmp_path / "grades.csv"))
     assert rc == 0, out_export[-3000:]
     rows = {r["student_id"]: r for r in csv.DictReader((tmp_path / "grades.csv").open())}
-    # ... and the export says so: NOT GRADED, no score (not a 0 that reads as "did not submit"), named
+    # ... and the export says so: NOT GRADED, no score (not a 0 that reads as "did not submit"), and why
     assert rows["not_json"]["status"] == "NOT GRADED" and rows["not_json"]["raw_score"] == ""
-    assert "failed on lesson01_sdpa.ipynb" in rows["not_json"]["note"]
+    assert f"lesson01/{L01.notebook} is not valid JSON (Expecting value, line 1, column 12)" in rows["not_json"]["note"]
     assert "NOT GRADED: not_json (lesson01)" in out_export
     grades = {s: float(r["raw_score"]) for s, r in rows.items() if s != "not_json"}
     assert {r["status"] for s, r in rows.items() if s != "not_json"} == {"graded"}

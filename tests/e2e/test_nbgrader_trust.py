@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import html
 import json
 import os
 import subprocess
@@ -85,5 +86,11 @@ def test_links_and_fifos_are_not_graded_and_another_version_fails_closed(tmp_pat
     assert row["status"] == "NOT GRADED" and row["score"] == "" and "released with course 0.0.1" in row["note"], row
     graded = nbformat.read(course / "autograded" / "solved_other_version" / "lesson01" / L01.notebook, as_version=4)
     tests = [c for c in graded.cells if (_gid(c) or "").startswith("test_")]
-    assert tests and all(any(o.get("output_type") == "error" and "0.0.1" in o.get("evalue", "") for o in c.outputs)
-                         for c in tests)
+    # every autograder cell an error, and the notebook (from which the feedback is made) opens with why, both in
+    # the student's words; the instructor's (the version) are the export's note, above
+    released_with = "is not the one your assignment was released with"
+    assert tests and all(any(o.get("output_type") == "error" and released_with in o.get("evalue", "")
+                             for o in c.outputs) for c in tests)
+    first = " ".join(html.unescape(graded.cells[0].source).split())
+    assert first.startswith(f"**Not graded.** The course installed where your notebook {L01.notebook} is graded "
+                            f"{released_with}. This is not about your work"), first
