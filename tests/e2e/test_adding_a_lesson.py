@@ -351,6 +351,8 @@ def test_the_registry_finds_the_lesson(scratch):
     done = run(sys.executable, "-m", "course_cli", "list")
     assert done.returncode == 0, done.stderr
     assert LESSON in done.stdout and "Attention entropy" in done.stdout, done.stdout
+    done = run(sys.executable, "-m", "course_cli", "hint", LESSON, EXERCISE)  # the registry row's first hint
+    assert done.returncode == 0 and "Entropy sums" in done.stdout, (done.stdout, done.stderr)
 
 
 def _check(run, command: str, *args: str) -> dict:
