@@ -57,7 +57,6 @@ def {EXERCISE}(weights: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION'''
 
 
-
 def documented_check_cell() -> str:
     """The check cell's source as the document gives it (for lesson01's softmax), for this lesson's exercise."""
     text = DOC.read_text(encoding="utf-8")
