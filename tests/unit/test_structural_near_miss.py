@@ -297,6 +297,22 @@ def test_masked_positions_near_miss_a_tensor_the_mask_does_not_mask():
     assert _kind(msg) != "fact:unmasked-differ" and "masking is right" not in (msg or "")
 
 
+def test_masked_positions_near_miss_a_boolean_that_means_the_opposite():
+    """Lesson 02's `padding_mask` check observes `padded` (True at the padded keys: the opposite of a mask's
+    True) beside the weights. Weights that leak onto the padded keys must not be told "the masking is right,
+    the values it keeps are not": that bool does not mask the weights (they are not 0 where it is False)."""
+    lengths, T = [7, 3, 5], 7
+    keep = (torch.arange(T) < torch.tensor(lengths)[:, None]).view(3, 1, 1, T)
+    e = _r(3, 2, 4, T).masked_fill(~keep, -INF).softmax(-1)
+    padded = (~keep).expand(3, 2, 4, T)
+    a = _r(3, 2, 4, T).softmax(-1)  # no mask applied: the padded keys get weight
+    a = torch.where(keep, e, a)
+    msg = explain(a, e, "weights", r={"weights": e, "padded": padded})
+    assert "masking is right" not in msg and _kind(msg) not in ("fact:unmasked-differ",
+                                                                 "structural:masked-positions-wrong"), msg
+    assert _kind(msg) == "fact:zeros-differ", msg  # the fact: wrong only where the reference is exactly 0
+
+
 def test_masked_positions_near_miss_wrong_on_both_sides():
     mask, e = _causal_case()
     a = e.clone()
