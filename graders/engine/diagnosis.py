@@ -139,12 +139,21 @@ def _masked_by(ed: torch.Tensor, mask: torch.Tensor) -> bool:
     return bool(((vals == 0) | (vals == float("-inf")) | vals.isnan()).all())
 
 
-def _empty_rows(r: dict, key: str, shape) -> torch.Tensor | None:
+def _empty_rows(r: dict, key: str, shape, ed: torch.Tensor | None = None) -> torch.Tensor | None:
     """Over `shape[:-1]`: the rows of observation `key` whose query sees no key at all in the probe's mask
-    (a row of the mask with no True), or None when the observations carry no mask that lines up with it."""
+    (a row of the mask with no True), or None when the observations carry no mask that lines up with it. Of
+    attention weights or scores (`ed`, the reference's), a boolean counts as their mask only when it masks
+    them (`_masked_by`): a `padded` flag, True where a mask is False, has its "empty rows" where every key is
+    seen."""
     for m in _masks(r, key):
         if m.dim() < 1:
             continue
+        if ed is not None and ATTENTION_KEYS.search(key):
+            try:
+                if not _masked_by(ed, m.expand(tuple(shape))):
+                    continue
+            except RuntimeError:
+                continue
         try:
             return (~m.any(-1)).expand(tuple(shape[:-1]))
         except RuntimeError:
@@ -225,7 +234,7 @@ def _nonfinite(what, ad, ed, bad_nonfinite, r) -> str:
     whole = rows.all(1)
     if not (whole.any() and bool((rows.any(1) == whole).all())):
         return text
-    empty = _empty_rows(r or {}, what, tuple(ad.shape))
+    empty = _empty_rows(r or {}, what, tuple(ad.shape), ed)
     if kind == "NaN" and empty is not None and bool(empty.any()) and \
             bool((whole & ~empty.reshape(-1)).sum() == 0):
         return text + (f"; they fill {int(whole.sum())} whole rows of the last axis, rows whose mask has no True: "

@@ -194,6 +194,25 @@ def test_nothing_to_attend_to_near_misses(case):
                                                                                      "structural:inf"), msg
 
 
+def test_nothing_to_attend_to_near_miss_a_boolean_that_means_the_opposite():
+    """Lesson 02's `padded` (True at the padded keys) beside the weights: its rows with no True are the
+    sequences with no padding, which see every key. NaN weights there have nothing to do with an empty row."""
+    lengths, T = [7, 3, 5], 7
+    keep = (torch.arange(T) < torch.tensor(lengths)[:, None]).view(3, 1, 1, T)
+    e = _r(3, 2, 4, T).masked_fill(~keep, -INF).softmax(-1)
+    a = e.clone()
+    a[0] = float("nan")  # sequence 0 (length 7, no padding): every row NaN
+    msg = explain(a, e, "weights", r={"weights": e, "padded": (~keep).expand(3, 2, 4, T)})
+    assert "attend" not in msg and _kind(msg) == "structural:nan", msg
+    # the true case beside it: the real mask, a sequence of length 0, NaN rows
+    keep0 = (torch.arange(T) < torch.tensor([7, 0, 5])[:, None]).view(3, 1, 1, T)
+    e0 = _r(3, 2, 4, T).masked_fill(~keep0, -INF).softmax(-1).nan_to_num(0.0)  # the reference: 0 for no key
+    a0 = e0.clone()
+    a0[1] = float("nan")
+    msg = explain(a0, e0, "weights", r={"weights": e0, "mask": keep0})
+    assert _kind(msg) == "structural:nan-rows", msg
+
+
 # ------------------------------------------------------------------------------------------------
 # all zeros
 
