@@ -565,6 +565,8 @@ def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None
     first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
     lead = first[:-2]
     mask = _mask_for(r, what, a.shape)
+    if mask is not None and not _masked_by(e.double(), mask):
+        mask = None  # a boolean that does not mask this tensor (`padded`, an output as wide as the keys)
     blocked = (~mask)[lead] if mask is not None else (e[lead] == 0) if e.dtype != torch.bool else None
     sa, se = a[lead], e[lead]
     leaked = (blocked & (sa != se)) if blocked is not None else torch.zeros_like(sa, dtype=torch.bool)

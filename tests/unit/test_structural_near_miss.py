@@ -19,7 +19,7 @@ import torch
 from graders.engine import CPU, Check
 from graders.engine.checks import ON_META
 from graders.engine.compare import tolerance
-from graders.engine.diagnosis import explain, explain_exercise, explain_obs
+from graders.engine.diagnosis import explain, explain_exercise, explain_obs, figure_data
 from graders.engine.kinds import CAUSES, STRUCTURAL, is_fact, structural_kind
 from graders.engine.results import CheckResult
 
@@ -330,6 +330,10 @@ def test_masked_positions_near_miss_a_boolean_that_means_the_opposite():
     assert "masking is right" not in msg and _kind(msg) not in ("fact:unmasked-differ",
                                                                  "structural:masked-positions-wrong"), msg
     assert _kind(msg) == "fact:zeros-differ", msg  # the fact: wrong only where the reference is exactly 0
+    # the figure marks as blocked the padded keys (where the reference is 0), not the keys `padded` is False at
+    fig = figure_data(a, e, "weights", {"weights": e, "padded": padded}, tolerance(e.dtype))
+    first = tuple(fig["index"])
+    assert fig["blocked"] == (e[first] == 0).int().tolist() and any(map(any, fig["leaked"]))
 
 
 def test_masked_positions_near_miss_wrong_on_both_sides():
