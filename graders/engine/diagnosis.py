@@ -108,13 +108,17 @@ def _axes_message(what: str, p: tuple[int, ...]) -> str:
     return f"`{what}` equals the reference with its axes permuted: yours is `reference.permute{p}`"
 
 
-def _mask_for(r: dict, key: str, shape) -> torch.Tensor | None:
-    """A boolean tensor of the reference's observations that broadcasts to `shape` (the probe's mask)."""
+def _mask_for(r: dict, key: str, shape, ed: torch.Tensor) -> torch.Tensor | None:
+    """A boolean tensor of the reference's observations that broadcasts to `shape` and masks the reference's
+    tensor `ed` there (`_masked_by`): the probe's mask. A boolean of the right shape that does not mask it (a
+    `padded` flag, True where a mask is False; an output as wide as the keys) is passed over."""
     for m in _masks(r, key):
         try:
-            return m.expand(shape)
+            full = m.expand(shape)
         except RuntimeError:
             continue
+        if _masked_by(ed, full):
+            return full
     return None
 
 
@@ -288,9 +292,7 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
         if a.shape[axis] > 1 and _close(a, e.flip(axis), tol):
             return f"`{what}` is the reference reversed along axis {axis - a.dim()} (size {a.shape[axis]})"
     bad = _bad(ad, ed, tol)
-    mask = _mask_for(r or {}, what, a.shape)
-    if mask is not None and not _masked_by(ed, mask):
-        mask = None  # a mask of the right shape that does not mask this tensor says nothing about it
+    mask = _mask_for(r or {}, what, a.shape, ed)
     n_bad = int(bad.sum())
     if mask is not None:
         if bool((bad & mask).sum() == 0) and bool((~mask).any()):
@@ -564,9 +566,7 @@ def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None
         return None
     first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
     lead = first[:-2]
-    mask = _mask_for(r, what, a.shape)
-    if mask is not None and not _masked_by(e.double(), mask):
-        mask = None  # a boolean that does not mask this tensor (`padded`, an output as wide as the keys)
+    mask = _mask_for(r, what, a.shape, e.double())
     blocked = (~mask)[lead] if mask is not None else (e[lead] == 0) if e.dtype != torch.bool else None
     sa, se = a[lead], e[lead]
     leaked = (blocked & (sa != se)) if blocked is not None else torch.zeros_like(sa, dtype=torch.bool)

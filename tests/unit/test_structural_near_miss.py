@@ -334,6 +334,9 @@ def test_masked_positions_near_miss_a_boolean_that_means_the_opposite():
     fig = figure_data(a, e, "weights", {"weights": e, "padded": padded}, tolerance(e.dtype))
     first = tuple(fig["index"])
     assert fig["blocked"] == (e[first] == 0).int().tolist() and any(map(any, fig["leaked"]))
+    # the real mask beside `padded`, after it: found, and the leak is told as the cause it is
+    msg = explain(a, e, "weights", r={"weights": e, "padded": padded, "mask": keep})
+    assert _kind(msg) == "structural:masked-positions-wrong", msg
 
 
 def test_masked_positions_near_miss_wrong_on_both_sides():
