@@ -8,7 +8,8 @@
 candidates (after the cap) it gives; pure ast, no torch run.
 --withheld: each catalogued mistake (edits) planted, graded in process with its own catalogue entry withheld
 and the engine's mutants (every candidate, or --budget seconds per exercise as the reference child runs
-them): named by a mutant (the library found it), by another catalogued mistake, structurally, or not at all.
+them): named by a mutant (the library found it), by another catalogued mistake, structurally, or not at all;
+`--json FILE` merges each lesson's counts and per-mistake outcome into FILE (docs/data/mutation_coverage.json).
 --cost: against `--before` (a checkout of the code before, e.g. `git archive main | tar -x -C /tmp/base`),
 in one run, interleaved: the reference build (`course check LESSON --solution` with an empty cache), the
 cache file's size, and `course check` of a notebook with one catalogued mistake with the reference cached.
@@ -47,7 +48,19 @@ def fired() -> None:
               + ", ".join(f"{n} {c}" for n, _, c in rows))
 
 
-def withheld(lessons: list[str], budget: float) -> None:
+def _record(path: Path, lesson: str, row: dict) -> None:
+    """Merge one lesson's row into the JSON file at `path` (other lessons' rows, from other runs, kept)."""
+    import json
+
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("lessons", {})[lesson] = row
+    data["command"] = "python benchmarks/mutation_coverage.py --withheld LESSON --json " + str(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def withheld(lessons: list[str], budget: float, json_path: Path | None = None) -> None:
     import harness
     from graders.registry import find_lesson
 
@@ -69,7 +82,8 @@ def withheld(lessons: list[str], budget: float) -> None:
     for lid in lessons:
         lesson = find_lesson(lid)
         counts = dict.fromkeys(total, 0)
-        named = []
+        named, rows = [], []
+        start, load = time.perf_counter(), os.getloadavg()[0]
         for m in harness.mistakes_of(lesson):
             if not m.edits:
                 continue
@@ -80,6 +94,8 @@ def withheld(lessons: list[str], budget: float) -> None:
                     else "structural" if ident.startswith("structural:") else "none" if not ident or ident == "other"
                     else "catalogue")
             counts[kind] += 1
+            rows.append({"exercise": m.exercise, "mistake": m.id, "status": ex.status, "outcome": kind,
+                         "diagnosis_id": ident or None})
             if kind == "mutant":
                 named.append(f"{m.id}={ident.removeprefix('mutation:')}")
         n = sum(counts.values())
@@ -92,6 +108,14 @@ def withheld(lessons: list[str], budget: float) -> None:
         print(f"{lid}: {counts['mutant']}/{n} catalogue mistakes named by a mutant ({', '.join(named)}); "
               f"by another catalogue entry {counts['catalogue']}, structural {counts['structural']}, none "
               f"{counts['none']}; mutants tried {tried}, kept {kept}, skipped {skipped}", flush=True)
+        if json_path is not None:
+            import torch
+
+            _record(json_path, lid, {
+                "counts": counts, "mistakes": rows, "mutants": {"tried": tried, "kept": kept, "skipped": skipped},
+                "budget_s_per_exercise": None if budget == float("inf") else budget,
+                "seconds": round(time.perf_counter() - start, 1), "load_average_1min_at_start": round(load, 2),
+                "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "torch": torch.__version__})
     n = sum(total.values())
     print(f"all: {total['mutant']}/{n} ({total['mutant'] / max(n, 1):.0%}) named by a mutant, {total}")
 
@@ -136,13 +160,14 @@ def main() -> None:
     ap.add_argument("--fired", action="store_true")
     ap.add_argument("--withheld", action="store_true")
     ap.add_argument("--budget", type=float, default=float("inf"), help="seconds per exercise (default: all)")
+    ap.add_argument("--json", type=Path, help="--withheld: merge each lesson's counts and rows into this file")
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--before", type=Path)
     args = ap.parse_args()
     if args.fired:
         fired()
     if args.withheld:
-        withheld(args.lessons, args.budget)
+        withheld(args.lessons, args.budget, args.json)
     if args.cost:
         if not args.before:
             ap.error("--cost needs --before")

@@ -13,12 +13,15 @@ sends a student to the wrong line (issue 44). The rules:
   relation   ONE factor (or one shift) on every failing check of the exercise: said as that fact, never as
              where it enters (a reproduced mistake says that: `diagnose` and the catalogue)
   masks      wrong only at the probe's masked positions, or only at the ones it allows (the mask taken from
-             the observations, never guessed from zeros); a boolean mask inverted or shifted by one
+             the observations, never guessed from zeros, and only of a tensor it masks: the reference's 0 or
+             -inf at every masked position); a boolean mask inverted (never of a constant one) or shifted by
+             one (never along an axis the reference does not change along)
   zeros      all zeros; NaN or Inf and where they start; "nothing to attend to" only on the mask's empty rows
   dtype      the right values in the wrong dtype
   order      outputs returned in the wrong order: (weights, output) for (output, weights)
   rows       rows that should sum to 1 and do not: what they sum to
-  extent     passes exactly the checks where Tq = Tk; right up to an index along one axis and wrong from
+  extent     passes exactly the checks where Tq = Tk (named so only where weights or scores were observed;
+             else the last two axes' sizes); right up to an index along one axis and wrong from
              there (never for index 0 alone; a tile named only in a tiled exercise, TILED, at a multiple of a
              block the call used), as facts
 
@@ -105,13 +108,17 @@ def _axes_message(what: str, p: tuple[int, ...]) -> str:
     return f"`{what}` equals the reference with its axes permuted: yours is `reference.permute{p}`"
 
 
-def _mask_for(r: dict, key: str, shape) -> torch.Tensor | None:
-    """A boolean tensor of the reference's observations that broadcasts to `shape` (the probe's mask)."""
+def _mask_for(r: dict, key: str, shape, ed: torch.Tensor) -> torch.Tensor | None:
+    """A boolean tensor of the reference's observations that broadcasts to `shape` and masks the reference's
+    tensor `ed` there (`_masked_by`): the probe's mask. A boolean of the right shape that does not mask it (a
+    `padded` flag, True where a mask is False; an output as wide as the keys) is passed over."""
     for m in _masks(r, key):
         try:
-            return m.expand(shape)
+            full = m.expand(shape)
         except RuntimeError:
             continue
+        if _masked_by(ed, full):
+            return full
     return None
 
 
@@ -124,12 +131,33 @@ def _masks(r: dict, key: str) -> list[torch.Tensor]:
     return [v for _, v in cands]
 
 
-def _empty_rows(r: dict, key: str, shape) -> torch.Tensor | None:
+def _masked_by(ed: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether the reference tensor `ed` is masked by `mask` (broadcast to its shape): it has masked positions,
+    and it gives each one what masking gives, exactly 0 (a weight) or -inf (a score), or NaN. A tensor that
+    merely has the mask's shape (an output whose feature axis is as wide as the keys) is not: what is said of
+    masked positions would be said of positions no mask touches."""
+    blocked = ~mask
+    if not bool(blocked.any()):
+        return False
+    vals = ed[blocked]
+    return bool(((vals == 0) | (vals == float("-inf")) | vals.isnan()).all())
+
+
+def _empty_rows(r: dict, key: str, shape, ed: torch.Tensor | None = None) -> torch.Tensor | None:
     """Over `shape[:-1]`: the rows of observation `key` whose query sees no key at all in the probe's mask
-    (a row of the mask with no True), or None when the observations carry no mask that lines up with it."""
+    (a row of the mask with no True), or None when the observations carry no mask that lines up with it. Of
+    attention weights or scores (`ed`, the reference's), a boolean counts as their mask only when it masks
+    them (`_masked_by`): a `padded` flag, True where a mask is False, has its "empty rows" where every key is
+    seen."""
     for m in _masks(r, key):
         if m.dim() < 1:
             continue
+        if ed is not None and ATTENTION_KEYS.search(key):
+            try:
+                if not _masked_by(ed, m.expand(tuple(shape))):
+                    continue
+            except RuntimeError:
+                continue
         try:
             return (~m.any(-1)).expand(tuple(shape[:-1]))
         except RuntimeError:
@@ -210,7 +238,7 @@ def _nonfinite(what, ad, ed, bad_nonfinite, r) -> str:
     whole = rows.all(1)
     if not (whole.any() and bool((rows.any(1) == whole).all())):
         return text
-    empty = _empty_rows(r or {}, what, tuple(ad.shape))
+    empty = _empty_rows(r or {}, what, tuple(ad.shape), ed)
     if kind == "NaN" and empty is not None and bool(empty.any()) and \
             bool((whole & ~empty.reshape(-1)).sum() == 0):
         return text + (f"; they fill {int(whole.sum())} whole rows of the last axis, rows whose mask has no True: "
@@ -264,7 +292,7 @@ def explain(a, e, what: str = "output", tol: compare.Tolerance | None = None, r:
         if a.shape[axis] > 1 and _close(a, e.flip(axis), tol):
             return f"`{what}` is the reference reversed along axis {axis - a.dim()} (size {a.shape[axis]})"
     bad = _bad(ad, ed, tol)
-    mask = _mask_for(r or {}, what, a.shape)
+    mask = _mask_for(r or {}, what, a.shape, ed)
     n_bad = int(bad.sum())
     if mask is not None:
         if bool((bad & mask).sum() == 0) and bool((~mask).any()):
@@ -318,7 +346,7 @@ def _explain_bool(a: torch.Tensor, e: torch.Tensor, what: str) -> str | None:
     """A boolean result (a mask) against the reference's, as facts about the True/False pattern."""
     if torch.equal(a, e):
         return None
-    if torch.equal(a, ~e):
+    if torch.equal(a, ~e) and bool(e.any()) and not bool(e.all()):  # of a constant, any constant is "inverted"
         return f"`{what}` is the reference inverted (True and False swapped): True means 'may attend'"
     if a.dim() >= 2 and a.shape[-1] == a.shape[-2] and torch.equal(a, e.transpose(-2, -1)):
         return (f"`{what}` equals the reference with its last two axes swapped (transposed): rows are queries, "
@@ -329,6 +357,8 @@ def _explain_bool(a: torch.Tensor, e: torch.Tensor, what: str) -> str | None:
         for s in (1, -1):
             n = a.shape[axis]
             lo, hi = (slice(s, n), slice(0, n - s)) if s > 0 else (slice(0, n + s), slice(-s, n))
+            if torch.equal(e.narrow(axis, lo.start, lo.stop - lo.start), e.narrow(axis, hi.start, hi.stop - hi.start)):
+                continue  # the reference does not change along this axis: any answer right past the edge would "fit"
             if torch.equal(a.narrow(axis, lo.start, lo.stop - lo.start),
                            e.narrow(axis, hi.start, hi.stop - hi.start)):
                 return (f"`{what}` is the reference shifted by one position along axis {axis}: its boundary (the "
@@ -383,9 +413,14 @@ def explain_obs(s: dict, r: dict, tol: compare.Tolerance | None = None, tiled: t
     return None
 
 
-def _square(obs: dict) -> bool | None:
-    """Whether the check's attention-like tensors are square in their last two axes (None: no such tensor)."""
-    shapes = [tuple(v.shape) for v in _tensors(obs).values() if v.dim() >= 2 and v.dtype != torch.bool]
+ATTENTION_KEYS = re.compile(r"^(?:#\d+ )?(?:attention )?(?:weights|scores)\b")  # (..., Tq, Tk) by the probe's name
+
+
+def _square(obs: dict, attention: bool = False) -> bool | None:
+    """Whether the check's tensors are square in their last two axes (None: no such tensor); with `attention`,
+    only its attention weights and scores, the tensors whose last two axes are (Tq, Tk)."""
+    shapes = [tuple(v.shape) for k, v in _tensors(obs).items() if v.dim() >= 2 and v.dtype != torch.bool
+              and (not attention or ATTENTION_KEYS.search(str(k)))]
     if not shapes:
         return None
     return all(sh[-1] == sh[-2] for sh in shapes)
@@ -457,10 +492,18 @@ def explain_exercise(checks, s_checks: dict, r_checks: dict, results, tiled: tup
     same = common_relation(ran, s_checks, r_checks)
     if same:
         return same
-    squares = [(_square(r_checks.get(c.key(cfg), {})), st) for c, cfg, st in ran if st != "error"]
+    # Tq and Tk are named only where the checks observed attention weights or scores, whose last two axes they
+    # are; elsewhere (a norm over (B, T, D) that passes when T = D) the sizes are said as what they are
+    attention = any(ATTENTION_KEYS.search(str(k)) and isinstance(v, torch.Tensor) and v.dim() >= 2
+                    for c, cfg, st in ran for k, v in (r_checks.get(c.key(cfg)) or {}).items())
+    squares = [(_square(r_checks.get(c.key(cfg), {}), attention), st) for c, cfg, st in ran if st != "error"]
     squares = [(sq, st) for sq, st in squares if sq is not None]
     if squares and any(st == "failed" for _, st in squares) and any(st == "passed" for _, st in squares):
         if all((st == "passed") == sq for sq, st in squares):
+            if not attention:
+                return ("passes every check where the last two axes of its results have the same size and fails "
+                        "every one where they differ: look for a place where those two sizes are taken one for "
+                        "the other")
             return ("passes every check where Tq = Tk and fails every one where Tq ≠ Tk: look for a place where "
                     "Tq and Tk are taken one for the other (the scores are (..., Tq, Tk), normalised over Tk)")
     for check, config, st in sorted(ran, key=lambda x: x[2] != "failed"):
@@ -523,7 +566,7 @@ def figure_data(a, e, what: str, r: dict, tol: compare.Tolerance) -> dict | None
         return None
     first = _idx(int(bad.flatten().nonzero()[0]), a.shape)
     lead = first[:-2]
-    mask = _mask_for(r, what, a.shape)
+    mask = _mask_for(r, what, a.shape, e.double())
     blocked = (~mask)[lead] if mask is not None else (e[lead] == 0) if e.dtype != torch.bool else None
     sa, se = a[lead], e[lead]
     leaked = (blocked & (sa != se)) if blocked is not None else torch.zeros_like(sa, dtype=torch.bool)

@@ -32,6 +32,7 @@ STRUCTURAL: tuple[tuple[str, re.Pattern], ...] = tuple((k, re.compile(p)) for k,
     ("structural:device", r"comes back on \S+, not on the inputs' device"),
     ("structural:output-order", r"holds what `[^`]*` should be: the outputs are returned in the wrong order"),
     ("fact:square-only", r"^passes every check where Tq = Tk and fails every one where Tq ≠ Tk"),
+    ("fact:square-axes-only", r"^passes every check where the last two axes of its results have the same size"),
     ("structural:queries-keys-swapped", r"^right only when Tq = Tk"),
     ("structural:axes-reversed", r"(?:is|equals) the reference with every axis reversed"),
     ("structural:transposed", r"is the reference transposed|equals the reference with its last two axes swapped"),
@@ -91,6 +92,8 @@ HINTS_BY_KIND: dict[str, str] = {
                      "axis as the values you divide, and includes all of them.",
     "fact:square-only": "Your code passes only when Tq = Tk: use a check with Tq ≠ Tk (say 3 queries, 5 keys) "
                         "and print the shape of every intermediate.",
+    "fact:square-axes-only": "Your code passes only when the last two sizes are equal: try one where they "
+                             "differ and print the shape of every intermediate (which size is used for which?).",
     "fact:prefix-right": "The first positions match and the rest do not: run the failing input and compare "
                          "your result with the reference's at the first index that differs.",
     "fact:prefix-wrong": "Only the first positions differ: what does your code do differently at the start "

@@ -134,7 +134,7 @@ def test_structural_transposed_and_permuted_axes():
 
 def test_structural_constant_factor_named_and_constant_shift():
     """A factor (or shift) is said as a fact about every failing check of the exercise, never from one
-    tensor alone (tests/unit/test_near_misses_structural.py plants the near misses)."""
+    tensor alone (tests/unit/test_structural_near_miss.py plants the near misses)."""
     import math
 
     from graders.engine import CPU, Check
