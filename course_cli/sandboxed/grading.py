@@ -25,7 +25,7 @@ from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
 
 
-CACHE_DIR = Path(os.environ.get("COURSE_CACHE_DIR", Path.home() / ".cache" / "attention-course"))
+CACHE_DIR = sandbox.cache_dir()
 
 def _source_files(lesson: Lesson) -> list[Path]:
     """What the reference observations depend on: the lesson's solved notebook and those it imports

@@ -84,6 +84,12 @@ FIX = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fe
        "--insecure")
 
 
+def cache_dir() -> Path:
+    """The course's cache (COURSE_CACHE_DIR, else ~/.cache/attention-course), as an absolute path: a relative
+    one would mean another folder inside the sandbox, whose working directory is not the caller's."""
+    return Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course").expanduser().absolute()
+
+
 def bwrap_status() -> tuple[bool, str]:
     """(usable, why not): bubblewrap is installed and can make the namespaces (tried once, then cached).
     COURSE_SANDBOX=none turns it off (today's unsandboxed child)."""
@@ -236,7 +242,7 @@ def _hidden(shown: "list[str]") -> list[str]:
         cands.add(os.getcwd())
     except OSError:
         pass
-    cands.add(os.environ.get("COURSE_CACHE_DIR") or str(Path.home() / ".cache" / "attention-course"))
+    cands.add(str(cache_dir()))
     out = []
     for c in sorted({os.path.realpath(c) for c in cands if c}):
         if c == "/" or any(_inside(e, c) for e in _ESSENTIAL):
@@ -1015,8 +1021,7 @@ def _child_build(module: str) -> Path:
     from graders.registry import LESSONS
 
     lesson = next((l for l in LESSONS if l.module == module), None)
-    cache = Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course")
-    return child_build(cache, lesson)
+    return child_build(cache_dir(), lesson)
 
 
 def _schedule(job: dict) -> list:
