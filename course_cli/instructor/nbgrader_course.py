@@ -83,6 +83,10 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 # nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
 # says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
 c.ExportApp.plugin_class = "course_cli.instructor.nbgrader_course.CourseExport"
+# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
+# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
+# is NOT GRADED, with the reason, in autograde and export
+c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
 '''
 
 README = '''\
@@ -168,13 +172,9 @@ _REFUSED: dict[str, str] = {}  # student/assignment/notebook -> why what arrived
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded). nbgrader would open
-    each by name, following links (to source/'s solved notebook, a classmate's). A refused one is moved, as it
-    came (a link stays a link), to refused/<student>/<assignment>/ in the course, and the released notebook, recording
-    why, takes its name, so nbgrader reads nothing of it; StartCourseGrading makes it NOT GRADED with the reason,
+    each by name, following links (to source/'s solved notebook, a classmate's). A refused one is set aside
+    (`refuse_notebook`), so nbgrader reads nothing of it; StartCourseGrading makes it NOT GRADED with the reason,
     on this run and any later one."""
-    import nbformat
-
-    from course_cli.atomic import write_text
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
     for name in notebooks:
@@ -182,19 +182,33 @@ def _check_arrived(notebooks: list) -> None:
         try:
             submission_bytes(path, path.parent)
         except SubmissionRefused as exc:
-            course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
-            aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
-            released = course / "release" / path.parent.name / path.name  # the course's own copy
-            try:
-                stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
-            except Exception:
-                stand_in = nbformat.v4.new_notebook()
-            stand_in.metadata["course"] = {"refused": f"{exc} (moved, as it came, to {aside.relative_to(course)})"}
-            write_text(path, nbformat.writes(stand_in))
+            refuse_notebook(path, str(exc))
         except Exception:
             pass  # nbgrader reports what it cannot read, as before
+
+
+def refuse_notebook(path: Path, why: str) -> None:
+    """Make submitted/<student>/<assignment>/<notebook> NOT GRADED because of `why`: what is there is moved, as it
+    came (a link stays a link), to refused/<student>/<assignment>/ in the course, and the released notebook,
+    recording why in metadata.course.refused, takes its name (StartCourseGrading reads it). Used by autograde's
+    check of what arrived and by the course's collect (nbgrader_exchange)."""
+    import nbformat
+
+    from course_cli.atomic import write_text
+
+    course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
+    if os.path.lexists(path):
+        aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+        why = f"{why} (moved, as it came, to {aside.relative_to(course)})"
+    released = course / "release" / path.parent.name / path.name  # the course's own copy
+    try:
+        stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
+    except Exception:
+        stand_in = nbformat.v4.new_notebook()
+    stand_in.metadata["course"] = {"refused": why}
+    write_text(path, nbformat.writes(stand_in))
 
 
 def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
