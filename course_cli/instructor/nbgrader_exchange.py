@@ -7,7 +7,8 @@ graded as the student's. `CourseExchangeCollect` (the course's nbgrader_config.p
 `ExchangeFactory.collect`) copies the same files under the same options (`CourseDirectory.ignore`, `include`,
 `max_file_size`, `max_dir_size`), but walks the submission through descriptors opened with O_NOFOLLOW and
 decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), and the submission is NOT
-GRADED with the reason: each of its notebooks is set aside in `refused/<student>/<assignment>/` and the released
+GRADED with the reason (so is one over a bound on all of it, `max_dir_size` or MAX_ENTRIES, which nbgrader's own
+copy answers by raising, ending the collect of every later student): each of its notebooks is set aside in `refused/<student>/<assignment>/` and the released
 notebook, recording why, takes its name (`nbgrader_course.refuse_notebook`, as autograde does for what it finds
 in submitted/), so autograde and export say NOT GRADED and why, never a score.
 """
@@ -24,6 +25,11 @@ from pathlib import Path
 from nbgrader.exchange.default.collect import ExchangeCollect
 
 MAX_DEPTH = 32  # folders inside a submission; a lesson's has none
+MAX_ENTRIES = 10_000  # files and folders in a submission; a lesson's has a handful
+
+
+class _TooMuch(Exception):
+    """The submission breaks a bound on all of it: nothing of it is kept."""
 _CHUNK = 1 << 20
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -50,11 +56,14 @@ class _Copy:
         self.max_dir = 1000 * max_dir_size if max_dir_size else None
         self.extra_mode, self.log = extra_mode, log
         self.refused: list[str] = []
-        self.total = 0
+        self.total = self.entries = 0
 
     def folder(self, sfd: int, dfd: int, rel: str, depth: int) -> None:
         with os.scandir(sfd) as entries:
             names = sorted(e.name for e in entries)
+        self.entries += len(names)
+        if self.entries > MAX_ENTRIES:
+            raise _TooMuch(f"more than {MAX_ENTRIES:,} files and folders (the course's bound)")
         for name in names:
             where = f"{rel}{name}"
             if any(fnmatch.fnmatch(name, g) for g in self.ignore):  # nbgrader's CourseDirectory.ignore
@@ -109,8 +118,7 @@ class _Copy:
                 return
             self.total += fst.st_size
             if self.max_dir and self.total > self.max_dir:
-                raise RuntimeError(f"Directory size is too big. Size is over {self.max_dir}, "
-                                   f"maximum size is {self.max_dir}")
+                raise _TooMuch(f"more than {self.max_dir:,} bytes in all (CourseDirectory.max_dir_size)")
             out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                           dir_fd=dfd)
             try:
@@ -135,7 +143,8 @@ def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None
     following any link: every folder is opened with O_NOFOLLOW relative to the one above it, every file with
     O_NOFOLLOW|O_NONBLOCK, and fstat on the descriptor decides. Returns what was not copied for not being a
     real folder or a regular file ("lesson01.ipynb (a symbolic link)"), relative to `src`; when `src` itself
-    is a link, nothing is copied. Over `max_dir_size`: `dest` is removed and RuntimeError raised, as nbgrader."""
+    is a link, nothing is copied. Over `max_dir_size` bytes or MAX_ENTRIES entries in all: nothing is kept
+    (nbgrader's own copy raises there, which ends the collect of every later student)."""
     src, dest = Path(src), Path(dest)
     os.makedirs(dest.parent, exist_ok=True)
     os.mkdir(dest, 0o700)
@@ -154,6 +163,10 @@ def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None
             os.fchmod(dfd, (stat.S_IMODE(os.fstat(top).st_mode) | 0o700 | (groupshared and 0o2770)) & 0o2777)
         finally:
             os.close(dfd)
+    except _TooMuch as exc:
+        shutil.rmtree(dest)
+        os.mkdir(dest, 0o700)
+        return [f"{src.name} ({exc})"]
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -165,8 +178,8 @@ def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None
 def refusal(refused: list[str]) -> str:
     """Why a submission holding `refused` is not graded, in words for its student and the instructor alike."""
     shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
-    return (f"the submission held {shown}: collect copies only regular files and folders, never through a "
-            f"link, so it is not graded; submit the notebook itself")
+    return (f"the submission held {shown}: collect copies a submission's own regular files and folders only, "
+            f"never through a link, within bounds, so it is not graded; submit the notebook itself")
 
 
 class CourseExchangeCollect(ExchangeCollect):

@@ -1,6 +1,7 @@
 """The course's nbgrader collect copy (course_cli/instructor/nbgrader_exchange.py, issue 45 item 1): what nbgrader's
 own do_copy copies from an honest submission, it copies alike; a link (to a file, to a folder, the submission
-itself), a FIFO or a socket is neither copied nor followed, and is named in what it returns."""
+itself), a FIFO or a socket is neither copied nor followed, and is named in what it returns; a submission over a
+bound on all of it (nbgrader's max_dir_size, MAX_ENTRIES) is refused whole, where nbgrader's copy raises."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ import socket
 import stat
 from pathlib import Path
 
-import pytest
-
-from course_cli.instructor.nbgrader_exchange import MAX_DEPTH, copy_submission, refusal
+from course_cli.instructor.nbgrader_exchange import MAX_DEPTH, MAX_ENTRIES, copy_submission, refusal
 from nbgrader.utils import ignore_patterns
 
 SECRET = "only the instructor reads this"
@@ -87,6 +86,13 @@ def test_bounds_folders_too_deep_and_a_class_over_max_dir_size(tmp_path):
     refused = copy_submission(src, tmp_path / "dest")
     assert len(refused) == 1 and "nested deeper" in refused[0]
     (src / "big").write_bytes(b"\1" * 5000)
-    with pytest.raises(RuntimeError, match="too big"):
-        copy_submission(src, tmp_path / "dest2", max_dir_size=2)
-    assert not (tmp_path / "dest2").exists()  # nothing half-copied left behind
+    # nbgrader's own copy raises here, which ends the collect of every later student: one refused submission
+    assert copy_submission(src, tmp_path / "dest2", max_dir_size=2) == ["src (more than 2,000 bytes in all "
+                                                                        "(CourseDirectory.max_dir_size))"]
+    assert list((tmp_path / "dest2").iterdir()) == []  # nothing half-copied left behind
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(MAX_ENTRIES + 1):
+        (many / str(i)).touch()
+    refused = copy_submission(many, tmp_path / "dest3")
+    assert len(refused) == 1 and "more than 10,000 files" in refused[0] and not list((tmp_path / "dest3").iterdir())
