@@ -6,10 +6,11 @@ reference outputs ship with the student distribution. Marks come from `course gr
 
 It writes, into the template repository:
 - `.github/workflows/classroom.yml`: on every push, install the course at its pinned versions, run
-  `course check LESSON --public --notebook lessons/<notebook> --json` once per lesson (through `check` below) (the public checks: the
-  hidden ones stay with the instructor's `course grade`), then one `autograding-command-grader` step per exercise,
-  worth the exercise's points, that passes when the exercise passed; the `autograding-grading-reporter` step
-  reports the points to GitHub Classroom. The JSON results are kept as the run's artifact.
+  `course check LESSON --public --notebook lessons/<notebook> --json` once per lesson, through `check` below (the
+  public checks: the hidden ones stay with the instructor's `course grade`), then one
+  `autograding-command-grader` step per exercise, worth the exercise's points, that passes when the exercise
+  passed; the `autograding-grading-reporter` step reports the points to GitHub Classroom. The JSON results are
+  kept as the run's artifact.
 - `.github/classroom/autograding.json`: the same tests in the older Classroom format (`education/autograding`).
 - `.github/classroom/constraints.txt`: the course's pinned versions.
 

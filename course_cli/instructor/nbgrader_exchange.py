@@ -7,10 +7,11 @@ graded as the student's. `CourseExchangeCollect` (the course's nbgrader_config.p
 `ExchangeFactory.collect`) copies the same files under the same options (`CourseDirectory.ignore`, `include`,
 `max_file_size`, `max_dir_size`), but walks the submission through descriptors opened with O_NOFOLLOW and
 decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), and the submission is NOT
-GRADED with the reason (so is one over a bound on all of it, `max_dir_size` or MAX_ENTRIES, which nbgrader's own
-copy answers by raising, ending the collect of every later student): each of its notebooks is set aside in `refused/<student>/<assignment>/` and the released
-notebook, recording why, takes its name (`nbgrader_course.refuse_notebook`, as autograde does for what it finds
-in submitted/), so autograde and export say NOT GRADED and why, never a score.
+GRADED with the reason (so is one over a bound on all of it, `max_dir_size` or MAX_ENTRIES, which nbgrader's
+own copy answers by raising, ending the collect of every later student): each of its notebooks is set aside in
+`refused/<student>/<assignment>/` and the released notebook, recording why, takes its name
+(`nbgrader_course.refuse_notebook`, as autograde does for what it finds in submitted/), so autograde and export
+say NOT GRADED and why, never a score.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ class _Copy:
                     continue
                 try:
                     cfd = os.open(name, _DIR, dir_fd=sfd)
-                except OSError as exc:  # replaced by a link (ELOOP, ENOTDIR) since the stat
-                    self.refused.append(f"{where} ({'a symbolic link' if exc.errno in (errno.ELOOP, errno.ENOTDIR) else exc.strerror})")
+                except OSError as exc:  # replaced by a link (ELOOP, ENOTDIR) since the stat, or unreadable
+                    link = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                    self.refused.append(f"{where} ({'a symbolic link' if link else exc.strerror})")
                     continue
                 try:
                     os.mkdir(name, 0o700, dir_fd=dfd)
@@ -106,11 +108,11 @@ class _Copy:
             return
         try:
             fd = os.open(name, _FILE, dir_fd=sfd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # replaced by a link since the stat
-                self.refused.append(f"{where} (a symbolic link)")
-                return
-            raise
+        except FileNotFoundError:
+            return
+        except OSError as exc:  # ELOOP: replaced by a link since the stat; EACCES: its student made it unreadable
+            self.refused.append(f"{where} ({'a symbolic link' if exc.errno == errno.ELOOP else exc.strerror})")
+            return
         try:
             fst = os.fstat(fd)
             if not stat.S_ISREG(fst.st_mode):  # replaced by a FIFO or a device since the stat
@@ -152,9 +154,8 @@ def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None
         top = os.open(src, _DIR)
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
-        st = os.lstat(src)
-        return [f"{src.name} itself ({_kind(st.st_mode)})"]
+            return [f"{src.name} itself ({exc.strerror})"]
+        return [f"{src.name} itself ({_kind(os.lstat(src).st_mode)})"]
     copy = _Copy(ignore, include, max_file_size, max_dir_size, groupshared, log)
     try:
         dfd = os.open(dest, _DIR)

@@ -2,8 +2,9 @@
 A student writes into the exchange's inbound folder what they like: a submission whose notebook is a link to the
 instructor's solved source/, one holding a link to a file only the instructor can read, and one that is itself a
 link to source/. nbgrader's own collect (shutil.copytree) copies the targets' content in, read with the
-instructor's rights (this test fails so without the course's collect); the course's collect copies none of it, and autograde and
-export say NOT GRADED with the reason, beside an honest submission collected byte for byte and graded as usual."""
+instructor's rights (this test fails so without the course's collect); the course's collect copies none of
+it, and autograde and export say NOT GRADED with the reason, beside an honest submission collected byte for byte
+and graded as usual."""
 
 from __future__ import annotations
 
