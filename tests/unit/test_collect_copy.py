@@ -96,3 +96,26 @@ def test_bounds_folders_too_deep_and_a_class_over_max_dir_size(tmp_path):
         (many / str(i)).touch()
     refused = copy_submission(many, tmp_path / "dest3")
     assert len(refused) == 1 and "more than 10,000 files" in refused[0] and not list((tmp_path / "dest3").iterdir())
+
+
+def test_what_the_instructor_cannot_read_is_refused_not_a_crash(tmp_path, monkeypatch):
+    """A file or folder its student made unreadable (EACCES: as root here, so the open is made to answer as it
+    does for an instructor who is not root): refused, and the rest of the class is still collected."""
+    import errno
+
+    from course_cli.instructor import nbgrader_exchange
+
+    src = _honest(tmp_path / "src")
+    (src / "locked.txt").write_text("x")
+    (src / "locked").mkdir()
+    real_open = os.open
+
+    def open_(path, flags, *args, **kw):
+        if str(path) in ("locked.txt", "locked"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(nbgrader_exchange.os, "open", open_)
+    refused = copy_submission(src, tmp_path / "dest")
+    assert sorted(refused) == ["locked (Permission denied)", "locked.txt (Permission denied)"]
+    assert (tmp_path / "dest" / "lesson01.ipynb").is_file()
