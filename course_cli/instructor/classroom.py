@@ -6,15 +6,19 @@ reference outputs ship with the student distribution. Marks come from `course gr
 
 It writes, into the template repository:
 - `.github/workflows/classroom.yml`: on every push, install the course at its pinned versions, run
-  `course check LESSON --public --notebook lessons/<notebook> --json` once per lesson (the public checks: the
-  hidden ones stay with the instructor's `course grade`), then one `autograding-command-grader` step per exercise,
-  worth the exercise's points, that passes when the exercise passed; the `autograding-grading-reporter` step
-  reports the points to GitHub Classroom. The JSON results are kept as the run's artifact.
+  `course check LESSON --public --notebook lessons/<notebook> --json` once per lesson, through `check` below (the
+  public checks: the hidden ones stay with the instructor's `course grade`), then one
+  `autograding-command-grader` step per exercise, worth the exercise's points, that passes when the exercise
+  passed; the `autograding-grading-reporter` step reports the points to GitHub Classroom. The JSON results are
+  kept as the run's artifact.
 - `.github/classroom/autograding.json`: the same tests in the older Classroom format (`education/autograding`).
 - `.github/classroom/constraints.txt`: the course's pinned versions.
 
+`python -I -m course_cli.instructor.classroom check LESSON NOTEBOOK` is what each lesson's step runs: `course
+check --public --json`, the notebook read as a submission inside the repository's root (a committed link on any
+folder on the way, `lessons -> /elsewhere`, is refused: NOT GRADED, nothing read through it).
 `python -I -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE` is what each exercise's step runs
-(isolated: a `course_cli/` folder committed at the repository's root cannot shadow it).
+(isolated, both: a `course_cli/` folder committed at the repository's root cannot shadow them).
 """
 
 from __future__ import annotations
@@ -64,8 +68,9 @@ def _shell_quote(s: str) -> str:
 
 
 def check_command(lesson: Lesson, notebooks: str) -> str:
+    # the notebook is read as a submission inside the repository's root (`check`), isolated as the verdict step
     nb = f"{notebooks.rstrip('/')}/{lesson.notebook}"
-    return (f"course check {lesson.id} --public --notebook {_shell_quote(nb)} --json "
+    return (f"python -I -m course_cli.instructor.classroom check {lesson.id} {_shell_quote(nb)} "
             f"> {RESULTS_DIR}/{lesson.id}.json || true")
 
 
@@ -120,7 +125,8 @@ def autograding_json(lessons: list[Lesson], package: str, notebooks: str = "less
         nb = f"{notebooks.rstrip('/')}/{lesson.notebook}"
         for ex in lesson.exercises:
             tests.append({"name": f"{lesson.id} {ex.name}", "setup": "",
-                          "run": f"course check {lesson.id} {ex.name} --public --notebook {_shell_quote(nb)}",
+                          "run": f"python -I -m course_cli.instructor.classroom check {lesson.id} "
+                                 f"{_shell_quote(nb)} {ex.name}",
                           "input": "", "output": "", "comparison": "included", "timeout": timeout_min,
                           "points": ex.points})
     if tests:
@@ -152,16 +158,44 @@ def write(target: Path, lessons: list[Lesson], package: str, notebooks: str = "l
     return done
 
 
+def check(lesson_id: str, notebook: str, exercises: list[str] | None = None,
+          root: Path | None = None) -> tuple[int, dict]:
+    """`course check LESSON --public --notebook NOTEBOOK --json` as Classroom runs it: (exit code, the result as
+    `course check --json` prints it). The notebook is read as a submission inside `root`, the repository's root
+    (default: the folder the workflow runs in, which is the checkout): every folder between is opened without
+    following links, so a committed link (`lessons -> /elsewhere`, or the notebook itself) is refused, NOT
+    GRADED with the reason, and nothing is read through it. Exit codes as `course check`'s: 0 every exercise
+    passed, 1 not, 2 not graded."""
+    from course_cli.safe_text import json_clean
+    from course_cli.sandboxed.grading import grade_notebook
+    from graders.engine.results import for_students
+    from graders.registry import find_lesson
+
+    lesson = find_lesson(lesson_id)
+    path = Path(notebook) if root is None else Path(root) / notebook  # as given, when the root is the cwd
+    root = Path.cwd() if root is None else Path(root)
+    result = for_students(grade_notebook(lesson, path, exercises, only_public=True, root=root))
+    code = 2 if result.not_graded else 0 if result.all_passed else 1
+    return code, json_clean(result.to_dict(), None)
+
+
 def verdict(results: Path, exercise: str) -> tuple[int, str]:
     """(exit code, text) for one exercise of a `course check --json` file: 0 only when it passed."""
     try:
         data = json.loads(Path(results).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    return _verdict_of(data, exercise, str(results))
+
+
+def _verdict_of(data, exercise: str, source: str) -> tuple[int, str]:
+    try:
         ex = next(e for e in data["exercises"] if e["id"] == exercise)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 1, (f"{exercise}: the grader produced no result in {results}: see the step that grades "
-                   f"{Path(results).stem} for what went wrong (is the notebook committed?)")
+    except (KeyError, TypeError):
+        return 1, (f"{exercise}: the grader produced no result in {source}: see the step that grades "
+                   f"{Path(source).stem} for what went wrong (is the notebook committed?)")
     except StopIteration:
-        return 1, f"{exercise}: not in {results}"
+        return 1, f"{exercise}: not in {source}"
     from course_cli.render import diagnosis_label  # a fact is said under its own label, not as a mistake
 
     lines = [f"{exercise}: {ex['status'].replace('_', ' ')} ({ex['points']:g}/{ex['max_points']:g})"]
@@ -174,13 +208,39 @@ def verdict(results: Path, exercise: str) -> tuple[int, str]:
     return (0 if ex["status"] == "passed" else 1), "\n".join(lines)
 
 
+USAGE = ("usage: python -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE\n"
+         "       python -m course_cli.instructor.classroom check LESSON NOTEBOOK [EXERCISE]")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3 or argv[0] != "verdict":
-        print("usage: python -m course_cli.instructor.classroom verdict RESULTS.json EXERCISE", file=sys.stderr)
+    if len(argv) == 3 and argv[0] == "verdict":
+        code, text = verdict(Path(argv[1]), argv[2])
+        print(text)
+        return code
+    if argv[:1] == ["check"] and len(argv) in (3, 4):
+        return _check_main(*argv[1:])
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+def _check_main(lesson_id: str, notebook: str, exercise: str | None = None) -> int:
+    """`check LESSON NOTEBOOK`: the result as JSON (the workflow keeps it for the verdict steps); with EXERCISE,
+    that exercise's verdict as text (the older autograding.json's tests), exit 0 only when it passed."""
+    from course_cli.safe_text import for_terminal
+    from course_cli.sandboxed.sandbox import SandboxUnavailable
+    from graders.registry import UnknownLesson
+
+    try:
+        code, data = check(lesson_id, notebook, [exercise] if exercise else None)
+    except (UnknownLesson, LookupError, SandboxUnavailable) as exc:
+        print(for_terminal(f"error: {exc}", newlines=False), file=sys.stderr)
         return 2
-    code, text = verdict(Path(argv[1]), argv[2])
-    print(text)
+    if exercise is None:
+        print(json.dumps(data, ensure_ascii=False))
+        return code
+    code, text = _verdict_of(data, exercise, notebook)
+    print(for_terminal(text))
     return code
 
 

@@ -83,6 +83,10 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 # nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
 # says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
 c.ExportApp.plugin_class = "course_cli.instructor.nbgrader_course.CourseExport"
+# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
+# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
+# is NOT GRADED, with the reason, in autograde and export
+c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
 '''
 
 README = '''\
@@ -283,15 +287,11 @@ def _check_arrived(notebooks: list) -> None:
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded), then as nbgrader
     reads it (`_unreadable`). nbgrader would open each by name, following links (to source/'s solved notebook,
     a classmate's), and it fails on one that is not a notebook, dropping that student's graded copy (so no
-    feedback either). A refused or unreadable one is moved, as it came (a link stays a link), to
-    refused/<student>/<assignment>/ in the course, and the released notebook, recording why (the instructor's
-    words and the student's, `_arrival_words`), takes its name, so nbgrader reads nothing of it;
-    StartCourseGrading makes it NOT GRADED with the reason, and its feedback says why. A refused one stays in
-    refused/ (the stand-in says why on any later run); an unreadable one, a regular file, is put back once
-    nbgrader has read the stand-in, so `course grade submitted` grades what the student submitted."""
-    import nbformat
-
-    from course_cli.atomic import write_text
+    feedback either). A refused or unreadable one is set aside (`refuse_notebook`, with the instructor's words
+    and the student's, `_arrival_words`), so nbgrader reads nothing of it; StartCourseGrading makes it NOT
+    GRADED with the reason, and its feedback says why. A refused one stays in refused/ (the stand-in says why
+    on any later run); an unreadable one, a regular file, is put back once nbgrader has read the stand-in, so
+    `course grade submitted` grades what the student submitted."""
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
     for name in notebooks:
@@ -302,25 +302,52 @@ def _check_arrived(notebooks: list) -> None:
                 raise _Unreadable(*why)
         except (SubmissionRefused, _Unreadable) as exc:
             course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
-            aside = course / "refused" / path.parent.parent.name / path.parent.name / path.name
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            if os.path.lexists(aside):  # an earlier refusal of this student's: kept, never overwritten
-                os.replace(aside, aside.with_name(f"{aside.name}.{os.lstat(aside).st_mtime_ns}.bak"))
-            os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+            aside = _aside(path)
             unreadable = isinstance(exc, _Unreadable)
+            # (the words are read from what is at `path` before it moves: `_arrival_words` lstat's it there)
             instructor, student = _arrival_words(path, exc, course, None if unreadable else aside)
+            refuse_notebook(path, instructor, student, say_moved=not unreadable)
             if unreadable:  # a regular file: put back once nbgrader has read the stand-in (StartCourseGrading),
                 # so every other seat reading submitted/ (`course grade`) still finds what the student submitted
                 _PUT_BACK[f"{path.parent.parent.name}/{path.parent.name}/{path.stem}"] = (aside, path)
-            released = course / "release" / path.parent.name / path.name  # the course's own copy
-            try:
-                stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
-            except Exception:
-                stand_in = nbformat.v4.new_notebook()
-            stand_in.metadata["course"] = {"refused": instructor, "refused_student": student}
-            write_text(path, nbformat.writes(stand_in))
         except Exception:
             pass  # nbgrader reports what it cannot read, as before
+
+
+def _aside(path: Path) -> Path:
+    """Where a refused submitted/<student>/<assignment>/<notebook> is kept: refused/<student>/<assignment>/."""
+    course = path.parents[2].parent
+    return course / "refused" / path.parent.parent.name / path.parent.name / path.name
+
+
+def refuse_notebook(path: Path, why: str, student_words: str | None = None, say_moved: bool = True) -> None:
+    """Make submitted/<student>/<assignment>/<notebook> NOT GRADED because of `why` (the instructor's words;
+    `student_words` the student's, else the same; `say_moved`: whether `why` says where it went, false for one
+    put back later): what is there is moved, as it came (a link stays a link), to
+    refused/<student>/<assignment>/ in the course (an earlier one there kept as a backup, never overwritten),
+    and the released notebook, recording why in metadata.course, takes its name (StartCourseGrading reads it).
+    Used by autograde's check of what arrived and by the course's collect (nbgrader_exchange)."""
+    import nbformat
+
+    from course_cli.atomic import write_text
+
+    course = path.parents[2].parent  # submitted/<student>/<assignment>/<notebook>
+    if os.path.lexists(path):
+        aside = _aside(path)
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(aside):  # an earlier refusal of this student's: kept, never overwritten
+            os.replace(aside, aside.with_name(f"{aside.name}.{os.lstat(aside).st_mtime_ns}.bak"))
+        os.replace(path, aside)  # out of submitted/: nbgrader copies every file there
+        moved = f"moved, as it came, to {aside.relative_to(course)}"
+        if say_moved and moved not in why:
+            why = f"{why} ({moved})"
+    released = course / "release" / path.parent.name / path.name  # the course's own copy
+    try:
+        stand_in = nbformat.read(released, as_version=4)  # its cells: nbgrader's steps need them
+    except Exception:
+        stand_in = nbformat.v4.new_notebook()
+    stand_in.metadata["course"] = {"refused": why, "refused_student": student_words or why}
+    write_text(path, nbformat.writes(stand_in))
 
 
 def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:

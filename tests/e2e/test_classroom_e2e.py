@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def test_workflow_structure_and_points(tmp_path):
     assert "bubblewrap" in install["run"]
     for lesson in chosen:
         grade = next(s for s in steps if s.get("name") == f"Practice feedback: {lesson.id} (public checks, not marks)")
-        assert (f"course check {lesson.id} --public --notebook lessons/{lesson.notebook} --json "
+        assert (f"python -I -m course_cli.instructor.classroom check {lesson.id} lessons/{lesson.notebook} "
                 f"> .course-results/{lesson.id}.json") in grade["run"]
     graders = [s for s in steps if s.get("uses") == GRADER]
     want = [(lesson, ex) for lesson in chosen for ex in lesson.exercises]
@@ -55,7 +56,8 @@ def test_legacy_autograding_json_and_constraints(tmp_path):
     tests = legacy["tests"]
     assert len(tests) == sum(len(lesson.exercises) for lesson in LESSONS)
     assert sum(t["points"] for t in tests) == sum(lesson.max_score for lesson in LESSONS)
-    assert all(t["run"].startswith("course check ") and "--public" in t["run"] for t in tests)
+    # the classroom check: `course check --public`, the notebook read inside the repository's root
+    assert all(t["run"].startswith("python -I -m course_cli.instructor.classroom check ") for t in tests)
     assert "pip install -c .github/classroom/constraints.txt" in tests[0]["setup"]
     pins = (tmp_path / ".github" / "classroom" / "constraints.txt").read_text()
     assert "torch==" in pins
@@ -70,23 +72,39 @@ def test_rewriting_keeps_a_changed_file(tmp_path):
     assert "unchanged" in output  # the other two files were the same
 
 
+def _here(command: str) -> str:
+    """A workflow command run on this tree: under -I Python imports the course installed in the environment
+    (an editable install may be another checkout); -P keeps what matters here (the repository's folder is not
+    on sys.path, so a committed course_cli/ cannot shadow it) and imports this tree through PYTHONPATH."""
+    assert "python -I -m course_cli." in command, command
+    return command.replace("python -I -m ", f"{shlex.quote(sys.executable)} -P -m ")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("source,passes", [("solution", True), ("stub", False)])
+@pytest.mark.parametrize("source,passes", [("solution", True), ("stub", False), ("linked", False)])
 def test_the_workflow_s_commands_run_as_written(tmp_path, source, passes):
+    """The lesson step, then each exercise's verdict step. "linked": `lessons` is a committed link to a folder
+    outside the repository holding the solved notebook; nothing is read through it (NOT GRADED, every step
+    fails), where `course check --notebook lessons/...` alone grades the solution there (full points)."""
     lesson = find_lesson("lesson01")
-    wf, _, _ = make(tmp_path, "lesson01")
-    (tmp_path / "lessons").mkdir()
-    shutil.copy(lesson.solution_path if source == "solution" else lesson.student_path,
-                tmp_path / "lessons" / lesson.notebook)
+    repo = tmp_path / "repo"
+    wf, _, _ = make(repo, "lesson01")
+    folder = tmp_path / "elsewhere" if source == "linked" else repo / "lessons"
+    folder.mkdir()
+    shutil.copy(lesson.student_path if source == "stub" else lesson.solution_path, folder / lesson.notebook)
+    if source == "linked":
+        (repo / "lessons").symlink_to(folder, target_is_directory=True)
     steps = next(iter(wf["jobs"].values()))["steps"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     grade = next(s for s in steps if s.get("name", "").startswith("Practice feedback: lesson01"))
-    subprocess.run(["bash", "-e", "-c", grade["run"]], cwd=tmp_path, env=env, check=True, timeout=600)
-    data = json.loads((tmp_path / ".course-results" / "lesson01.json").read_text())
+    subprocess.run(["bash", "-e", "-c", _here(grade["run"])], cwd=repo, env=env, check=True, timeout=600)
+    data = json.loads((repo / ".course-results" / "lesson01.json").read_text())
     assert [e["id"] for e in data["exercises"]] == [e.name for e in lesson.exercises]
+    if source == "linked":
+        assert data["score"] is None and "lessons is a symbolic link" in data["not_graded"], data
     hidden = {c.name for c in __import__(lesson.module, fromlist=["CHECKS"]).CHECKS if c.hidden}
     assert not {c["name"] for e in data["exercises"] for c in e["checks"]} & hidden  # public checks only
     for step in (s for s in steps if s.get("uses") == GRADER):
-        proc = subprocess.run(step["with"]["command"], shell=True, cwd=tmp_path, env=env, capture_output=True,
+        proc = subprocess.run(_here(step["with"]["command"]), shell=True, cwd=repo, env=env, capture_output=True,
                               text=True, timeout=60)
         assert (proc.returncode == 0) == passes, proc.stdout + proc.stderr

@@ -47,3 +47,58 @@ def test_verdict_reads_course_check_json(tmp_path):
     assert code == 1 and "no result" in text
 
 
+
+
+def _repo_with_linked_lessons(tmp_path):
+    """A repository whose committed `lessons` is a link to a folder outside it holding the solved notebook."""
+    lesson = find_lesson("lesson01")
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    repo.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(lesson.solution_path, elsewhere / lesson.notebook)
+    (repo / "lessons").symlink_to(elsewhere, target_is_directory=True)
+    return repo, lesson
+
+
+def test_the_workflow_reads_the_notebook_inside_the_repository_root(tmp_path, monkeypatch, capsys):
+    """Each lesson's step reads the notebook as a submission whose root is the repository (the folder the
+    workflow runs in): a committed `lessons -> /elsewhere` is refused before any child starts, NOT GRADED with
+    the reason, and the exercise's test in the older format fails with it. (`course check --notebook`, which
+    the workflow ran before, reads through the link: the notebook's own folder was its root.)"""
+    from course_cli.instructor.classroom import check, main
+
+    repo, lesson = _repo_with_linked_lessons(tmp_path)
+    wf, legacy, _ = make(repo, "lesson01")
+    run = next(s for s in next(iter(wf["jobs"].values()))["steps"]
+               if s.get("name", "").startswith("Practice feedback: lesson01"))["run"]
+    assert f"python -I -m course_cli.instructor.classroom check lesson01 lessons/{lesson.notebook} >" in run
+    assert {t["run"] for t in legacy["tests"]} == {
+        f"python -I -m course_cli.instructor.classroom check lesson01 lessons/{lesson.notebook} {ex.name}"
+        for ex in lesson.exercises}
+
+    monkeypatch.chdir(repo)
+    code, data = check("lesson01", f"lessons/{lesson.notebook}")
+    assert code == 2 and data["score"] is None, data
+    assert "lessons is a symbolic link" in data["not_graded"] and "inside" in data["not_graded"], data
+    assert not [c for e in data["exercises"] for c in e["checks"] if c["status"] == "passed"]
+    assert main(["check", "lesson01", f"lessons/{lesson.notebook}"]) == 2
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["not_graded"] == data["not_graded"]
+    assert main(["check", "lesson01", f"lessons/{lesson.notebook}", "softmax"]) == 1
+    assert "symbolic link" in capsys.readouterr().out
+    (repo / "lessons").unlink()
+    (repo / "lessons").mkdir()
+    (repo / "lessons" / lesson.notebook).symlink_to(tmp_path / "elsewhere" / lesson.notebook)  # the notebook
+    code, data = check("lesson01", f"lessons/{lesson.notebook}")
+    assert code == 2 and "symbolic link" in data["not_graded"], data
+    code, data = check("lesson01", f"../elsewhere/{lesson.notebook}")  # outside the repository
+    assert code == 2 and "outside" in data["not_graded"], data
+
+
+def test_check_usage_and_unknown_lesson(capsys):
+    from course_cli.instructor.classroom import main
+
+    assert main(["check", "lesson01"]) == 2 and "usage" in capsys.readouterr().err
+    assert main(["check", "lesson99", "x.ipynb"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
