@@ -230,13 +230,14 @@ def _arrival_words(path: Path, exc: Exception, course: Path, aside: Path | None)
 
     name, where = path.name, rel(path)
     moved = f"; moved, as it came, to {rel(aside)}" if aside is not None else ""
+    here = path if os.path.lexists(path) or aside is None else aside  # (before or after it was set aside)
     try:
-        st = os.lstat(aside if aside is not None else path)
+        st = os.lstat(here)
     except OSError:
         st = None
     if st is not None and stat.S_ISLNK(st.st_mode):
         try:
-            target = os.readlink(aside if aside is not None else path)
+            target = os.readlink(here)
         except OSError:
             target = "?"
         return (f"{where} is a symbolic link to {target}, not a notebook: not read, so nothing of its target "
