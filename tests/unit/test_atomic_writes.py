@@ -224,7 +224,7 @@ def test_classroom_files_are_not_written_through_a_link(tmp_path):
     v = victim(tmp_path)
     aj = plant(tmp_path / "repo" / ".github" / "classroom" / "autograding.json", v)
     done = dict(classroom.write(tmp_path / "repo", [L], "attention-course"))
-    assert not gone.exists() and regular(wf) and done[wf] == "wrote" and "course check" in wf.read_text()
+    assert not gone.exists() and regular(wf) and done[wf] == "wrote" and "course_cli.instructor.classroom check" in wf.read_text()
     assert v.read_text() == MINE and regular(aj) and done[aj] == "wrote"
     assert os.readlink(aj.with_name(aj.name + ".bak")) == str(v)
 
