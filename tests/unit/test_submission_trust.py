@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -168,7 +169,7 @@ def test_course_lab_refuses_a_planted_workspace(tmp_path):
     os.chown(shared / ".jupyter", _other_uid(), -1)
     (shared / "victim").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "COURSE_WORKSPACE"}
-    proc = subprocess.run(["python", "-m", "course_cli", "lab", "--no-browser"], cwd=shared / "victim", env=env,
+    proc = subprocess.run([sys.executable, "-m", "course_cli", "lab", "--no-browser"], cwd=shared / "victim", env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "not using the workspace" in proc.stderr and "Traceback" not in proc.stderr
 
