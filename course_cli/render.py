@@ -103,20 +103,22 @@ DOMAIN = "over its declared domain"  # graders/engine/checks.py Checks.domain's 
 _HIDDEN_SAID = HIDDEN_MESSAGE.split("{", 1)[0]  # what students read of a hidden check's message
 
 
-def explains(c) -> tuple[int, int, int, int]:
+def explains(c) -> tuple[int, int, int, int, float]:
     """Which of two failing checks of one rank explains more (smaller first): a check that says a part it
     calls fails ("fix `X` first"); a check the lesson declared, before the same property on other inputs (its
     hidden twin's fresh draws, the drawn examples over the domain, the input battery's changed inputs, all
     after the declared checks in the results); a rule stated about the result (rows summing to 1, a mask
     respected) before a comparison with a reference; a comparison of the forward values before one of
-    gradients, which a wrong forward makes wrong too."""
+    gradients, which a wrong forward makes wrong too; of two still alike, the one that observed fewer values
+    (`CheckResult.size`, 0 unknown: last), whose input is the simpler."""
     msg = c.message or ""
     first = msg.split("\n", 1)[0]
     derived = (c.name.endswith(HIDDEN_TWIN) or c.name.startswith(DOMAIN) or _battery_entry(c)
                or msg.startswith(_HIDDEN_SAID))
     comparison = bool(_COMPARISON.search(first))
     gradient = comparison and bool(re.search(r"\bgradients? (?:of \S+ )?differs?\b", first))
-    return (0 if _FIX_FIRST.search(msg) else 1, int(derived), int(comparison), int(gradient))
+    size = getattr(c, "size", 0) or float("inf")
+    return (0 if _FIX_FIRST.search(msg) else 1, int(derived), int(comparison), int(gradient), size)
 
 
 def _battery_entry(c) -> bool:

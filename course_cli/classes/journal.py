@@ -77,7 +77,7 @@ _TOP = {"lesson": str, "notebook": str, "exercises": list, "notes": list, "score
         "max_score": (int, float), "not_graded": str, "note": str, "public_only": bool}
 _EXERCISE = {"id": str, "status": str, "points": (int, float), "max_points": (int, float), "checks": list,
              "diagnosis": (str, type(None)), "diagnosis_id": (str, type(None))}
-_CHECK = {"name": str, "status": str, "device": str, "dtype": str, "message": str, "kind": str, "failure": str}
+_CHECK = {"name": str, "status": str, "device": str, "dtype": str, "message": str, "kind": str, "failure": str, "size": int}
 
 
 def _plain(obj: object, what: str, schema: dict, required: tuple[str, ...]) -> dict:
@@ -127,8 +127,8 @@ def checked_result(text: object, lesson) -> LessonResult:
         for j, c in enumerate(e["checks"]):
             _plain(c, f"exercise {e['id']} check {j}", _CHECK, ("name", "status"))
             if c["status"] not in STATUSES or c.get("kind", "check") not in KINDS \
-                    or c.get("failure", "") not in FAILURES:
-                raise ValueError(f"exercise {e['id']} check {j}: unknown status, kind or failure")
+                    or c.get("failure", "") not in FAILURES or c.get("size", 0) < 0:
+                raise ValueError(f"exercise {e['id']} check {j}: unknown status, kind or failure, or a negative size")
     return result_from_dict(data)
 
 

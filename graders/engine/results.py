@@ -49,13 +49,17 @@ class CheckResult:
     message: str = ""
     kind: str = "check"  # one of KINDS
     failure: str = ""  # one of FAILURES, for a failed check
+    # How many values the check observed (the reference's observations, for a check that ran; 0: unknown). Of
+    # two equally telling failures the feedback leads with the smaller: the simplest input explains best.
+    size: int = 0
     # A hidden check's property (the name of the public check it shares); "" for a public check. Set by the
     # engine (verdict.judge_exercise); not in the JSON layout: `for_students` reads it.
     hidden: str = field(default="", compare=False)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "device": self.device,
-                "dtype": self.dtype, "message": self.message, "kind": self.kind, "failure": self.failure}
+                "dtype": self.dtype, "message": self.message, "kind": self.kind, "failure": self.failure,
+                "size": self.size}
 
 
 @dataclass
@@ -163,7 +167,7 @@ def hidden_only_line(names: list[str]) -> str:
 def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str] | None = None) -> "LessonResult":
     """A copy of `result` as students may see it. A check is hidden when the engine marked it
     (`CheckResult.hidden`) or `hidden` names it ({(exercise, check name): its property}, for a result read back
-    from JSON). Each hidden check keeps its name and status, nothing else it observed; the exercise's diagnosis is
+    from JSON). Each hidden check keeps its name and status, nothing else it observed (not even its size); the exercise's diagnosis is
     the public checks' alone (None when the engine did not compute it and a hidden check ran); an exercise whose
     only failing checks are hidden says so (HIDDEN_ONLY) in its first failing check's message. Points unchanged."""
     import copy
@@ -186,7 +190,7 @@ def for_students(result: "LessonResult", hidden: dict[tuple[str, str], str] | No
         for c in rows:
             if hasattr(c, "figure"):
                 del c.figure
-            c.failure = ""
+            c.failure, c.size = "", 0
             if c.status == "passed":
                 c.message = ""
             elif c.status != "skipped":

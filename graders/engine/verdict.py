@@ -164,8 +164,21 @@ def _switched_off(res: ExerciseResult, module, cells: list[dict]) -> ExerciseRes
 # One check, one exercise: the status rules
 
 
+def observed_size(obs) -> int:
+    """How many values `obs` holds: a tensor's elements, a container's items' sizes summed, 1 for a scalar."""
+    if hasattr(obs, "numel") and callable(obs.numel):
+        return int(obs.numel())
+    if isinstance(obs, dict):
+        return sum(observed_size(v) for k, v in obs.items() if not str(k).startswith("__"))
+    if isinstance(obs, (list, tuple)):
+        return sum(observed_size(v) for v in obs)
+    return 1
+
+
 def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | None) -> CheckResult:
     res = CheckResult(check.name, "passed", config.device, config.dtype)
+    if r_obs is not None and "__error__" not in r_obs:
+        res.size = observed_size(r_obs)
     if r_obs is None:
         res.status, res.message = "error", "the reference has no observations for this check (grader bug)"
         return res

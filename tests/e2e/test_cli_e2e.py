@@ -21,7 +21,7 @@ def test_check_solution_json_layout_and_exit_code():
     assert list(ex) == ["id", "status", "points", "max_points", "checks", "diagnosis", "diagnosis_id"]
     assert [e["id"] for e in data["exercises"]] == ["softmax", "scaled_dot_product_attention"]
     check = ex["checks"][0]
-    assert list(check) == ["name", "status", "device", "dtype", "message", "kind", "failure"]
+    assert list(check) == ["name", "status", "device", "dtype", "message", "kind", "failure", "size"]
     statuses = {c["status"] for e in data["exercises"] for c in e["checks"]}
     assert statuses <= {"passed", "skipped"}
     assert all(c["status"] == "skipped" for e in data["exercises"] for c in e["checks"] if c["device"] == "cuda")

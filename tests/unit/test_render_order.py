@@ -155,3 +155,41 @@ def test_the_class_report_labels_facts_as_facts():
     assert misconception_label("structural:nan-rows", None) == "nan-rows (structural)"
     assert misconception_label("mutation:scale-twice", None) == "scale-twice (reproduced edit)"
     assert misconception_label("divide_by_dk", None) == "divide_by_dk"
+
+
+def test_of_two_alike_failures_the_one_on_the_smaller_input_leads():
+    # two declared comparisons with the reference: the one that observed fewer values leads, whatever the
+    # declared order; a check whose size is unknown (0) comes after both
+    big, small, unknown = (CheckResult(n, "failed", message=COMPARE, failure="values", size=s)
+                           for n, s in (("batch of 4, T=64", 4 * 64 * 16), ("T=3", 3 * 16), ("odd sizes", 0)))
+    for order in itertools.permutations([big, small, unknown]):
+        assert [c.name for c in failing_checks(_ex(*order))] == ["T=3", "batch of 4, T=64", "odd sizes"]
+    # size orders only what is otherwise alike: a rule about the result still leads over a smaller comparison
+    rows = CheckResult("each query's weights sum to 1", "failed", message=ROWS, size=10**6)
+    assert first_failure(_ex(small, rows)).name == rows.name
+
+
+def test_the_size_travels_through_json_and_a_hidden_check_keeps_none_of_it():
+    from course_cli.classes.journal import checked_result, result_to_dict
+    from graders.engine.results import LessonResult, for_students
+    from graders.registry import find_lesson
+    import json
+
+    lesson = find_lesson("lesson01")
+    ex = lesson.exercises[0]
+    shown = CheckResult("T=3", "failed", message=COMPARE, failure="values", size=48)
+    hidden = CheckResult("T=3 (fresh inputs)", "failed", message=COMPARE, failure="values", size=4096,
+                         hidden="T=3")
+    res = LessonResult("lesson01", "nb.ipynb", [ExerciseResult(ex.name, "failed", 0.0, float(ex.points),
+                                                               [shown, hidden])])
+    back = checked_result(json.dumps(result_to_dict(res)), lesson)
+    assert [c.size for c in back.exercises[0].checks] == [48, 4096]
+    assert [c.size for c in for_students(res).exercises[0].checks] == [48, 0]
+    bad = result_to_dict(res)
+    bad["exercises"][0]["checks"][0]["size"] = -1
+    try:
+        checked_result(json.dumps(bad), lesson)
+    except ValueError as exc:
+        assert "negative size" in str(exc)
+    else:
+        raise AssertionError("a negative size was taken")
