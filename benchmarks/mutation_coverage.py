@@ -12,7 +12,8 @@ them): named by a mutant (the library found it), by another catalogued mistake, 
 `--json FILE` merges each lesson's counts and per-mistake outcome into FILE (docs/data/mutation_coverage.json).
 --cost: against `--before` (a checkout of the code before, e.g. `git archive main | tar -x -C /tmp/base`),
 in one run, interleaved: the reference build (`course check LESSON --solution` with an empty cache), the
-cache file's size, and `course check` of a notebook with one catalogued mistake with the reference cached.
+cache file's size, and `course check` of a notebook with one catalogued mistake and of the solved notebook
+with the reference cached (best of --runs, interleaved).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _check(tree: Path, cache: Path, lesson: str, notebook: str | None) -> float:
     return time.perf_counter() - t
 
 
-def cost(before: Path, lessons: list[str]) -> None:
+def cost(before: Path, lessons: list[str], runs: int = 2) -> None:
     import harness
     from graders.registry import find_lesson
 
@@ -136,22 +137,27 @@ def cost(before: Path, lessons: list[str]) -> None:
         lesson = find_lesson(lid)
         m = next(m for m in harness.mistakes_of(lesson) if m.edits)
         tmp = Path(tempfile.mkdtemp())
-        nb = str(harness.with_mistake(lesson, m, tmp))
+        nbs = {"one mistake": str(harness.with_mistake(lesson, m, tmp)), "passing": str(lesson.solution_path)}
         times = {}
         for label, tree in (("before", before), ("after", HERE)):
             cache = tmp / f"cache-{label}"
             build = _check(tree, cache, lid, None)  # an empty cache: the reference (and mistakes, mutants) built
             size = sum(p.stat().st_size for p in cache.glob("*.pt"))
             times[label] = (build, size)
-        checks = {"before": [], "after": []}
-        for _ in range(2):  # interleaved, the reference cached
-            for label, tree in (("before", before), ("after", HERE)):
-                checks[label].append(_check(tree, tmp / f"cache-{label}", lid, nb))
+        checks = {(label, kind): [] for label in ("before", "after") for kind in nbs}
+        for _ in range(runs):  # interleaved, the reference cached
+            for kind, nb in nbs.items():
+                for label, tree in (("before", before), ("after", HERE)):
+                    checks[label, kind].append(_check(tree, tmp / f"cache-{label}", lid, nb))
         (bb, bs), (ab, as_) = times["before"], times["after"]
-        cb, ca = min(checks["before"]), min(checks["after"])
+        load = os.getloadavg()[0]
         print(f"{lid}: reference build before {bb:.1f} s, after {ab:.1f} s ({ab / bb:.2f}x); cache {bs / 1e6:.2f} MB "
-              f"-> {as_ / 1e6:.2f} MB ({as_ / max(bs, 1):.2f}x); course check of `{m.id}` with the reference cached "
-              f"before {cb:.1f} s, after {ca:.1f} s ({ca / cb:.2f}x)", flush=True)
+              f"-> {as_ / 1e6:.2f} MB ({as_ / max(bs, 1):.2f}x); load {load:.1f}", flush=True)
+        for kind in nbs:
+            cb, ca = min(checks["before", kind]), min(checks["after", kind])
+            what = f"`{m.id}`" if kind == "one mistake" else "the solution"
+            print(f"  course check --notebook ({kind}: {what}), the reference cached, best of {runs}: before "
+                  f"{cb:.2f} s, after {ca:.2f} s ({ca / cb:.2f}x)", flush=True)
 
 
 def main() -> None:
@@ -163,6 +169,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="--withheld: merge each lesson's counts and rows into this file")
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--before", type=Path)
+    ap.add_argument("--runs", type=int, default=2, help="--cost: interleaved runs of each check (best is kept)")
     args = ap.parse_args()
     if args.fired:
         fired()
@@ -171,7 +178,7 @@ def main() -> None:
     if args.cost:
         if not args.before:
             ap.error("--cost needs --before")
-        cost(args.before, args.lessons)
+        cost(args.before, args.lessons, args.runs)
 
 
 if __name__ == "__main__":
