@@ -801,7 +801,10 @@ def gradescope(lesson: str, out: str) -> None:
     from course_cli.instructor.gradescope import build_zip
 
     lesson_obj = _lesson(lesson)
-    names = build_zip(lesson_obj, Path(out))
+    try:
+        names = build_zip(lesson_obj, Path(out))
+    except OSError as exc:
+        raise CourseError(f"could not write {out}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
                f"assignment worth {lesson_obj.max_score:g} points, keep the default Ubuntu 22.04 base image, upload "
                f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
@@ -898,6 +901,8 @@ def pack(directory: str) -> None:
         done = make_pack(Path(directory).resolve())
     except FileExistsError as exc:
         raise CourseError(str(exc)) from None
+    except OSError as exc:  # e.g. the folder was replaced by a link meanwhile: the rename into place refused
+        raise CourseError(f"could not write {directory}: {exc.strerror or exc}") from None
     click.echo(f"wrote {done['target']}: {len(done['lessons'])} lessons; students install it with "
                f"`pip install {done['target']}`")
 

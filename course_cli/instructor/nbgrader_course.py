@@ -20,7 +20,6 @@ graders/).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from graders.registry import LESSONS, UnknownLesson, find_lesson
@@ -138,24 +137,24 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
     with other exercises refuses to judge the cells (0 points, a note naming both), never full points."""
     import json
 
-    from course_cli.atomic import write_text
+    from course_cli.atomic import create_new, write_bytes, write_text
 
     target.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
     for lesson in LESSONS:
         dest = target / "source" / lesson.id / lesson.notebook
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(lesson.solution_path, dest)
+        write_bytes(dest, lesson.solution_path.read_bytes())  # no .bak here: nbgrader releases all of source/
         written.append(dest)
         write_text(dest.parent / RELEASE, json.dumps(release_record(lesson), indent=1) + "\n")
         written.append(dest.parent / RELEASE)
     for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
-        if path.exists():
+        if os.path.lexists(path):
             kept.append(path)
         else:
-            path.write_text(text)
+            create_new(path, text.encode())  # FileExistsError for anything planted there since, a link included
             written.append(path)
     return {"written": written, "kept": kept}
 
@@ -377,7 +376,9 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
         try:  # is ours, and the submission is still the renamed file
             import json
 
-            prev = json.loads(mark.read_text(encoding="utf-8"))
+            from course_cli.atomic import read_bytes
+
+            prev = json.loads(read_bytes(mark, 1 << 16).decode("utf-8"))  # a link there is not followed
             pick, note = str(prev["submitted"]), str(prev["note"])
         except (OSError, ValueError, KeyError, TypeError):
             return
@@ -428,14 +429,14 @@ def feedback_under_submitted_names(assignment=None, student=None, notebooks=None
         return
     import json
 
+    from course_cli.atomic import read_bytes, write_bytes
+
     try:
-        submitted = str(json.loads(mark.read_text(encoding="utf-8"))["submitted"])
+        submitted = str(json.loads(read_bytes(mark, 1 << 16).decode("utf-8"))["submitted"])
     except (OSError, ValueError, KeyError, TypeError):
         return
     if submitted.endswith(".ipynb") and "/" not in submitted and submitted != lesson.notebook:
-        from course_cli.atomic import write_bytes
-
-        write_bytes(graded.with_name(submitted.removesuffix(".ipynb") + ".html"), graded.read_bytes())
+        write_bytes(graded.with_name(submitted.removesuffix(".ipynb") + ".html"), read_bytes(graded))
 
 
 def _lesson_of(resources) -> object | None:
