@@ -831,7 +831,11 @@ def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks:
 
     chosen = [_lesson(k) for k in lessons] or list(LESSONS)
     target = Path(directory)
-    for path, what in write_classroom(target, chosen, package, notebooks):
+    try:
+        done = write_classroom(target, chosen, package, notebooks)
+    except ValueError as exc:  # --notebooks outside the repository: said at once, nothing written
+        raise CourseError(str(exc)) from None
+    for path, what in done:
         click.echo(f"{what:9} {path}")
     total = sum(l.max_score for l in chosen)
     click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
