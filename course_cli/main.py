@@ -870,7 +870,13 @@ def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
     for p in done["written"]:
         click.echo(f"wrote  {p.relative_to(target)}")
     for p in done["kept"]:
-        click.echo(f"kept   {p.relative_to(target)} (already there)")
+        if p in done["updated"]:
+            click.echo(f"added  to {p.relative_to(target)}: ExchangeFactory.collect, the course's link-refusing "
+                       f"collect (it was made before it; the file before is {p.name}.bak)")
+        else:
+            click.echo(f"kept   {p.relative_to(target)} (already there)")
+    for line in done["warnings"]:
+        click.echo(line, err=True)
     if pack:
         from course_cli.instructor.pack import make_pack
 

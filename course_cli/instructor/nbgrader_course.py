@@ -20,6 +20,7 @@ graders/).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from graders.registry import LESSONS, UnknownLesson, find_lesson
@@ -29,6 +30,13 @@ try:  # nbgrader is a dependency, but keep `course` importable without it
     from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 except ImportError:  # pragma: no cover
     NbGraderPreprocessor = OverwriteCells = CsvExportPlugin = object
+
+COLLECT = '''\
+# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
+# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
+# is NOT GRADED, with the reason, in autograde and export
+c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
+'''
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
@@ -82,11 +90,8 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 # nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
 # says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
 c.ExportApp.plugin_class = "course_cli.instructor.nbgrader_course.CourseExport"
-# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
-# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
-# is NOT GRADED, with the reason, in autograde and export
-c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
-'''
+''' + COLLECT
+
 
 README = '''\
 # {course_id}: an nbgrader course made by `course nbgrader`
@@ -103,7 +108,8 @@ Every lesson of the attention course is an assignment here (`source/<lesson>/`).
 The autograder cells call the course's graders; the verdict is computed in a sandboxed process outside
 the notebook's kernel, so a notebook cannot talk its way into points, and `course check` gives the same
 points for the same notebook. Students need the `attention-course` package in their environment.
-Re-running `course nbgrader` updates source/ and leaves everything else (gradebook, submissions) alone.
+Re-running `course nbgrader` updates source/ and leaves everything else (gradebook, submissions) alone; a
+config made before the course's link-refusing collect gets that setting added (the file before: `.bak`).
 '''
 
 
@@ -148,6 +154,7 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
         written.append(dest)
         write_text(dest.parent / RELEASE, json.dumps(release_record(lesson), indent=1) + "\n")
         written.append(dest.parent / RELEASE)
+    updated, warnings = [], []
     for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
@@ -156,7 +163,41 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
         else:
             create_new(path, text.encode())  # FileExistsError for anything planted there since, a link included
             written.append(path)
-    return {"written": written, "kept": kept}
+    config = target / "nbgrader_config.py"
+    if config in kept:
+        why = add_collect(config)
+        if why is None:
+            updated.append(config)
+        elif why:
+            warnings.append(why)
+    return {"written": written, "kept": kept, "updated": updated, "warnings": warnings}
+
+
+_COLLECT_SET = re.compile(r"^\s*c\.ExchangeFactory\.collect\s*=\s*(.*?)\s*(#.*)?$", re.M)
+
+
+def add_collect(config: Path) -> str | None:
+    """An existing nbgrader_config.py made before the course set `ExchangeFactory.collect` (nbgrader's own
+    collect then follows links in submissions): the setting (COLLECT) is appended, the file before kept as
+    nbgrader_config.py.bak; None then. "" when it already sets the course's collect; a warning (the file left
+    as it is) when it sets another one or cannot be read as a regular file."""
+    from course_cli.atomic import read_bytes, write_text
+
+    try:
+        text = read_bytes(config, 1 << 20).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return (f"warning: {config.name} could not be read ({getattr(exc, 'strerror', None) or exc}): check that "
+                f"it sets ExchangeFactory.collect as `course nbgrader` writes it, or nbgrader's collect follows "
+                f"links in submissions")
+    sets = [m.group(1) for m in _COLLECT_SET.finditer(text)]
+    if any("CourseExchangeCollect" in v for v in sets[-1:]):
+        return ""
+    if sets:
+        return (f"warning: {config.name} sets ExchangeFactory.collect = {sets[-1]}, not the course's "
+                f"CourseExchangeCollect: that collect may follow links in submissions (a link to source/ is "
+                f"collected as the solved notebook); see `course nbgrader`'s config for the line")
+    write_text(config, text + ("" if text.endswith("\n") or not text else "\n") + "\n" + COLLECT, backup=True)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
