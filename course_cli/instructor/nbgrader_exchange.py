@@ -6,7 +6,8 @@ file only the instructor can read) has its target's content copied in, read with
 graded as the student's. `CourseExchangeCollect` (the course's nbgrader_config.py sets it as
 `ExchangeFactory.collect`) copies the same files under the same options (`CourseDirectory.ignore`, `include`,
 `max_file_size`, `max_dir_size`), but walks the submission through descriptors opened with O_NOFOLLOW and
-decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), and the submission is NOT
+decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), nor is a hard link to a file
+the submission folder's owner cannot read (`notebook.hard_link_refusal`), and the submission is NOT
 GRADED with the reason (so is one over a bound on all of it, `max_dir_size` or MAX_ENTRIES, which nbgrader's
 own copy answers by raising, ending the collect of every later student): each of its notebooks is set aside in
 `refused/<student>/<assignment>/` and the released notebook, recording why, takes its name
@@ -24,6 +25,8 @@ import stat
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+
+from course_cli.sandboxed.notebook import hard_link_refusal
 
 MAX_DEPTH = 32  # folders inside a submission; a lesson's has none
 MAX_ENTRIES = 10_000  # files and folders in a submission; a lesson's has a handful
@@ -117,6 +120,10 @@ class _Copy:
             fst = os.fstat(fd)
             if not stat.S_ISREG(fst.st_mode):  # replaced by a FIFO or a device since the stat
                 self.refused.append(f"{where} ({_kind(fst.st_mode)})")
+                return
+            linked = hard_link_refusal(fst, os.fstat(sfd).st_uid)  # a second name of a file they cannot read
+            if linked:
+                self.refused.append(f"{where} ({linked})")
                 return
             self.total += fst.st_size
             if self.max_dir and self.total > self.max_dir:
