@@ -332,12 +332,18 @@ def _check_arrived(notebooks: list) -> None:
     and the student's, `_arrival_words`), so nbgrader reads nothing of it; StartCourseGrading makes it NOT
     GRADED with the reason, and its feedback says why. A refused one stays in refused/ (the stand-in says why
     on any later run); an unreadable one, a regular file, is put back once nbgrader has read the stand-in, so
-    `course grade submitted` grades what the student submitted."""
+    `course grade submitted` grades what the student submitted. A notebook (or its folder) that belongs to
+    another local user than the student it is filed under and the grading user is refused the same way
+    (`nbgrader_exchange.arrived_owner_refusal`): a classmate's file planted under this student's id."""
+    from course_cli.instructor.nbgrader_exchange import arrived_owner_refusal
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
     for name in notebooks:
         path = Path(name)
         try:
+            other = arrived_owner_refusal(path, path.parent.parent.name)  # a classmate's file under this id
+            if other is not None:
+                raise SubmissionRefused(other)
             why = _unreadable(submission_bytes(path, path.parent))
             if why is not None:
                 raise _Unreadable(*why)
