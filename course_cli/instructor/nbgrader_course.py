@@ -323,6 +323,56 @@ def _put_back(student, assignment) -> None:
             pass  # it stays in refused/, and the stand-in still says why
 
 
+def claimed_owners(folder: str | Path, student: str) -> tuple[set[int] | None, str | None]:
+    """Whose files an inbound submission folder of `student` may hold, and why it is refused (or None). When
+    `student` names a local account, the folder must be that user's (or the collecting user's own): a student
+    who submits under a classmate's id (nbgrader's `--student`, or a renamed folder) makes a folder of their
+    own, which nbgrader only warns about, then collects as the classmate's. Without such an account (ids from
+    another authenticator) nbgrader's own check stands: (None, None)."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(student).pw_uid
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    owners = {uid, os.geteuid()}
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        return owners, f"{Path(folder).name} cannot be read ({exc.strerror})"
+    if st.st_uid not in owners:
+        try:
+            by = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            by = f"uid {st.st_uid}"
+        return owners, (f"{Path(folder).name} claims to be {student}'s but is owned by {by}: a submission made "
+                        f"under a classmate's id is never collected as theirs")
+    return owners, None
+
+
+def arrived_owner_refusal(path: str | Path, student: str) -> str | None:
+    """For autograde: why submitted/<student>/<assignment>/<notebook> is not `student`'s (its folder or the
+    file itself belongs to another local user than `student` and the grading user), or None. Collect copies
+    as the grading user; a submitted/ that students write into directly is checked here instead."""
+    path = Path(path)
+    owners, why = claimed_owners(path.parent, student)
+    if owners is None or why is not None:
+        return why
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None  # (what is missing is said by the read that follows)
+    if uid in owners:
+        return None
+    import pwd
+
+    try:
+        by = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        by = f"uid {uid}"
+    return f"{path.name} is owned by {by}, not by {student}: a file another user put there is not graded as theirs"
+
+
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded), then as nbgrader
@@ -334,8 +384,7 @@ def _check_arrived(notebooks: list) -> None:
     on any later run); an unreadable one, a regular file, is put back once nbgrader has read the stand-in, so
     `course grade submitted` grades what the student submitted. A notebook (or its folder) that belongs to
     another local user than the student it is filed under and the grading user is refused the same way
-    (`nbgrader_exchange.arrived_owner_refusal`): a classmate's file planted under this student's id."""
-    from course_cli.instructor.nbgrader_exchange import arrived_owner_refusal
+    (`arrived_owner_refusal`): a classmate's file planted under this student's id."""
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
     for name in notebooks:

@@ -198,65 +198,17 @@ def refusal(refused: list[str]) -> str:
             f"never through a link, within bounds, so it is not graded; submit the notebook itself")
 
 
-def claimed_owners(folder: str | Path, student: str) -> tuple[set[int] | None, str | None]:
-    """Whose files an inbound submission folder of `student` may hold, and why it is refused (or None). When
-    `student` names a local account, the folder must be that user's (or the collecting user's own): a student
-    who submits under a classmate's id (nbgrader's `--student`, or a renamed folder) makes a folder of their
-    own, which nbgrader only warns about, then collects as the classmate's. Without such an account (ids from
-    another authenticator) nbgrader's own check stands: (None, None)."""
-    import pwd
-
-    try:
-        uid = pwd.getpwnam(student).pw_uid
-    except (KeyError, TypeError, ValueError):
-        return None, None
-    owners = {uid, os.geteuid()}
-    try:
-        st = os.lstat(folder)
-    except OSError as exc:
-        return owners, f"{Path(folder).name} cannot be read ({exc.strerror})"
-    if st.st_uid not in owners:
-        try:
-            by = pwd.getpwuid(st.st_uid).pw_name
-        except KeyError:
-            by = f"uid {st.st_uid}"
-        return owners, (f"{Path(folder).name} claims to be {student}'s but is owned by {by}: a submission made "
-                        f"under a classmate's id is never collected as theirs")
-    return owners, None
-
-
-def arrived_owner_refusal(path: str | Path, student: str) -> str | None:
-    """For autograde: why submitted/<student>/<assignment>/<notebook> is not `student`'s (its folder or the
-    file itself belongs to another local user than `student` and the grading user), or None. Collect copies
-    as the grading user; a submitted/ that students write into directly is checked here instead."""
-    path = Path(path)
-    owners, why = claimed_owners(path.parent, student)
-    if owners is None or why is not None:
-        return why
-    try:
-        uid = os.lstat(path).st_uid
-    except OSError:
-        return None  # (what is missing is said by the read that follows)
-    if uid in owners:
-        return None
-    import pwd
-
-    try:
-        by = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        by = f"uid {uid}"
-    return f"{path.name} is owned by {by}, not by {student}: a file another user put there is not graded as theirs"
-
-
 class CourseExchangeCollect(ExchangeCollect):
     """nbgrader's ExchangeCollect, copying each submission with `copy_submission` (no link followed); a
     submission that held anything else is NOT GRADED with the reason (`refuse_notebook`). A submission made
-    under a local user's id by another user (`claimed_owners`) is not collected at all: the newest one that
-    user made is, as nbgrader would choose it among theirs, and the forged one is logged as an error."""
+    under a local user's id by another user (`nbgrader_course.claimed_owners`) is not collected at all: the
+    newest one that user made is, as nbgrader would choose it among theirs, and the forged one is logged as an
+    error."""
 
     def _sort_by_timestamp(self, records):
         """nbgrader's choice among one student's submissions, among those that student made only (a forged one
         left out, said once); when none is theirs, a stand-in that `copy_files` drops."""
+        from course_cli.instructor.nbgrader_course import claimed_owners
         from course_cli.safe_text import for_terminal
 
         theirs = []
@@ -279,7 +231,7 @@ class CourseExchangeCollect(ExchangeCollect):
         return super().copy_files()
 
     def do_copy(self, src, dest, log=None):
-        from course_cli.instructor.nbgrader_course import refuse_notebook
+        from course_cli.instructor.nbgrader_course import claimed_owners, refuse_notebook
         from course_cli.safe_text import for_terminal
 
         cd = self.coursedir

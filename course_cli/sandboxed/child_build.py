@@ -11,8 +11,6 @@ from pathlib import Path
 
 from graders.registry import LESSONS, ROOT
 
-from course_cli.sandboxed.sandbox import SandboxFailed
-
 def _hidden_probe(node: ast.stmt) -> bool:
     """A probe registered with `@CHECKS.probe(..., hidden=True)`: since hidden checks add inputs, never properties
     (graders/engine/checks.py), that is a public check and its hidden twin. The distribution keeps the public one:
@@ -161,9 +159,9 @@ def _refuse_untrusted(cache: Path, dest: Path) -> None:
                                   f"used; remove it (or set COURSE_CACHE_DIR to a folder of your own)")
 
 
-class ChildBuildUntrusted(SandboxFailed):
+class ChildBuildUntrusted(RuntimeError):
     """A child build in the cache that its user did not make (or could have been replaced): never used, and
-    nobody is graded (SandboxFailed: an error, never a score)."""
+    nobody is graded (sandbox._child_build raises it as SandboxFailed: an error, never a score)."""
 
 
 def child_build(cache: Path, lesson=None) -> Path:

@@ -118,11 +118,11 @@ def test_the_distribution_is_never_written_into_a_folder_swapped_for_a_link(tmp_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dist.")]  # no stage left behind
 
 
-def test_a_child_build_planted_at_its_predictable_name_is_never_used(tmp_path):
+def test_a_child_build_planted_at_its_predictable_name_is_never_used(tmp_path, monkeypatch):
     """The folder a sandboxed check binds as graders/ is named after a hash anyone can compute; one planted
     there (a link, or a folder others can write) would decide every check. Before: returned as it was."""
-    from course_cli.sandboxed.child_build import child_build
-    from course_cli.sandboxed.sandbox import SandboxFailed  # an error of the grader: nobody graded, never a 0
+    from course_cli.sandboxed import sandbox
+    from course_cli.sandboxed.child_build import ChildBuildUntrusted, child_build
 
     cache = tmp_path / "cache"
     built = child_build(cache, L)
@@ -133,19 +133,22 @@ def test_a_child_build_planted_at_its_predictable_name_is_never_used(tmp_path):
     forged.mkdir()
     (forged / ".complete").write_text("")
     built.symlink_to(forged)
-    with pytest.raises(SandboxFailed, match="symbolic link"):
+    with pytest.raises(ChildBuildUntrusted, match="symbolic link"):
         child_build(cache, L)
     built.unlink()
     os.rename(forged, built)
     os.chmod(built, 0o777)  # a real folder, but anyone can write into it
-    with pytest.raises(SandboxFailed, match="not a build of the graders"):
+    with pytest.raises(ChildBuildUntrusted, match="not a build of the graders"):
         child_build(cache, L)
+    monkeypatch.setattr(sandbox, "cache_dir", lambda: cache)
+    with pytest.raises(sandbox.SandboxFailed, match="not a build of the graders"):  # the grader's error, never a 0
+        sandbox._child_build(L.module)
     os.chmod(built, 0o700)
     (built / ".complete").unlink()
-    with pytest.raises(SandboxFailed):  # never renamed into place without its mark: not the user's build
+    with pytest.raises(ChildBuildUntrusted):  # never renamed into place without its mark: not the user's build
         child_build(cache, L)
     os.chmod(cache, 0o777)
-    with pytest.raises(SandboxFailed, match="writable by other users"):
+    with pytest.raises(ChildBuildUntrusted, match="writable by other users"):
         child_build(tmp_path / "cache", L)
 
 

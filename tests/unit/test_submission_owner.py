@@ -11,8 +11,8 @@ import pwd
 import nbformat
 import pytest
 
-from course_cli.instructor.nbgrader_course import _check_arrived
-from course_cli.instructor.nbgrader_exchange import arrived_owner_refusal, claimed_owners, copy_submission
+from course_cli.instructor.nbgrader_course import _check_arrived, arrived_owner_refusal, claimed_owners
+from course_cli.instructor.nbgrader_exchange import copy_submission
 from graders.registry import LESSONS
 
 L = LESSONS[0]
