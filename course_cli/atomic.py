@@ -11,13 +11,18 @@ made before the rename, so `path` is never missing). A file replaced keeps its m
 `create_for_append(path, first)`: the same as write_bytes, returning the new file open for appending (the
 journal). `open_regular(path, flags)`: an existing file opened without following a link at its last name,
 refused (OSError) unless it is a regular file (a FIFO is not waited on). `read_bytes(path)`: read that way.
+`open_append(path)`: a log or lock file opened for appending, created 0600 if missing, never through a link.
+`staged_folder(path)`: a folder built under an unpredictable name (mkdtemp, 0700) beside `path`, renamed to
+`path` (absent or an empty folder) when the block ends without an error, removed otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -97,6 +102,43 @@ def read_bytes(path: str | Path, limit: int = -1) -> bytes:
     """The regular file's bytes (its first `limit` with a limit), as open_regular opens it."""
     with os.fdopen(open_regular(path), "rb") as f:
         return f.read(limit)
+
+
+def open_append(path: str | Path, mode: int = 0o600):
+    """`path` open for appending ("ab"), created with `mode` if nothing is there; OSError (as open_regular's)
+    for a link at its last name, a FIFO, a device or a folder: a log or a lock is never written through one."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symbolic link (not followed)", str(path)) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a device, a folder
+            raise OSError(errno.EINVAL, "it is not a regular file", str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "it is not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "ab")
+
+
+@contextlib.contextmanager
+def staged_folder(path: str | Path, mode: int = 0o755):
+    """Yield a new private folder (mkdtemp: a random name, 0700) beside `path`, to fill; when the block ends
+    without an error it gets `mode` less the umask and is renamed to `path`, which must be absent or an empty
+    folder (a link there is not followed: OSError); otherwise it is removed. Nothing is written under `path`
+    before it is complete, and nothing another user planted there is written through."""
+    path = Path(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, mode & ~_umask())
+        os.rename(tmp, path)  # rename(2): over an empty folder only; a link or a file there: ENOTDIR
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def keep_backup(path: str | Path) -> Path | None:

@@ -801,7 +801,10 @@ def gradescope(lesson: str, out: str) -> None:
     from course_cli.instructor.gradescope import build_zip
 
     lesson_obj = _lesson(lesson)
-    names = build_zip(lesson_obj, Path(out))
+    try:
+        names = build_zip(lesson_obj, Path(out))
+    except OSError as exc:
+        raise CourseError(f"could not write {out}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out} ({len(names)} files) for {lesson_obj.id}: on Gradescope, create a programming "
                f"assignment worth {lesson_obj.max_score:g} points, keep the default Ubuntu 22.04 base image, upload "
                f"{Path(out).name} as its autograder; students submit {lesson_obj.notebook}")
@@ -828,7 +831,11 @@ def classroom(lessons: tuple[str, ...], directory: str, package: str, notebooks:
 
     chosen = [_lesson(k) for k in lessons] or list(LESSONS)
     target = Path(directory)
-    for path, what in write_classroom(target, chosen, package, notebooks):
+    try:
+        done = write_classroom(target, chosen, package, notebooks)
+    except ValueError as exc:  # --notebooks outside the repository: said at once, nothing written
+        raise CourseError(str(exc)) from None
+    for path, what in done:
         click.echo(f"{what:9} {path}")
     total = sum(l.max_score for l in chosen)
     click.echo(f"{len(chosen)} lesson(s), {total:g} points. Commit .github/ to the template repository; "
@@ -863,7 +870,13 @@ def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
     for p in done["written"]:
         click.echo(f"wrote  {p.relative_to(target)}")
     for p in done["kept"]:
-        click.echo(f"kept   {p.relative_to(target)} (already there)")
+        if p in done["updated"]:
+            click.echo(f"added  to {p.relative_to(target)}: ExchangeFactory.collect, the course's link-refusing "
+                       f"collect (it was made before it; the file before is {p.name}.bak)")
+        else:
+            click.echo(f"kept   {p.relative_to(target)} (already there)")
+    for line in done["warnings"]:
+        click.echo(line, err=True)
     if pack:
         from course_cli.instructor.pack import make_pack
 
@@ -898,6 +911,8 @@ def pack(directory: str) -> None:
         done = make_pack(Path(directory).resolve())
     except FileExistsError as exc:
         raise CourseError(str(exc)) from None
+    except OSError as exc:  # e.g. the folder was replaced by a link meanwhile: the rename into place refused
+        raise CourseError(f"could not write {directory}: {exc.strerror or exc}") from None
     click.echo(f"wrote {done['target']}: {len(done['lessons'])} lessons; students install it with "
                f"`pip install {done['target']}`")
 

@@ -75,18 +75,23 @@ class Access:
 
 
 def make_certificates(folder: Path, roles=("scheduler", "worker", "client"), days: int = CERT_DAYS) -> dict:
-    """A certificate authority and one certificate per role signed by it, made with `openssl` in `folder`
-    (created private, 0700): the commands of docs/deploying.md. {"ca": ca.pem, role: (role.pem, role.key)}."""
+    """A certificate authority and one certificate per role signed by it, made with `openssl` (the commands of
+    docs/deploying.md) in a private folder of its own, then written into `folder` (created private, 0700) as
+    course_cli/atomic.py writes, mode 0600: a link planted at a certificate's name is replaced, never written
+    through. {"ca": ca.pem, role: (role.pem, role.key)}."""
     import subprocess
+
+    from course_cli.atomic import read_bytes, write_bytes
 
     folder = Path(folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     if shutil.which("openssl") is None:
         raise ClusterError("making the cluster's certificates needs `openssl` (or the Python package "
                            "`cryptography`): install either, or give --insecure-cluster")
+    work = Path(tempfile.mkdtemp(prefix="course-certs-"))  # 0700, a random name: openssl's own writes go here
 
     def openssl(*args: str) -> None:
-        done = subprocess.run(["openssl", *args], cwd=folder, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(["openssl", *args], cwd=work, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             raise ClusterError(f"openssl {args[0]} failed: {done.stderr.strip()[-300:]}")
 
@@ -94,6 +99,7 @@ def make_certificates(folder: Path, roles=("scheduler", "worker", "client"), day
     try:
         openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
                 "-days", str(days), "-subj", "/CN=attention-course-ca")
+        names = ["ca.key", "ca.pem"]
         made: dict = {"ca": folder / "ca.pem"}
         for role in roles:
             openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{role}.key", "-out", f"{role}.csr",
@@ -101,9 +107,13 @@ def make_certificates(folder: Path, roles=("scheduler", "worker", "client"), day
             openssl("x509", "-req", "-in", f"{role}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                     "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-out", f"{role}.pem",
                     "-days", str(days))
+            names += [f"{role}.pem", f"{role}.key"]
             made[role] = (folder / f"{role}.pem", folder / f"{role}.key")
+        for name in names:
+            write_bytes(folder / name, read_bytes(work / name), mode=0o600)
     finally:
         os.umask(old)
+        shutil.rmtree(work, ignore_errors=True)
     return made
 
 
@@ -246,7 +256,9 @@ def _grade_task(lesson, lesson_id, student, path, content, digest, reference, re
         tmp = Path(tempfile.mkdtemp(prefix="course-task-"))
         here = str(tmp / student / Path(path).name)
         Path(here).parent.mkdir()
-        Path(here).write_bytes(content)
+        from course_cli.atomic import create_new
+
+        create_new(here, content)
     try:
         text = json.dumps(result_to_dict(grade_submission(lesson, student, Path(here))))
     finally:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from graders.registry import LESSONS, Lesson
 
+from course_cli.atomic import write_text
+
 
 def guard_demo(source: str, names: set[str]) -> str:
     """A demo cell that uses one of `names` (the lesson's exercises), run under `with demo():`, so that while
@@ -80,5 +82,5 @@ def build(lessons=LESSONS, check: bool = False) -> list[Path]:
             stale.append(path)
             if not check:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+                write_text(path, text)  # course_cli/atomic.py: an unpredictable name, then renamed
     return stale

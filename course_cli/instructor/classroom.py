@@ -135,9 +135,28 @@ def autograding_json(lessons: list[Lesson], package: str, notebooks: str = "less
     return {"tests": tests}
 
 
+def notebooks_folder(notebooks: str) -> str:
+    """`--notebooks` as a folder inside the students' repository ("./lessons/" -> "lessons"); ValueError, in
+    words for the instructor, for an absolute path, a `..` part, or a control character: the workflow reads
+    the notebook only inside the repository (`check`), so such a folder would fail every student's run."""
+    import posixpath
+
+    shown = repr(notebooks) if not notebooks.isprintable() else notebooks
+    if not notebooks.strip() or not notebooks.isprintable():
+        raise ValueError(f"--notebooks {shown}: give a folder inside the students' repository, such as lessons")
+    if notebooks.startswith(("/", "~")) or "\\" in notebooks:
+        raise ValueError(f"--notebooks {shown}: an absolute path; give the folder relative to the root of the "
+                         f"students' repository, such as lessons (the notebooks are read only inside it)")
+    if ".." in notebooks.split("/"):
+        raise ValueError(f"--notebooks {shown}: a path with `..` leaves the students' repository; give a "
+                         f"folder inside it, such as lessons")
+    return posixpath.normpath(notebooks)
+
+
 def write(target: Path, lessons: list[Lesson], package: str, notebooks: str = "lessons") -> list[tuple[Path, str]]:
     """Write the three files under `target`; a different file already there is kept as `<name>.bak`.
-    Returns [(path, "wrote" | "unchanged")]."""
+    Returns [(path, "wrote" | "unchanged")]. ValueError (`notebooks_folder`) before anything is written."""
+    notebooks = notebooks_folder(notebooks)
     files = {
         target / ".github" / "workflows" / "classroom.yml": workflow(lessons, package, notebooks),
         target / ".github" / "classroom" / "autograding.json":

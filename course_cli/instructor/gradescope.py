@@ -18,6 +18,7 @@ The root (`/autograder` on Gradescope) comes from `--root` or `AUTOGRADER_ROOT`,
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -89,18 +90,18 @@ def course_files(root: Path = ROOT) -> list[Path]:
 
 
 def build_zip(lesson: Lesson, out: Path) -> list[str]:
-    """Write the autograder zip; returns its members. A file at `out` that is not such a zip is kept as .bak."""
+    """Write the autograder zip; returns its members. A file at `out` that is not such a zip (a link included,
+    which is not followed) is kept as .bak. Built in memory, then written as course_cli/atomic.py does."""
+    from course_cli.atomic import read_bytes, write_bytes
+
     out = Path(out)
-    if out.exists():
-        try:
-            ours = MARKER in zipfile.ZipFile(out).namelist()
-        except (zipfile.BadZipFile, OSError):
-            ours = False
-        if not ours:
-            out.replace(out.with_name(out.name + ".bak"))
+    try:
+        ours = MARKER in zipfile.ZipFile(io.BytesIO(read_bytes(out))).namelist()
+    except (zipfile.BadZipFile, OSError):
+        ours = False
     names = []
-    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         def add(name: str, data: bytes, mode: int = 0o644) -> None:
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = (0o100000 | mode) << 16
@@ -115,7 +116,7 @@ def build_zip(lesson: Lesson, out: Path) -> list[str]:
         for p in course_files():
             add("course/" + p.relative_to(ROOT).as_posix(), p.read_bytes())
         add(MARKER, f"{lesson.id}\n".encode())
-    tmp.replace(out)
+    write_bytes(out, buf.getvalue(), backup=not ours)
     return names
 
 

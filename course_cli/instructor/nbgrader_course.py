@@ -20,7 +20,7 @@ graders/).
 from __future__ import annotations
 
 import os
-import shutil
+import re
 from pathlib import Path
 
 from graders.registry import LESSONS, UnknownLesson, find_lesson
@@ -30,6 +30,13 @@ try:  # nbgrader is a dependency, but keep `course` importable without it
     from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 except ImportError:  # pragma: no cover
     NbGraderPreprocessor = OverwriteCells = CsvExportPlugin = object
+
+COLLECT = '''\
+# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
+# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
+# is NOT GRADED, with the reason, in autograde and export
+c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
+'''
 
 CONFIG = '''\
 """nbgrader configuration for the attention course (written by `course nbgrader`; edit freely)."""
@@ -83,11 +90,8 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 # nbgrader's CSV export plus a status and a note per row: a submission nbgrader failed on (its autograde log
 # says why) is exported as NOT GRADED with no score, never as a 0 that looks like a missing submission
 c.ExportApp.plugin_class = "course_cli.instructor.nbgrader_course.CourseExport"
-# `nbgrader collect` copies each submission without following links (nbgrader's own copy follows them: a link to
-# source/ would be collected as the solved notebook, with your rights); one that holds a link, a FIFO or a device
-# is NOT GRADED, with the reason, in autograde and export
-c.ExchangeFactory.collect = "course_cli.instructor.nbgrader_exchange.CourseExchangeCollect"
-'''
+''' + COLLECT
+
 
 README = '''\
 # {course_id}: an nbgrader course made by `course nbgrader`
@@ -104,7 +108,8 @@ Every lesson of the attention course is an assignment here (`source/<lesson>/`).
 The autograder cells call the course's graders; the verdict is computed in a sandboxed process outside
 the notebook's kernel, so a notebook cannot talk its way into points, and `course check` gives the same
 points for the same notebook. Students need the `attention-course` package in their environment.
-Re-running `course nbgrader` updates source/ and leaves everything else (gradebook, submissions) alone.
+Re-running `course nbgrader` updates source/ and leaves everything else (gradebook, submissions) alone; a
+config made before the course's link-refusing collect gets that setting added (the file before: `.bak`).
 '''
 
 
@@ -138,26 +143,61 @@ def make_course(target: Path, course_id: str = "attention-course") -> dict:
     with other exercises refuses to judge the cells (0 points, a note naming both), never full points."""
     import json
 
-    from course_cli.atomic import write_text
+    from course_cli.atomic import create_new, write_bytes, write_text
 
     target.mkdir(parents=True, exist_ok=True)
     written, kept = [], []
     for lesson in LESSONS:
         dest = target / "source" / lesson.id / lesson.notebook
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(lesson.solution_path, dest)
+        write_bytes(dest, lesson.solution_path.read_bytes())  # no .bak here: nbgrader releases all of source/
         written.append(dest)
         write_text(dest.parent / RELEASE, json.dumps(release_record(lesson), indent=1) + "\n")
         written.append(dest.parent / RELEASE)
+    updated, warnings = [], []
     for name, text in (("nbgrader_config.py", CONFIG.format(course_id=course_id)),
                        ("README.md", README.format(course_id=course_id))):
         path = target / name
-        if path.exists():
+        if os.path.lexists(path):
             kept.append(path)
         else:
-            path.write_text(text)
+            create_new(path, text.encode())  # FileExistsError for anything planted there since, a link included
             written.append(path)
-    return {"written": written, "kept": kept}
+    config = target / "nbgrader_config.py"
+    if config in kept:
+        why = add_collect(config)
+        if why is None:
+            updated.append(config)
+        elif why:
+            warnings.append(why)
+    return {"written": written, "kept": kept, "updated": updated, "warnings": warnings}
+
+
+_COLLECT_SET = re.compile(r"^\s*c\.ExchangeFactory\.collect\s*=\s*(.*?)\s*(#.*)?$", re.M)
+
+
+def add_collect(config: Path) -> str | None:
+    """An existing nbgrader_config.py made before the course set `ExchangeFactory.collect` (nbgrader's own
+    collect then follows links in submissions): the setting (COLLECT) is appended, the file before kept as
+    nbgrader_config.py.bak; None then. "" when it already sets the course's collect; a warning (the file left
+    as it is) when it sets another one or cannot be read as a regular file."""
+    from course_cli.atomic import read_bytes, write_text
+
+    try:
+        text = read_bytes(config, 1 << 20).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return (f"warning: {config.name} could not be read ({getattr(exc, 'strerror', None) or exc}): check that "
+                f"it sets ExchangeFactory.collect as `course nbgrader` writes it, or nbgrader's collect follows "
+                f"links in submissions")
+    sets = [m.group(1) for m in _COLLECT_SET.finditer(text)]
+    if any("CourseExchangeCollect" in v for v in sets[-1:]):
+        return ""
+    if sets:
+        return (f"warning: {config.name} sets ExchangeFactory.collect = {sets[-1]}, not the course's "
+                f"CourseExchangeCollect: that collect may follow links in submissions (a link to source/ is "
+                f"collected as the solved notebook); see `course nbgrader`'s config for the line")
+    write_text(config, text + ("" if text.endswith("\n") or not text else "\n") + "\n" + COLLECT, backup=True)
+    return None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,6 +323,56 @@ def _put_back(student, assignment) -> None:
             pass  # it stays in refused/, and the stand-in still says why
 
 
+def claimed_owners(folder: str | Path, student: str) -> tuple[set[int] | None, str | None]:
+    """Whose files an inbound submission folder of `student` may hold, and why it is refused (or None). When
+    `student` names a local account, the folder must be that user's (or the collecting user's own): a student
+    who submits under a classmate's id (nbgrader's `--student`, or a renamed folder) makes a folder of their
+    own, which nbgrader only warns about, then collects as the classmate's. Without such an account (ids from
+    another authenticator) nbgrader's own check stands: (None, None)."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(student).pw_uid
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    owners = {uid, os.geteuid()}
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        return owners, f"{Path(folder).name} cannot be read ({exc.strerror})"
+    if st.st_uid not in owners:
+        try:
+            by = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            by = f"uid {st.st_uid}"
+        return owners, (f"{Path(folder).name} claims to be {student}'s but is owned by {by}: a submission made "
+                        f"under a classmate's id is never collected as theirs")
+    return owners, None
+
+
+def arrived_owner_refusal(path: str | Path, student: str) -> str | None:
+    """For autograde: why submitted/<student>/<assignment>/<notebook> is not `student`'s (its folder or the
+    file itself belongs to another local user than `student` and the grading user), or None. Collect copies
+    as the grading user; a submitted/ that students write into directly is checked here instead."""
+    path = Path(path)
+    owners, why = claimed_owners(path.parent, student)
+    if owners is None or why is not None:
+        return why
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None  # (what is missing is said by the read that follows)
+    if uid in owners:
+        return None
+    import pwd
+
+    try:
+        by = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        by = f"uid {uid}"
+    return f"{path.name} is owned by {by}, not by {student}: a file another user put there is not graded as theirs"
+
+
 def _check_arrived(notebooks: list) -> None:
     """What arrived in submitted/<student>/<assignment>/, read as every seat reads a submission
     (notebook.submission_bytes: a regular file in that folder, no link followed, bounded), then as nbgrader
@@ -292,12 +382,17 @@ def _check_arrived(notebooks: list) -> None:
     and the student's, `_arrival_words`), so nbgrader reads nothing of it; StartCourseGrading makes it NOT
     GRADED with the reason, and its feedback says why. A refused one stays in refused/ (the stand-in says why
     on any later run); an unreadable one, a regular file, is put back once nbgrader has read the stand-in, so
-    `course grade submitted` grades what the student submitted."""
+    `course grade submitted` grades what the student submitted. A notebook (or its folder) that belongs to
+    another local user than the student it is filed under and the grading user is refused the same way
+    (`arrived_owner_refusal`): a classmate's file planted under this student's id."""
     from course_cli.sandboxed.notebook import SubmissionRefused, submission_bytes
 
     for name in notebooks:
         path = Path(name)
         try:
+            other = arrived_owner_refusal(path, path.parent.parent.name)  # a classmate's file under this id
+            if other is not None:
+                raise SubmissionRefused(other)
             why = _unreadable(submission_bytes(path, path.parent))
             if why is not None:
                 raise _Unreadable(*why)
@@ -377,7 +472,9 @@ def adopt_renamed(assignment=None, student=None, notebooks=None, **_) -> None:
         try:  # is ours, and the submission is still the renamed file
             import json
 
-            prev = json.loads(mark.read_text(encoding="utf-8"))
+            from course_cli.atomic import read_bytes
+
+            prev = json.loads(read_bytes(mark, 1 << 16).decode("utf-8"))  # a link there is not followed
             pick, note = str(prev["submitted"]), str(prev["note"])
         except (OSError, ValueError, KeyError, TypeError):
             return
@@ -428,14 +525,14 @@ def feedback_under_submitted_names(assignment=None, student=None, notebooks=None
         return
     import json
 
+    from course_cli.atomic import read_bytes, write_bytes
+
     try:
-        submitted = str(json.loads(mark.read_text(encoding="utf-8"))["submitted"])
+        submitted = str(json.loads(read_bytes(mark, 1 << 16).decode("utf-8"))["submitted"])
     except (OSError, ValueError, KeyError, TypeError):
         return
     if submitted.endswith(".ipynb") and "/" not in submitted and submitted != lesson.notebook:
-        from course_cli.atomic import write_bytes
-
-        write_bytes(graded.with_name(submitted.removesuffix(".ipynb") + ".html"), graded.read_bytes())
+        write_bytes(graded.with_name(submitted.removesuffix(".ipynb") + ".html"), read_bytes(graded))
 
 
 def _lesson_of(resources) -> object | None:

@@ -6,7 +6,8 @@ file only the instructor can read) has its target's content copied in, read with
 graded as the student's. `CourseExchangeCollect` (the course's nbgrader_config.py sets it as
 `ExchangeFactory.collect`) copies the same files under the same options (`CourseDirectory.ignore`, `include`,
 `max_file_size`, `max_dir_size`), but walks the submission through descriptors opened with O_NOFOLLOW and
-decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), and the submission is NOT
+decides on fstat: a link, a FIFO, a socket or a device is not copied (nor opened), nor is a hard link to a file
+the submission folder's owner cannot read (`notebook.hard_link_refusal`), and the submission is NOT
 GRADED with the reason (so is one over a bound on all of it, `max_dir_size` or MAX_ENTRIES, which nbgrader's
 own copy answers by raising, ending the collect of every later student): each of its notebooks is set aside in
 `refused/<student>/<assignment>/` and the released notebook, recording why, takes its name
@@ -24,6 +25,8 @@ import stat
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+
+from course_cli.sandboxed.notebook import hard_link_refusal
 
 MAX_DEPTH = 32  # folders inside a submission; a lesson's has none
 MAX_ENTRIES = 10_000  # files and folders in a submission; a lesson's has a handful
@@ -51,8 +54,9 @@ def _kind(mode: int) -> str:
 class _Copy:
     """One submission's copy: what was left out as not a file, and the bytes copied so far."""
 
-    def __init__(self, ignore, include, max_file_size, max_dir_size, extra_mode, log):
+    def __init__(self, ignore, include, max_file_size, max_dir_size, extra_mode, log, owners=None):
         self.ignore, self.include = list(ignore or []), list(include or [])
+        self.owners = owners  # the uids a submission's files may belong to (None: any)
         self.max_file = 1000 * max_file_size if max_file_size else None  # nbgrader's units: kB
         self.max_dir = 1000 * max_dir_size if max_dir_size else None
         self.extra_mode, self.log = extra_mode, log
@@ -72,6 +76,9 @@ class _Copy:
             try:
                 st = os.stat(name, dir_fd=sfd, follow_symlinks=False)
             except FileNotFoundError:
+                continue
+            if self.owners is not None and st.st_uid not in self.owners:
+                self.refused.append(f"{where} (owned by uid {st.st_uid}, not by the student it was submitted as)")
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
@@ -118,6 +125,13 @@ class _Copy:
             if not stat.S_ISREG(fst.st_mode):  # replaced by a FIFO or a device since the stat
                 self.refused.append(f"{where} ({_kind(fst.st_mode)})")
                 return
+            if self.owners is not None and fst.st_uid not in self.owners:  # replaced since the stat
+                self.refused.append(f"{where} (owned by uid {fst.st_uid}, not by the student it was submitted as)")
+                return
+            linked = hard_link_refusal(fst, os.fstat(sfd).st_uid)  # a second name of a file they cannot read
+            if linked:
+                self.refused.append(f"{where} ({linked})")
+                return
             self.total += fst.st_size
             if self.max_dir and self.total > self.max_dir:
                 raise _TooMuch(f"more than {self.max_dir:,} bytes in all (CourseDirectory.max_dir_size)")
@@ -140,13 +154,14 @@ class _Copy:
 
 
 def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None, max_file_size=None,
-                    max_dir_size=None, groupshared: bool = False, log=None) -> list[str]:
+                    max_dir_size=None, groupshared: bool = False, log=None, owners=None) -> list[str]:
     """Copy the submission folder `src` to `dest` (which must not exist) as nbgrader's `do_copy` does, without
     following any link: every folder is opened with O_NOFOLLOW relative to the one above it, every file with
     O_NOFOLLOW|O_NONBLOCK, and fstat on the descriptor decides. Returns what was not copied for not being a
     real folder or a regular file ("lesson01.ipynb (a symbolic link)"), relative to `src`; when `src` itself
     is a link, nothing is copied. Over `max_dir_size` bytes or MAX_ENTRIES entries in all: nothing is kept
-    (nbgrader's own copy raises there, which ends the collect of every later student)."""
+    (nbgrader's own copy raises there, which ends the collect of every later student). With `owners` (uids),
+    a file or folder of any other user is not copied either ("owned by uid N, not by the student ...")."""
     src, dest = Path(src), Path(dest)
     os.makedirs(dest.parent, exist_ok=True)
     os.mkdir(dest, 0o700)
@@ -156,7 +171,7 @@ def copy_submission(src: str | Path, dest: str | Path, ignore=None, include=None
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             return [f"{src.name} itself ({exc.strerror})"]
         return [f"{src.name} itself ({_kind(os.lstat(src).st_mode)})"]
-    copy = _Copy(ignore, include, max_file_size, max_dir_size, groupshared, log)
+    copy = _Copy(ignore, include, max_file_size, max_dir_size, groupshared, log, owners)
     try:
         dfd = os.open(dest, _DIR)
         try:
@@ -185,15 +200,47 @@ def refusal(refused: list[str]) -> str:
 
 class CourseExchangeCollect(ExchangeCollect):
     """nbgrader's ExchangeCollect, copying each submission with `copy_submission` (no link followed); a
-    submission that held anything else is NOT GRADED with the reason (`refuse_notebook`)."""
+    submission that held anything else is NOT GRADED with the reason (`refuse_notebook`). A submission made
+    under a local user's id by another user (`nbgrader_course.claimed_owners`) is not collected at all: the
+    newest one that user made is, as nbgrader would choose it among theirs, and the forged one is logged as an
+    error."""
+
+    def _sort_by_timestamp(self, records):
+        """nbgrader's choice among one student's submissions, among those that student made only (a forged one
+        left out, said once); when none is theirs, a stand-in that `copy_files` drops."""
+        from course_cli.instructor.nbgrader_course import claimed_owners
+        from course_cli.safe_text import for_terminal
+
+        theirs = []
+        for rec in records:
+            _, why = claimed_owners(os.path.join(self.inbound_path, rec["filename"]), rec["username"])
+            if why is None:
+                theirs.append(rec)
+                continue
+            self._forged = getattr(self, "_forged", set())
+            if rec["filename"] not in self._forged:
+                self._forged.add(rec["filename"])
+                self.log.error("NOT COLLECTED: %s", for_terminal(why, 2000, newlines=False))
+        if theirs:
+            return super()._sort_by_timestamp(theirs)
+        newest = super()._sort_by_timestamp(records)[0]
+        return [{**newest, "filename": None}]  # only forged ones: nothing of them is collected
+
+    def copy_files(self):
+        self.src_records = [r for r in self.src_records if r.get("filename")]
+        return super().copy_files()
 
     def do_copy(self, src, dest, log=None):
-        from course_cli.instructor.nbgrader_course import refuse_notebook
+        from course_cli.instructor.nbgrader_course import claimed_owners, refuse_notebook
         from course_cli.safe_text import for_terminal
 
         cd = self.coursedir
+        owners, why = claimed_owners(src, self._path_to_record(src)["username"])
+        if why is not None:  # (init_src left these out: a folder that changed hands since)
+            self.log.error("NOT COLLECTED: %s", for_terminal(why, 2000, newlines=False))
+            return
         refused = copy_submission(src, dest, cd.ignore, cd.include, cd.max_file_size, cd.max_dir_size,
-                                  cd.groupshared, self.log)
+                                  cd.groupshared, self.log, owners)
         if not refused:
             return
         why = refusal(refused)

@@ -95,33 +95,38 @@ def _reference(lesson, device: str = "cpu") -> dict:
 
 
 def make_pack(target: Path) -> dict:
-    """Write the student distribution of every lesson into `target` (a new or empty folder)."""
+    """Write the student distribution of every lesson into `target` (a new or empty folder): built in a private
+    folder of an unpredictable name beside it (course_cli/atomic.py's staged_folder), renamed into place whole."""
     import tomllib
 
     import torch
 
+    from course_cli.atomic import staged_folder
+
     target = Path(target)
     if target.exists() and any(target.iterdir()):
         raise FileExistsError(f"{target} is not empty: give a new folder for the student distribution")
+    target.parent.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "course_cli", target / "course_cli", ignore=ignore)
-    shutil.copytree(ROOT / "graders", target / "graders", ignore=ignore)
-    g = target / "graders"
-    (g / "_distribution.py").write_text(MARKER)
-    (g / "lessons").mkdir()
-    (g / "data" / "reference").mkdir(parents=True, exist_ok=True)
-    imported = _imported_names([*g.rglob("*.py"), *(target / "course_cli").rglob("*.py")])
-    for lesson in LESSONS:
-        module = importlib.import_module(lesson.module)
-        src = g / f"{lesson.id}_{lesson.slug}.py"
-        src.write_text(strip_grader(src.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ()),
-                                    keep=imported.get(src.stem, frozenset())))
-        shutil.copy(lesson.student_path, g / "lessons" / lesson.notebook)
-        torch.save(_reference(lesson), g / "data" / "reference" / f"{lesson.id}-cpu.pt")
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    deps = "[" + ", ".join(f'"{d}"' for d in meta["dependencies"]) + "]"
-    (target / "pyproject.toml").write_text(PYPROJECT.format(version=meta["version"], dependencies=deps))
-    (target / "README.md").write_text(README)
-    if (ROOT / "constraints.txt").exists():
-        shutil.copy(ROOT / "constraints.txt", target / "constraints.txt")
+    with staged_folder(target) as stage:
+        shutil.copytree(ROOT / "course_cli", stage / "course_cli", ignore=ignore)
+        shutil.copytree(ROOT / "graders", stage / "graders", ignore=ignore)
+        g = stage / "graders"
+        (g / "_distribution.py").write_text(MARKER)
+        (g / "lessons").mkdir()
+        (g / "data" / "reference").mkdir(parents=True, exist_ok=True)
+        imported = _imported_names([*g.rglob("*.py"), *(stage / "course_cli").rglob("*.py")])
+        for lesson in LESSONS:
+            module = importlib.import_module(lesson.module)
+            src = g / f"{lesson.id}_{lesson.slug}.py"
+            src.write_text(strip_grader(src.read_text(encoding="utf-8"), getattr(module, "MISTAKES", ()),
+                                        keep=imported.get(src.stem, frozenset())))
+            shutil.copy(lesson.student_path, g / "lessons" / lesson.notebook)
+            torch.save(_reference(lesson), g / "data" / "reference" / f"{lesson.id}-cpu.pt")
+        meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        deps = "[" + ", ".join(f'"{d}"' for d in meta["dependencies"]) + "]"
+        (stage / "pyproject.toml").write_text(PYPROJECT.format(version=meta["version"], dependencies=deps))
+        (stage / "README.md").write_text(README)
+        if (ROOT / "constraints.txt").exists():
+            shutil.copy(ROOT / "constraints.txt", stage / "constraints.txt")
     return {"lessons": [l.id for l in LESSONS], "target": target}

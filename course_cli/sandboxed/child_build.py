@@ -130,6 +130,40 @@ def _lesson_closure(graders: Path, stem: str) -> set[str]:
     return seen
 
 
+def _refuse_untrusted(cache: Path, dest: Path) -> None:
+    """The graders a child sees are the checks themselves: the cache's folder must be the user's (or root's)
+    and not writable by others (unless sticky), and a built folder already at `dest` a real folder of the
+    user's that only they can write, holding a regular `.complete`; else ChildBuildUntrusted naming it. (Its
+    name is predictable: another user who could plant it would choose what every check says.)"""
+    import os
+    import stat
+
+    uid = os.geteuid()
+    st = os.stat(cache)
+    if st.st_uid not in (uid, 0) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+        raise ChildBuildUntrusted(f"the course's cache {cache} is writable by other users (or not yours): "
+                                  f"the graders a sandboxed check sees are never built there; set "
+                                  f"COURSE_CACHE_DIR to a folder of your own")
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return
+    try:
+        done = stat.S_ISREG(os.lstat(dest / ".complete").st_mode)
+    except OSError:
+        done = False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022 or not done:
+        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
+                else f"owned by uid {st.st_uid}, mode {st.st_mode & 0o777:o}")
+        raise ChildBuildUntrusted(f"{dest} ({what}) is not a build of the graders that this user made: it is not "
+                                  f"used; remove it (or set COURSE_CACHE_DIR to a folder of your own)")
+
+
+class ChildBuildUntrusted(RuntimeError):
+    """A child build in the cache that its user did not make (or could have been replaced): never used, and
+    nobody is graded (sandbox._child_build raises it as SandboxFailed: an error, never a score)."""
+
+
 def child_build(cache: Path, lesson=None) -> Path:
     """The graders as a student's sandboxed child sees them: every probe, public and hidden, and nothing of
     the answers: no catalogued mistake (their `edits` quote the solved cells, their `impl` is solved code with
@@ -149,9 +183,10 @@ def child_build(cache: Path, lesson=None) -> Path:
     for f in files:
         h.update(str(f.relative_to(src)).encode() + b"\0" + f.read_bytes())
     dest = Path(cache) / f"child-graders-{lesson.id + '-' if lesson is not None else ''}{h.hexdigest()[:20]}"
+    Path(cache).mkdir(mode=0o700, parents=True, exist_ok=True)
+    _refuse_untrusted(Path(cache), dest)
     if (dest / ".complete").exists():
         return dest
-    Path(cache).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".child-graders-", dir=cache))
     shutil.copytree(src, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     imported = _imported_names([*tmp.rglob("*.py"), *(ROOT / "course_cli").rglob("*.py")])

@@ -12,6 +12,7 @@ process imports torch (it needs it to judge): on two cores the imports overlap.
 from __future__ import annotations
 
 import hashlib
+import io
 import importlib.metadata
 import json
 import os
@@ -21,6 +22,7 @@ from graders.registry import Lesson, ROOT
 from graders.engine.mutations import key as mutation_key
 from graders.engine.results import LessonResult
 
+from course_cli import atomic
 from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
 
@@ -272,12 +274,10 @@ class Reference:
                                                                          data["mutation"])
                 return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            torch.save(data, tmp)
-            os.replace(tmp, path)
-            side = path.with_suffix(f".{os.getpid()}.draws.tmp")
-            side.write_text(json.dumps(drawn))
-            os.replace(side, path.with_suffix(".draws.json"))
+            buf = io.BytesIO()
+            torch.save(data, buf)
+            atomic.write_bytes(path, buf.getvalue())  # an unpredictable name, then renamed (no pid-named tmp)
+            atomic.write_text(path.with_suffix(".draws.json"), json.dumps(drawn))
         data = _load(path)
         if not (isinstance(data, dict) and isinstance(data.get("exercises"), dict)
                 and isinstance(data.get("mistakes"), dict)

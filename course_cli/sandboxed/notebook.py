@@ -40,15 +40,44 @@ def _refuse(p, why: str) -> SubmissionRefused:
     return SubmissionRefused(f"{p} {why}")
 
 
+def can_read(uid: int, st: os.stat_result) -> bool:
+    """Whether user `uid` may read the file `st` by its mode bits (owner, group through their groups as the
+    password database lists them, others); root may read anything."""
+    if uid == 0 or st.st_mode & 0o004 or (st.st_uid == uid and st.st_mode & 0o400):
+        return True
+    if not st.st_mode & 0o040 or st.st_uid == uid:
+        return False
+    try:
+        import pwd
+
+        who = pwd.getpwuid(uid)
+        return st.st_gid in os.getgrouplist(who.pw_name, who.pw_gid)
+    except (KeyError, OSError):  # a uid with no entry: nothing is known of its groups
+        return False
+
+
+def hard_link_refusal(st: os.stat_result, owner: int) -> str | None:
+    """Why a regular file `st` with several names (st_nlink > 1) found in a folder of user `owner` (the
+    student's) is refused, or None: refused when `owner` could not read it (`can_read`), since that name then
+    reaches a file they had no right to (the kernel's protected_hardlinks off, or a file made readable then
+    taken back). A file with one name, or one they could read, is theirs to submit."""
+    if st.st_nlink <= 1 or can_read(owner, st):
+        return None
+    return (f"a hard link ({st.st_nlink} names) to a file of uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}, "
+            f"that the folder's owner (uid {owner}) cannot read")
+
+
 def submission_bytes(path: str | Path, root: str | Path | None = None) -> bytes:
     """The bytes of the submission at `path`, which must be a regular file inside `root` (default: its own
     folder), opened without following any link: every folder from `root` down is opened with O_NOFOLLOW
     relative to the one above it, then the file itself (O_NOFOLLOW|O_NONBLOCK, so a FIFO cannot block the
     open), and fstat on that descriptor decides: a link, a FIFO, a device, a socket or a folder is refused, as
     is a file whose apparent size or size on disk exceeds MAX_BYTES; at most MAX_BYTES are read. `root`
-    itself is the grader's (the class folder, the submission folder) and is opened as given. Hard links are
-    not refused (a second name of a file its student could already read). Raises SubmissionRefused (or
-    NotebookError when there is simply nothing there)."""
+    itself is the grader's (the class folder, the submission folder) and is opened as given. A file with more
+    than one name (a hard link) is refused like a link when the owner of the folder holding it could not read
+    it (`hard_link_refusal`: a hard link to the instructor's solved notebook, to a classmate's private one);
+    one they could read is a second name of their own. Raises SubmissionRefused (or NotebookError when there
+    is simply nothing there)."""
     p = Path(os.path.abspath(path))
     base = Path(os.path.abspath(root)) if root is not None else p.parent
     try:
@@ -98,6 +127,9 @@ def submission_bytes(path: str | Path, root: str | Path | None = None) -> bytes:
             kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
                     else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
             raise _refuse(p, f"is {kind}, not a regular file: not graded")
+        linked = hard_link_refusal(st, os.fstat(fds[-2]).st_uid)
+        if linked:
+            raise _refuse(p, f"is {linked}: not graded (submit the notebook itself, a file of your own)")
         on_disk = st.st_blocks * 512
         if st.st_size > MAX_BYTES or on_disk > MAX_BYTES:
             raise _refuse(p, f"is {max(st.st_size, on_disk):,} bytes (apparent size {st.st_size:,}, on disk "

@@ -1017,11 +1017,14 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
 
 def _child_build(module: str) -> Path:
     """The graders folder a student's child of lesson `module` sees (built once per version, cached)."""
-    from course_cli.sandboxed.child_build import child_build
+    from course_cli.sandboxed.child_build import ChildBuildUntrusted, child_build
     from graders.registry import LESSONS
 
     lesson = next((l for l in LESSONS if l.module == module), None)
-    return child_build(cache_dir(), lesson)
+    try:
+        return child_build(cache_dir(), lesson)
+    except ChildBuildUntrusted as exc:  # a build planted in the cache: nobody is graded by it, never a 0
+        raise SandboxFailed(str(exc)) from None
 
 
 def _schedule(job: dict) -> list:

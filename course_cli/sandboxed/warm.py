@@ -37,6 +37,8 @@ from pathlib import Path
 
 from graders.registry import ROOT
 
+from course_cli import atomic
+
 IDLE = float(os.environ.get("COURSE_WARM_IDLE", "900"))
 CONNECT_TIMEOUT = 2.0  # to connect and to get the handshake's answer
 SILENCE = 20.0  # the longest a grading server may be silent (it sends a heartbeat every second)
@@ -315,7 +317,7 @@ def _spawn(path: Path, key: str, lesson: str | None, cwd: str | None) -> subproc
     argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key, lesson or "", cwd or ""]
     if _OWNER:
         argv += [str(_OWNER[0]), _OWNER[1]]
-    log = open(path.with_suffix(".log"), "ab")
+    log = atomic.open_append(path.with_suffix(".log"))  # never through a link planted at its name
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                 start_new_session=True, close_fds=True, env={**os.environ, "COURSE_WARM": "1"})
@@ -496,7 +498,7 @@ class Zygote:
             sys.executable, "-m", "course_cli.sandboxed.zygote", str(theirs.fileno()), lesson.module]
         lim = sandbox.limits()
         self.cgroup = sandbox._new_cgroup(lim.pids())
-        with open(log_dir / f"zygote-{os.getpid()}.log", "ab") as err:
+        with atomic.open_append(log_dir / f"zygote-{os.getpid()}.log") as err:
             self.proc = subprocess.Popen(argv, cwd=str(self.jobs), env=env, pass_fds=(theirs.fileno(),),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                          start_new_session=True,
@@ -544,7 +546,7 @@ class Zygote:
 
         out = Path(tempfile.mkdtemp(dir=self.jobs))
         job = {**job, "out": str(out), "view_fd": VIEW_FD}
-        (out / "job.json").write_text(json.dumps(job))
+        atomic.write_text(out / "job.json", json.dumps(job))
         lim = sandbox.limits()
         out_size = max(2**20, lim.write - lim.tmp - lim.shm)  # as a cold child's (sandbox.start)
         report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -769,7 +771,7 @@ class Server:
             self.last = time.monotonic()
 
     def serve(self, lesson_id: str | None, cwd: str | None) -> None:
-        lock = open(self.path.with_suffix(".lock"), "a+")
+        lock = atomic.open_append(self.path.with_suffix(".lock"))
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -785,7 +787,7 @@ class Server:
         ino = os.stat(self.path).st_ino
         listener.listen(8)
         listener.settimeout(1.0)
-        self.path.with_suffix(".pid").write_text(str(os.getpid()))
+        atomic.write_text(self.path.with_suffix(".pid"), str(os.getpid()))
         _sweep_jobs()
         if lesson_id:
             self.queue.put((lambda: self.prewarm(lesson_id, cwd), {}, threading.Event()))
