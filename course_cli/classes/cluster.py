@@ -261,18 +261,18 @@ def _grade_task(lesson, lesson_id, student, path, content, digest, reference, re
 # The client's side
 
 def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
 
-    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
-                                       f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
-                                       f"retried further ({type(exc).__name__})")
+    return error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
+                                      f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
+                                      f"retried further ({type(exc).__name__})")
 
 
 def _forged_result(lesson: Lesson, path: str, exc: ValueError) -> LessonResult:
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
 
-    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker returned "
-                                       f"a result that is not the result schema's ({str(exc)[:200]})")
+    return error_result(lesson, path, f"the grader could not grade this submission: the Dask worker returned "
+                                      f"a result that is not the result schema's ({str(exc)[:200]})")
 
 
 # the scheduler's settings (for a LocalCluster; a remote scheduler is started with them, docs/deploying.md):

@@ -310,15 +310,6 @@ def _read_draws(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error",
-                  not_graded: bool = False) -> LessonResult:
-    """graders/engine/verdict.py's `error_result` (the one rule), for the seats that call it here."""
-    # verdict imports torch (judges, diagnosis): this module's importers must not wait for it
-    from graders.engine.verdict import error_result
-
-    return error_result(lesson, notebook, message, status, not_graded)
-
-
 class InProcess:
     """The runner for trusted code only (the course's solutions and its own mistakes, in tests): the child's own
     `run` (course_cli.sandboxed.child, graders.engine.runner) in this process, its files written to a temporary
@@ -471,7 +462,9 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
     try:
         nb = read_notebook(path, root)
     except NotebookError as exc:
-        return _error_result(lesson, str(path), str(exc), not_graded=True)
+        from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
+
+        return error_result(lesson, str(path), str(exc), not_graded=True)
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
                        trusted=trusted)
 

@@ -703,7 +703,9 @@ class Server:
             try:
                 cells = graded_cells(read_notebook(notebook))
             except NotebookError as exc:
-                return {"result": to_wire(grading._error_result(lesson, notebook, str(exc), not_graded=True))}
+                from graders.engine.verdict import error_result  # the server imported it while warming
+
+                return {"result": to_wire(error_result(lesson, notebook, str(exc), not_graded=True))}
         else:
             cells, notebook = req["cells"], req.get("notebook", "")
         if time.monotonic() < self.disabled_until:

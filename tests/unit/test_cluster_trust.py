@@ -28,9 +28,9 @@ needs_dask = pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
 
 
 def _honest() -> dict:
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result
 
-    res = _error_result(L01, "/subs/alice.ipynb", "cell 3 failed")
+    res = error_result(L01, "/subs/alice.ipynb", "cell 3 failed")
     for ex in res.exercises:
         ex.status, ex.points, ex.checks[0].status, ex.checks[0].kind = "passed", ex.max_points, "passed", "check"
     return result_to_dict(res)
