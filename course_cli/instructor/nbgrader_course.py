@@ -752,10 +752,6 @@ def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> 
     return outputs
 
 
-def in_nbgrader_kernel() -> bool:
-    return os.environ.get("COURSE_NBGRADER") == "1"
-
-
 # ------------------------------------------------------------------------------------------------
 # The export: every submission accounted for
 

@@ -21,11 +21,10 @@ from graders.registry import Lesson, ROOT
 from graders.engine.mutations import key as mutation_key
 from graders.engine.results import LessonResult
 
+from course_cli import settings
 from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
 
-
-CACHE_DIR = sandbox.cache_dir()
 
 def _source_files(lesson: Lesson) -> list[Path]:
     """What the reference observations depend on: the lesson's solved notebook and those it imports
@@ -223,7 +222,7 @@ class Reference:
                 return None, None
             path = None
         else:
-            path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
+            path = settings.cache_dir() / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
             if path.exists():  # read (and checked) in finish, while the student's child works
                 return path, None
         cells = graded_cells(read_notebook(lesson.solution_path))

@@ -56,6 +56,7 @@ from pathlib import Path
 
 from graders.registry import ROOT
 
+from course_cli import settings
 from course_cli.sandboxed import readback
 # The limits (memory, time, output, files, processes, /tmp, /dev/shm, writes) are the run's: course_cli/settings.py's
 # Limits, read by `limits()` when a child starts, never at import.
@@ -84,17 +85,11 @@ FIX = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fe
        "--insecure")
 
 
-def cache_dir() -> Path:
-    """The course's cache (COURSE_CACHE_DIR, else ~/.cache/attention-course), as an absolute path: a relative
-    one would mean another folder inside the sandbox, whose working directory is not the caller's."""
-    return Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course").expanduser().absolute()
-
-
 def bwrap_status() -> tuple[bool, str]:
     """(usable, why not): bubblewrap is installed and can make the namespaces (tried once, then cached).
     COURSE_SANDBOX=none turns it off (today's unsandboxed child)."""
     global _BWRAP
-    if os.environ.get("COURSE_SANDBOX", "auto") == "none":
+    if settings.sandbox_off():
         return False, "the sandbox is turned off (COURSE_SANDBOX=none)"
     if _BWRAP is not None:
         return _BWRAP
@@ -114,9 +109,7 @@ def bwrap_status() -> tuple[bool, str]:
 
 
 def insecure() -> bool:
-    from course_cli.settings import current
-
-    return current().insecure
+    return settings.current().insecure
 
 
 def require_sandbox() -> None:
@@ -226,9 +219,7 @@ def _pth_sites(sites: "set[str]") -> "set[str]":
 def limits():
     """The limits of the run this process is in (course_cli/settings.py: a command's options, a Dask task's
     shipped settings, else the environment's now)."""
-    from course_cli.settings import current
-
-    return current().limits
+    return settings.current().limits
 
 
 def _hidden(shown: "list[str]") -> list[str]:
@@ -242,7 +233,7 @@ def _hidden(shown: "list[str]") -> list[str]:
         cands.add(os.getcwd())
     except OSError:
         pass
-    cands.add(str(cache_dir()))
+    cands.add(str(settings.cache_dir()))
     out = []
     for c in sorted({os.path.realpath(c) for c in cands if c}):
         if c == "/" or any(_inside(e, c) for e in _ESSENTIAL):
@@ -406,7 +397,7 @@ def _cgroup_base() -> Path | None:
     if _CGROUP_BASE is not False:
         return _CGROUP_BASE
     base = None
-    if os.environ.get("COURSE_CGROUP", "1") != "0":
+    if settings.cgroups():
         try:
             for line in Path("/proc/self/cgroup").read_text().splitlines():
                 _, controllers, path = line.split(":", 2)
@@ -456,7 +447,7 @@ def _memory_base() -> Path | None:
     if _MEM_BASE is not False:
         return _MEM_BASE
     base = None
-    if os.environ.get("COURSE_CGROUP", "1") != "0":
+    if settings.cgroups():
         try:
             for line in Path("/proc/self/cgroup").read_text().splitlines():
                 _, controllers, path = line.split(":", 2)
@@ -1021,7 +1012,7 @@ def _child_build(module: str) -> Path:
     from graders.registry import LESSONS
 
     lesson = next((l for l in LESSONS if l.module == module), None)
-    return child_build(cache_dir(), lesson)
+    return child_build(settings.cache_dir(), lesson)
 
 
 def _schedule(job: dict) -> list:

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from graders.registry import ROOT
 
-IDLE = float(os.environ.get("COURSE_WARM_IDLE", "900"))
+from course_cli import settings
+
 CONNECT_TIMEOUT = 2.0  # to connect and to get the handshake's answer
 SILENCE = 20.0  # the longest a grading server may be silent (it sends a heartbeat every second)
 START_TIMEOUT = 30.0  # for a server just started to listen
@@ -51,7 +52,7 @@ class WarmUnavailable(Exception):
 
 def enabled() -> bool:
     """Warm checks are on unless COURSE_WARM=0; they need Linux, pidfds and bubblewrap (checked by the server)."""
-    if not (os.environ.get("COURSE_WARM", "1") != "0" and sys.platform.startswith("linux")
+    if not (settings.warm() and sys.platform.startswith("linux")
             and hasattr(os, "pidfd_open")):
         return False
     from course_cli.sandboxed import sandbox
@@ -789,6 +790,7 @@ class Server:
         listener.settimeout(1.0)
         self.path.with_suffix(".pid").write_text(str(os.getpid()))
         _sweep_jobs()
+        idle = settings.warm_idle()
         if lesson_id:
             self.queue.put((lambda: self.prewarm(lesson_id, cwd), {}, threading.Event()))
         try:
@@ -796,7 +798,7 @@ class Server:
                 try:
                     conn, _ = listener.accept()
                 except TimeoutError:
-                    if not self.busy and time.monotonic() - self.last > IDLE:
+                    if not self.busy and time.monotonic() - self.last > idle:
                         break
                     if not self.busy and self.owners and not any(_alive(o) for o in self.owners):
                         print(f"{time.strftime('%H:%M:%S')} the processes it served have ended: exiting",
