@@ -142,7 +142,8 @@ def resolved() -> Run:
 def cache_dir() -> Path:
     """The course's cache (COURSE_CACHE_DIR, else ~/.cache/attention-course), as an absolute path: a relative
     one would mean another folder inside the sandbox, whose working directory is not the caller's."""
-    return Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course").expanduser().absolute()
+    given = os.environ.get("COURSE_CACHE_DIR")
+    return Path(given or Path.home() / ".cache" / "attention-course").expanduser().absolute()
 
 
 def workspace() -> str | None:

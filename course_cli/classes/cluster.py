@@ -327,7 +327,8 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     from distributed import Client
     from distributed.scheduler import KilledWorker
 
-    from course_cli.sandboxed.grading import Reference, hidden_seed, reference_key
+    from course_cli.sandboxed.grading import Reference, reference_key
+    from course_cli.settings import hidden_seed
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")

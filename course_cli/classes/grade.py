@@ -112,7 +112,8 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     from course_cli.classes.cluster import ClusterError
     from course_cli.classes.journal import Journal, JournalError
     from course_cli.safe_text import for_terminal
-    from course_cli.sandboxed.grading import hidden_seed, reference_key
+    from course_cli.sandboxed.grading import reference_key
+    from course_cli.settings import hidden_seed
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     seed = hidden_seed()

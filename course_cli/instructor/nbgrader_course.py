@@ -679,7 +679,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
                                               f"installed {result.lesson} has no such exercise")
         if result.not_graded:  # the export says NOT GRADED with this reason, never a score
             nb.metadata.setdefault("course", {})["not_graded"] = str(result.not_graded)
-        from course_cli.sandboxed.grading import hidden_seed
+        from course_cli.settings import hidden_seed
 
         nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
         self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",

@@ -43,21 +43,28 @@ bounded sizes, JSON with capped depth, uncompressed tensor archives of plain ten
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import resource
 import shutil
 import signal
+import site
+import socket
+import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graders.registry import ROOT
+from graders.registry import LESSONS, ROOT
 
 from course_cli import settings
+from course_cli.safe_text import for_terminal
 from course_cli.sandboxed import readback
+from course_cli.sandboxed.child_build import child_build
 # The limits (memory, time, output, files, processes, /tmp, /dev/shm, writes) are the run's: course_cli/settings.py's
 # Limits, read by `limits()` when a child starts, never at import.
 STARTUP_ALLOWANCE = 60.0  # importing torch on a busy machine, on top of the notebook's limit
@@ -155,9 +162,6 @@ def _python_files() -> dict:
 
     {"exe": real interpreter, "links": [(target, link)], "files": [files], "dirs": [folders],
      "mask": [folders inside those to hide]}"""
-    import site
-    import sysconfig
-
     exe = os.path.realpath(sys.executable)
     links, files, dirs, mask = [], [], [], []
     if os.path.abspath(sys.executable) != exe:
@@ -350,8 +354,6 @@ ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUME
 
 def _user_site() -> list[str]:
     """The user's site-packages when this Python uses it (the child's HOME differs, so it is named)."""
-    import site
-
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     return [user] if user and user in sys.path and os.path.isdir(user) else []
 
@@ -590,9 +592,6 @@ class Child:
     def _take_view(self) -> None:
         """Receive the output folder's descriptor, sent by course_cli.sandboxed.child before any student code
         ran (non-blocking: at most one, a directory, else nothing)."""
-        import socket
-        import stat
-
         if self.report is None or self.view is not None:
             return
         try:
@@ -646,8 +645,6 @@ class Child:
             text = self.setup_err.read(4000).decode("utf-8", "replace").strip()
         except (OSError, ValueError):
             return ""
-        from course_cli.safe_text import for_terminal
-
         return for_terminal(text[-600:], newlines=False)
 
     def raise_if_never_started(self) -> None:
@@ -941,9 +938,6 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     job = make_job(module, cells, exercises, device, out, mistakes, only_public, bench, exercise_timeout,
                    hidden_seed, draws)
     ex_t = job["exercise_timeout"]
-    import json
-    import socket
-
     # the child sends its output folder's descriptor on `theirs` before any of the notebook's code runs
     report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     job["view_fd"] = theirs.fileno()
@@ -1008,9 +1002,6 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
 
 def _child_build(module: str) -> Path:
     """The graders folder a student's child of lesson `module` sees (built once per version, cached)."""
-    from course_cli.sandboxed.child_build import child_build
-    from graders.registry import LESSONS
-
     lesson = next((l for l in LESSONS if l.module == module), None)
     return child_build(settings.cache_dir(), lesson)
 
