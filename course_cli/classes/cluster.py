@@ -46,6 +46,7 @@ from pathlib import Path
 from graders.registry import Lesson
 from graders.engine.results import LessonResult
 
+from course_cli import settings
 from course_cli.sandboxed import sandbox
 from course_cli.classes.journal import checked_result, file_digest, result_to_dict, submission_bytes
 
@@ -184,9 +185,7 @@ def client_run() -> dict:
     """The client's run settings (the sandbox's limits, --insecure, the hidden checks' seed, fixed here) as data
     for its tasks; a worker grades under them (a limit left at its default, the process count, follows the
     worker's own cores)."""
-    from course_cli.settings import resolved
-
-    return resolved().to_dict()
+    return settings.resolved().to_dict()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -224,9 +223,7 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
         raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
                            f"client (installed at {Path(__file__).resolve().parents[2]}); install the same "
                            f"version of the course on every worker")
-    from course_cli.settings import Run, current, using
-
-    with using(Run.from_dict(run) if run else current()):
+    with settings.using(settings.Run.from_dict(run) if run else settings.current()):
         return _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key)
 
 
@@ -328,11 +325,10 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     from distributed.scheduler import KilledWorker
 
     from course_cli.sandboxed.grading import Reference, reference_key
-    from course_cli.settings import hidden_seed
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
-    hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
+    settings.hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
     env = client_run()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)

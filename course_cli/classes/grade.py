@@ -11,6 +11,8 @@ from typing import Callable
 from graders.engine.results import LessonResult
 from graders.registry import Lesson
 
+from course_cli import settings
+
 
 class ClassError(Exception):
     """The run cannot start or go on, said in one line for the instructor (the CLI prints it, exit 2)."""
@@ -113,10 +115,9 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     from course_cli.classes.journal import Journal, JournalError
     from course_cli.safe_text import for_terminal
     from course_cli.sandboxed.grading import reference_key
-    from course_cli.settings import hidden_seed
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
-    seed = hidden_seed()
+    seed = settings.hidden_seed()
     lesson, journal = p.lesson, p.journal
     # re-grading some students (--student) adds their new results to the class's journal
     # (another lesson's or other graders' journal: started afresh, the old one kept as .bak)
