@@ -19,6 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from course_cli import settings
+
 _GRADING_CELL = re.compile(r"\bgrade\(\s*['\"]lesson|\bcheck\(\s*['\"]")
 
 
@@ -125,7 +127,7 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
     __tracebackhide__ = True  # IPython: show the student's cell, not our frames
     from graders.registry import UnknownLesson, find_lesson
 
-    if os.environ.get("COURSE_NBGRADER") == "1":
+    if settings.nbgrader_kernel():
         # Inside `nbgrader autograde` the verdict is computed outside this kernel (course_cli/instructor/nbgrader_course.py)
         # and replaces this cell's outputs; grading here as well would only cost time.
         print(f"{exercise}: graded by the course's autograder step, outside this kernel")
@@ -160,7 +162,7 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
     _display(html_text, plain)
     single = type(result)(result.lesson, result.notebook, [ex], result.notes, public_only=result.public_only)
     _record(single)
-    if ex.status != "passed" and os.environ.get("COURSE_CHECK_RAISE") == "1":
+    if ex.status != "passed" and settings.check_raise():
         raise CheckFailed(f"{exercise}: {ex.status.replace('_', ' ')} — {ex.reason}")
     return None
 

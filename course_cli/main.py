@@ -637,7 +637,7 @@ def grade(submissions: str, lesson: str, jobs: int, out: str | None, students: t
     given = current()  # the environment's (COURSE_INSECURE, COURSE_HIDDEN_SEED), the options over it
     settings = Run(Limits.from_env(), insecure or given.insecure, p.seed if p.seed is not None else given.hidden_seed)
     with using(settings):
-        from course_cli.sandboxed.grading import hidden_seed
+        from course_cli.settings import hidden_seed
 
         seed = hidden_seed()  # the hidden checks' inputs of this run
         try:

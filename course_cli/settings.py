@@ -2,8 +2,8 @@
 command that starts the run and passed down (to children in their job file, to Dask workers with each task),
 never written into `os.environ` to reach another part.
 
-The environment variables the course reads are listed in docs/architecture.md; the limits' ones are read here,
-when a run is configured, not when a module is imported.
+Every `COURSE_*` environment variable is read here and nowhere else (tests/unit/test_settings_reads.py), each
+when it is asked for, never when a module is imported; docs/architecture.md lists them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dataclasses
 import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 GiB, MiB = 2**30, 2**20
@@ -133,3 +134,62 @@ def hidden_seed() -> int:
 def resolved() -> Run:
     """The current run with its hidden seed fixed (what a client ships to its workers)."""
     return dataclasses.replace(current(), hidden_seed=hidden_seed())
+
+
+# The course's other switches, each read from the environment when asked (so a test's or a command's change is
+# seen), never at import.
+
+def cache_dir() -> Path:
+    """The course's cache (COURSE_CACHE_DIR, else ~/.cache/attention-course), as an absolute path: a relative
+    one would mean another folder inside the sandbox, whose working directory is not the caller's."""
+    given = os.environ.get("COURSE_CACHE_DIR")
+    return Path(given or Path.home() / ".cache" / "attention-course").expanduser().absolute()
+
+
+def workspace() -> str | None:
+    """The student's workspace as COURSE_WORKSPACE names it (None: unset or empty)."""
+    return os.environ.get("COURSE_WORKSPACE") or None
+
+
+def sandbox_off() -> bool:
+    """COURSE_SANDBOX=none: no bubblewrap (measuring its cost; never for a class)."""
+    return os.environ.get("COURSE_SANDBOX", "auto") == "none"
+
+
+def sandboxed() -> bool:
+    """This process is a sandboxed child (the sandbox sets COURSE_SANDBOXED=1 for it)."""
+    return os.environ.get("COURSE_SANDBOXED") == "1"
+
+
+def cgroups() -> bool:
+    """Whether a child gets a cgroup of its own (COURSE_CGROUP=0: none)."""
+    return os.environ.get("COURSE_CGROUP", "1") != "0"
+
+
+def nbgrader_kernel() -> bool:
+    """Inside nbgrader's kernel (the course's nbgrader config sets COURSE_NBGRADER=1)."""
+    return os.environ.get("COURSE_NBGRADER") == "1"
+
+
+def check_raise() -> bool:
+    """COURSE_CHECK_RAISE=1: a failing check cell raises (scripted runs)."""
+    return os.environ.get("COURSE_CHECK_RAISE") == "1"
+
+
+def warm() -> bool:
+    """Warm checks asked for (COURSE_WARM=0: every check cold)."""
+    return os.environ.get("COURSE_WARM", "1") != "0"
+
+
+def warm_idle() -> float:
+    """Seconds a warm grader waits for the next check before it exits (COURSE_WARM_IDLE, default 900)."""
+    raw = os.environ.get("COURSE_WARM_IDLE", "")
+    try:
+        return float(raw) if raw else 900.0
+    except ValueError:
+        raise ValueError(f"COURSE_WARM_IDLE={raw!r} is not a number") from None
+
+
+def init_references() -> bool:
+    """Whether `course init` builds the reference observations (COURSE_INIT_REFERENCES=0: not)."""
+    return os.environ.get("COURSE_INIT_REFERENCES", "1") != "0"

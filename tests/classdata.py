@@ -48,7 +48,7 @@ def synthetic_class(n: int = 40, lesson_id: str = "lesson03", hard: str | None =
         res = LessonResult(lesson.id, notebook)
         if n - grader_errors - not_submitted <= i < n - grader_errors:
             why = f"no notebook in /srv/course/submitted/{student}/{lesson.id}"
-            res = LessonResult(lesson.id, "", notes=[why], not_graded=why)  # as batch.missing_result makes it
+            res = LessonResult(lesson.id, "", notes=[why], not_graded=why)  # as verdict.missing_result makes it
             res.exercises = [ExerciseResult(e.name, "error", 0.0, float(e.points),
                                             [CheckResult("submission", "error", message=why, kind="absent")])
                              for e in lesson.exercises]

@@ -119,18 +119,22 @@ class StartsAChild(AssertionError):
 @pytest.fixture(autouse=True)
 def _no_child_outside_e2e(request, monkeypatch):
     """The fast tier (tests/unit/, tests/lessons/) never starts a process: every way Python starts one
-    (subprocess, multiprocessing, os.fork/posix_spawn) fails the test with the reason, so the folder is the tier."""
+    (subprocess, multiprocessing, os.fork/forkpty/posix_spawn/system) fails the test with the reason, so the folder
+    is the tier. subprocess keeps its own reference to fork_exec (3.11: `subprocess._fork_exec`): patched too."""
     if E2E in Path(str(request.node.fspath)).parents:
         return
     import _posixsubprocess
+    import subprocess
 
     def refuse(*args, **kwargs):
         raise StartsAChild(f"{request.node.nodeid} starts a process: move it to tests/e2e/ (the slow tier)")
 
     monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)
-    monkeypatch.setattr(os, "fork", refuse)
-    if hasattr(os, "posix_spawn"):
-        monkeypatch.setattr(os, "posix_spawn", refuse)
+    if getattr(subprocess, "_fork_exec", None) is not None:
+        monkeypatch.setattr(subprocess, "_fork_exec", refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse)
 
 
 # End-to-end tests that failed in a full slow run and are not yet fixed: {node id prefix: what broke}, marked xfail

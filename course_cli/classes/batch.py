@@ -64,24 +64,12 @@ def read_roster(path: Path) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def missing_result(lesson: Lesson, reason: str) -> LessonResult:
-    """The row of a student who handed in nothing gradable: NOT GRADED (no score, left out of the means), the
-    reason, never dropped."""
-    from graders.engine.results import CheckResult, ExerciseResult
-
-    result = LessonResult(lesson.id, "", notes=[reason], not_graded=reason)
-    for ex in lesson.exercises:
-        result.exercises.append(ExerciseResult(ex.name, "error", 0.0, float(ex.points),
-                                               [CheckResult("submission", "error", message=reason, kind="absent")]))
-    return result
-
-
 def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2, on_done=None,
               root: Path | None = None) -> dict[str, LessonResult]:
     """Grade every submission on a local pool, `jobs` at a time; `on_done(student, result)` after each one. A
     submission still grading past `dispatch.deadline()` is an error row saying so, and the batch goes on."""
     from course_cli.classes.dispatch import DaemonThreads, deadline, dispatch, grade_submission
-    from course_cli.sandboxed.grading import Reference, _error_result
+    from course_cli.sandboxed.grading import Reference
 
     # A fresh reference, kept in memory, computed once for the whole class (see grading.Reference).
     Reference.finish(lesson, *Reference.start(lesson, "cpu", trusted=True), "cpu")
@@ -97,11 +85,13 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
     seconds = deadline()
 
     def on_overdue(item) -> None:
+        from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
+
         student, path = item
-        results[student] = _error_result(lesson, str(path), f"the grader could not grade this submission within "
-                                                            f"{seconds:g} s (the notebook's time limit and "
-                                                            f"{STEP_SECONDS:g} s of the grader's own steps); left "
-                                                            f"behind so the others are graded")
+        results[student] = error_result(lesson, str(path), f"the grader could not grade this submission within "
+                                                           f"{seconds:g} s (the notebook's time limit and "
+                                                           f"{STEP_SECONDS:g} s of the grader's own steps); left "
+                                                           f"behind so the others are graded")
         if on_done:
             on_done(student, results[student])
 
@@ -161,6 +151,8 @@ def grade_class(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int =
 
         for student, reason in refused.items():
             if student not in results:
+                from graders.engine.verdict import missing_result  # lazy: verdict imports torch (4.9 s cold here)
+
                 results[student] = missing_result(lesson, reason)
                 done(student, results[student])
         todo = [(student, path) for student, path in submissions if student not in results]

@@ -46,6 +46,7 @@ from pathlib import Path
 from graders.registry import Lesson
 from graders.engine.results import LessonResult
 
+from course_cli import settings
 from course_cli.sandboxed import sandbox
 from course_cli.classes.journal import checked_result, file_digest, result_to_dict, submission_bytes
 
@@ -194,9 +195,7 @@ def client_run() -> dict:
     """The client's run settings (the sandbox's limits, --insecure, the hidden checks' seed, fixed here) as data
     for its tasks; a worker grades under them (a limit left at its default, the process count, follows the
     worker's own cores)."""
-    from course_cli.settings import resolved
-
-    return resolved().to_dict()
+    return settings.resolved().to_dict()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -234,9 +233,7 @@ def grade_task(lesson_id: str, student: str, path: str, content: bytes | None, d
         raise ClusterError(f"the worker on {socket.gethostname()} has other graders or solved notebooks than the "
                            f"client (installed at {Path(__file__).resolve().parents[2]}); install the same "
                            f"version of the course on every worker")
-    from course_cli.settings import Run, current, using
-
-    with using(Run.from_dict(run) if run else current()):
+    with settings.using(settings.Run.from_dict(run) if run else settings.current()):
         return _grade_task(lesson, lesson_id, student, path, content, digest, reference, reference_key)
 
 
@@ -273,18 +270,18 @@ def _grade_task(lesson, lesson_id, student, path, content, digest, reference, re
 # The client's side
 
 def _worker_died_result(lesson: Lesson, path: str, exc: BaseException) -> LessonResult:
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
 
-    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
-                                       f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
-                                       f"retried further ({type(exc).__name__})")
+    return error_result(lesson, path, f"the grader could not grade this submission: the Dask worker grading it "
+                                      f"died {MAX_WORKER_DEATHS + 1} times (does it crash its worker?); not "
+                                      f"retried further ({type(exc).__name__})")
 
 
 def _forged_result(lesson: Lesson, path: str, exc: ValueError) -> LessonResult:
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
 
-    return _error_result(lesson, path, f"the grader could not grade this submission: the Dask worker returned "
-                                       f"a result that is not the result schema's ({str(exc)[:200]})")
+    return error_result(lesson, path, f"the grader could not grade this submission: the Dask worker returned "
+                                      f"a result that is not the result schema's ({str(exc)[:200]})")
 
 
 # the scheduler's settings (for a LocalCluster; a remote scheduler is started with them, docs/deploying.md):
@@ -339,11 +336,11 @@ def grade_on_cluster(lesson: Lesson, submissions: list[tuple[str, Path]], schedu
     from distributed import Client
     from distributed.scheduler import KilledWorker
 
-    from course_cli.sandboxed.grading import Reference, hidden_seed, reference_key
+    from course_cli.sandboxed.grading import Reference, reference_key
 
     digests = dict(digests or {})
     key = reference_key(lesson, "cpu")
-    hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
+    settings.hidden_seed()  # drawn (or given) here, and shipped to the workers with the run's settings
     env = client_run()
     # the reference's child runs while the cluster starts (or the client connects)
     path, child = Reference.start(lesson, "cpu", trusted=True)

@@ -30,7 +30,7 @@ def grade_submission(lesson: Lesson, student: str, path: Path, root: Path | None
     """Grade one submission in its own fresh sandbox: whatever goes wrong is that student's error row, except a
     sandbox that could not start (SandboxUnavailable), which stops the batch: "not graded", never a score. The
     task of every class-grading executor."""
-    from course_cli.sandboxed.grading import _error_result, grade_notebook
+    from course_cli.sandboxed.grading import grade_notebook
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     try:
@@ -38,8 +38,10 @@ def grade_submission(lesson: Lesson, student: str, path: Path, root: Path | None
     except SandboxUnavailable:  # the grader's failure, not the student's: nobody gets a 0 from it
         raise
     except Exception as exc:  # one submission's failure is never the batch's end
-        return _error_result(lesson, str(path), f"the grader could not grade this submission "
-                                                f"({type(exc).__name__}: {str(exc)[:300]})")
+        from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
+
+        return error_result(lesson, str(path), f"the grader could not grade this submission "
+                                               f"({type(exc).__name__}: {str(exc)[:300]})")
 
 
 STEP_SECONDS = 60.0  # the grader's own steps for one submission, besides its sandboxed child's time limit

@@ -11,6 +11,8 @@ from typing import Callable
 from graders.engine.results import LessonResult
 from graders.registry import Lesson
 
+from course_cli import settings
+
 
 class ClassError(Exception):
     """The run cannot start or go on, said in one line for the instructor (the CLI prints it, exit 2)."""
@@ -108,14 +110,14 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
         on_resumed: Callable[[int], None] | None = None) -> dict[str, LessonResult]:
     """Grade the plan under the current run settings (course_cli/settings.py); every student's row, in order:
     the graded, then the NOT GRADED ones (nothing to grade), with the notes every seat gives."""
-    from course_cli.classes.batch import grade_class, missing_result
+    from course_cli.classes.batch import grade_class
     from course_cli.classes.cluster import ClusterError
     from course_cli.classes.journal import Journal, JournalError
     from course_cli.safe_text import for_terminal
-    from course_cli.sandboxed.grading import hidden_seed, reference_key
+    from course_cli.sandboxed.grading import reference_key
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
-    seed = hidden_seed()
+    seed = settings.hidden_seed()
     lesson, journal = p.lesson, p.journal
     # re-grading some students (--student) adds their new results to the class's journal
     # (another lesson's or other graders' journal: started afresh, the old one kept as .bak)
@@ -137,6 +139,8 @@ def run(p: ClassPlan, jobs: int, students: tuple[str, ...] = (), resume: bool = 
     for student, why in p.renamed.items():
         if student in results:
             results[student].note = why  # the same words as every other seat's
+    from graders.engine.verdict import missing_result  # lazy: verdict imports torch (4.9 s cold here)
+
     results = dict(sorted({**results, **{s: missing_result(lesson, why) for s, why in p.absent.items()}}.items()))
     if partial:
         from graders.engine.scoring import apply_partial

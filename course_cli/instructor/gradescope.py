@@ -226,7 +226,7 @@ def _as_text(data: dict) -> dict:
 def run(lesson: Lesson, root: Path) -> dict:
     """Grade `root`/submission's notebook, write `root`/results/results.json; returns what was written."""
     from course_cli.classes.dispatch import grade_submission
-    from course_cli.sandboxed.grading import _error_result
+    from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
 
     from course_cli.sandboxed import sandbox
 
@@ -236,7 +236,7 @@ def run(lesson: Lesson, root: Path) -> dict:
     sandbox.require_sandbox()  # SandboxUnavailable: an error of the autograder, never a score of 0
     path, note = find_submission(root / "submission", lesson)
     if path is None:
-        result = _error_result(lesson, "", note, not_graded=True)
+        result = error_result(lesson, "", note, not_graded=True)
     else:
         result = grade_submission(lesson, "submission", path, root=root / "submission")  # no link out of it
         result.note = note

@@ -776,7 +776,7 @@ class ApplyCourseVerdict(NbGraderPreprocessor):
                                               f"installed {result.lesson} has no such exercise")
         if result.not_graded:  # the export says NOT GRADED with this reason, never a score
             nb.metadata.setdefault("course", {})["not_graded"] = str(result.not_graded)
-        from course_cli.sandboxed.grading import hidden_seed
+        from course_cli.settings import hidden_seed
 
         nb.metadata.setdefault("course", {})["hidden_seed"] = hidden_seed()  # COURSE_HIDDEN_SEED repeats this run
         self.log.info("course verdict for %s: %s/%s (hidden checks' seed %s: COURSE_HIDDEN_SEED=%s repeats this run)",
@@ -847,10 +847,6 @@ def verdict_outputs(ex, lesson: str = "", blockers: list[str] | None = None) -> 
         outputs.append(new_output("error", ename="AssertionError", evalue=line,
                                   traceback=[f"AssertionError: {line}"]))
     return outputs
-
-
-def in_nbgrader_kernel() -> bool:
-    return os.environ.get("COURSE_NBGRADER") == "1"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def time_to_pass(stores: dict[str, dict], lesson: str, exercises: list[str]) -> 
 def category(res: LessonResult) -> str:
     """graded, NOT GRADED (the grader could not read or run the notebook: fix and re-grade) or not submitted."""
     first = res.exercises[0].checks[0] if res.exercises and res.exercises[0].checks else None
-    if first is not None and first.kind == "absent" and first.name == "submission":  # batch.missing_result's rows
+    if first is not None and first.kind == "absent" and first.name == "submission":  # verdict.missing_result's rows
         return NOT_SUBMITTED
     if res.not_graded or any(ex.checks and ex.checks[0].kind == "grader" and ex.status in ("error", "timeout")
                              for ex in res.exercises):

@@ -30,6 +30,7 @@ import signal
 import sys
 from pathlib import Path
 
+from course_cli import settings
 
 
 class _Alarm:
@@ -302,7 +303,7 @@ def _stop_leftovers() -> None:
     process limit (and the checks' threads could not start). Inside bubblewrap this process is alone in
     its PID namespace with the sandbox's init, so kill(-1) reaches exactly the notebook's processes;
     otherwise only inside a course cgroup of our own."""
-    if os.environ.get("COURSE_SANDBOXED") == "1":
+    if settings.sandboxed():
         try:
             os.kill(-1, signal.SIGKILL)  # every process of this PID namespace but init and this one
         except OSError:

@@ -11,32 +11,33 @@ process imports torch (it needs it to judge): on two cores the imports overlap.
 
 from __future__ import annotations
 
+import builtins
+import copy
 import hashlib
 import io
 import importlib.metadata
 import json
 import os
+import re
+import tempfile
 from pathlib import Path
 
-from graders.registry import Lesson, ROOT
+from graders import registry
+from graders.registry import LESSONS, ROOT, Lesson, find_lesson
 from graders.engine.mutations import key as mutation_key
-from graders.engine.results import LessonResult
+from graders.engine.results import PUBLIC_ONLY_NOTE, LessonResult
 
-from course_cli import atomic
-from course_cli.sandboxed import sandbox
+from course_cli import atomic, settings
+from course_cli.sandboxed import readback, sandbox
+from course_cli.sandboxed.child import run as run_child
 from course_cli.sandboxed.notebook import NotebookError, graded_cells, read_notebook
+from course_cli.sandboxed.readback import ReadBackError, load_tensors
 
-
-CACHE_DIR = sandbox.cache_dir()
 
 def _source_files(lesson: Lesson) -> list[Path]:
     """What the reference observations depend on: the lesson's solved notebook and those it imports
     (`import_lesson("lessonNN")`, transitively), their graders, the graders' shared modules (lm_probes.py,
     parts.py, ...) and the engine."""
-    import re
-
-    from graders.registry import find_lesson
-
     seen, todo = [], [lesson]
     while todo:
         cur = todo.pop()
@@ -67,14 +68,14 @@ def reference_key(lesson: Lesson, device: str) -> str:
 
 def cuda_available() -> bool:
     """Asked here, in the parent: the CPU child runs with CUDA hidden (CUDA_VISIBLE_DEVICES="")."""
-    import torch
+    import torch  # lazy: torch takes 4.6 s to import here; this module's importers must not wait
 
     return torch.cuda.is_available()
 
 
 def _load(path: Path):
     """A cache file of ours (written by this process's kind, out of the children's reach)."""
-    import torch
+    import torch  # lazy: torch takes 4.6 s to import here; this module's importers must not wait
 
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
@@ -92,8 +93,6 @@ class _Unreadable(dict):
 
 def _read_obs(path: Path):
     """A child's observation file: None when absent; _Unreadable when it is not plain, bounded data."""
-    from course_cli.sandboxed.readback import ReadBackError, load_tensors
-
     if not os.path.lexists(path):
         return None
     try:
@@ -161,8 +160,6 @@ def visible_solutions(lesson: Lesson) -> list[Path]:
 
 
 def _lesson_number(path: Path) -> int:
-    from graders.registry import LESSONS
-
     return next((l.number for l in LESSONS if l.solution_path == path), 10**6)
 
 
@@ -172,14 +169,6 @@ def shipped_reference(lesson: Lesson, device: str = "cpu") -> Path:
 
 
 _TRUSTED: dict[tuple, "Reference"] = {}  # fresh references, kept in this process's memory only
-
-
-def hidden_seed() -> int:
-    """The seed of this class-grading run's hidden checks (course_cli/settings.py: the one given, else drawn once
-    per process; a cluster's client ships it to its workers)."""
-    from course_cli.settings import hidden_seed as seed
-
-    return seed()
 
 
 class Reference:
@@ -200,7 +189,7 @@ class Reference:
         """The reference's draws for a student's child, before its observations are read: from this process's
         trusted reference, or the file beside the cached one ({} when there is none: the child draws)."""
         if path is None:
-            ref = _TRUSTED.get((lesson.id, device, hidden_seed()))
+            ref = _TRUSTED.get((lesson.id, device, settings.hidden_seed()))
             return ref.draws if ref is not None else {}
         return _read_draws(path.with_suffix(".draws.json"))
 
@@ -208,7 +197,7 @@ class Reference:
     def inject(lesson: Lesson, reference: "Reference", device: str = "cpu") -> None:
         """Make `reference`, computed trusted by another process (`course grade --scheduler`'s client),
         this process's in-memory trusted reference: trusted=True gradings here then use it as is."""
-        _TRUSTED[(lesson.id, device, hidden_seed())] = reference
+        _TRUSTED[(lesson.id, device, settings.hidden_seed())] = reference
 
     @staticmethod
     def start(lesson: Lesson, device: str = "cpu", trusted: bool = False, runner=None):
@@ -221,28 +210,27 @@ class Reference:
             return path, None
         if trusted or isinstance(runner, InProcess):
             trusted = True  # (an in-process reference never goes to the shared cache)
-            if (lesson.id, device, hidden_seed()) in _TRUSTED:
+            if (lesson.id, device, settings.hidden_seed()) in _TRUSTED:
                 return None, None
             path = None
         else:
-            path = CACHE_DIR / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
+            path = settings.cache_dir() / f"{lesson.id}-{device}-{reference_key(lesson, device)}.pt"
             if path.exists():  # read (and checked) in finish, while the student's child works
                 return path, None
         cells = graded_cells(read_notebook(lesson.solution_path))
         if not isinstance(runner, InProcess):
             runner = sandbox.start  # a warm zygote forks students' checks only: the reference starts fresh
+        seed = settings.hidden_seed() if trusted else None
         child = runner(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
-                       visible=[ROOT / "solutions"], strict=trusted, hidden_seed=hidden_seed() if trusted else None)
+                       visible=[ROOT / "solutions"], strict=trusted, hidden_seed=seed)
         return path, child
 
     @staticmethod
     def finish(lesson: Lesson, path: Path | None, child, device: str = "cpu") -> "Reference":
-        import copy
-
-        import torch
+        import torch  # lazy: 4.6 s here, taken while the children work (start, then finish)
 
         if child is None and path is None:
-            return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
+            return copy.deepcopy(_TRUSTED[(lesson.id, device, settings.hidden_seed())])
         if child is not None:
             child.wait()
             try:
@@ -270,9 +258,9 @@ class Reference:
                 raise RuntimeError(f"the reference solution of {lesson.id} left no observations for {', '.join(bad)}")
             data["mistakes"] = {k: dict(v) for k, v in data["mistakes"].items() if v is not None and not isinstance(v, _Unreadable)}
             if path is None:
-                _TRUSTED[(lesson.id, device, hidden_seed())] = Reference(data["exercises"], data["mistakes"], drawn,
-                                                                         data["mutation"])
-                return copy.deepcopy(_TRUSTED[(lesson.id, device, hidden_seed())])
+                key = (lesson.id, device, settings.hidden_seed())
+                _TRUSTED[key] = Reference(data["exercises"], data["mistakes"], drawn, data["mutation"])
+                return copy.deepcopy(_TRUSTED[key])
             path.parent.mkdir(parents=True, exist_ok=True)
             buf = io.BytesIO()
             torch.save(data, buf)
@@ -301,22 +289,11 @@ def _mutation_counts(data) -> dict:
 def _read_draws(path: Path) -> dict:
     """A reference child's draws.json: {key: [[index, ...], ...]}; {} when absent or not that shape (the
     student's child then draws; engine/draws.py checks each entry again)."""
-    from course_cli.sandboxed import readback
-
     try:
         data = readback.read_json(path, 4 * 2**20)
     except Exception:  # noqa: BLE001 - missing, too big, not JSON: drawn again
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _error_result(lesson: Lesson, notebook: str, message: str, status: str = "error",
-                  not_graded: bool = False) -> LessonResult:
-    """graders/engine/verdict.py's `error_result` (the one rule), for the seats that call it here."""
-    # verdict imports torch (judges, diagnosis): this module's importers must not wait for it
-    from graders.engine.verdict import error_result
-
-    return error_result(lesson, notebook, message, status, not_graded)
 
 
 class InProcess:
@@ -327,18 +304,13 @@ class InProcess:
     def __call__(self, module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
                  mistakes: bool = False, only_public: bool = False, hidden_seed: int | None = None,
                  draws: dict | None = None, **_unsandboxed) -> "sandbox.Child":
-        import builtins
-        import tempfile
-
-        from course_cli.sandboxed import child
-
         out = Path(tempfile.mkdtemp(prefix="course-inprocess-"))
         job = sandbox.make_job(module, cells, exercises, device, out, mistakes=mistakes, only_public=only_public,
                                hidden_seed=hidden_seed, draws=draws)
         job["in_process"] = True
         keyboard = builtins.input
         try:
-            child.run(job)
+            run_child(job)
         finally:
             builtins.input = keyboard  # the child's no-keyboard rule, for its run only
         return _Ran(_Exited(), out, float("inf"), None, job)
@@ -373,9 +345,7 @@ class Grading:
     def __init__(self, lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
                  only_public: bool = False, cwd: str | None = None, trusted: bool = False, runner=None,
                  reference: "Reference | None" = None):
-        from graders.registry import STUDENT_DISTRIBUTION
-
-        only_public = only_public or STUDENT_DISTRIBUTION  # the distribution ships the public references only
+        only_public = only_public or registry.STUDENT_DISTRIBUTION  # the distribution ships the public references only
         self.lesson, self.cells, self.notebook, self.only_public, self.cwd = lesson, cells, notebook, only_public, cwd
         self.trusted = trusted
         self.runner = runner or sandbox.start
@@ -400,7 +370,7 @@ class Grading:
             Reference.draws_at_hand(self.lesson, self.ref_path, "cpu")
         return self.runner(self.lesson.module, self.cells, self.names, device, only_public=self.only_public,
                            cwd=self.cwd, visible=visible, strict=self.trusted, extra_env=env,
-                           hidden_seed=hidden_seed() if self.trusted else None, draws=drawn)
+                           hidden_seed=settings.hidden_seed() if self.trusted else None, draws=drawn)
 
     def finish(self) -> LessonResult:
         lesson, cells, names, student = self.lesson, self.cells, self.names, self.student
@@ -417,8 +387,6 @@ class Grading:
             result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                             self.only_public)
             if self.only_public:
-                from graders.engine.results import PUBLIC_ONLY_NOTE
-
                 result.notes.append(PUBLIC_ONLY_NOTE)
             if not student.sandboxed and self.trusted:
                 result.notes.append("graded WITHOUT the sandbox (--insecure): this notebook's code ran as the "
@@ -457,7 +425,7 @@ def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
     """Gather what the children left and let graders/engine/verdict.py decide."""
-    from graders.engine.verdict import StudentRun, judge_lesson
+    from graders.engine.verdict import StudentRun, judge_lesson  # lazy: verdict imports torch (4.9 s cold here)
 
     run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))
     return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes, cells, notebook, wanted, gpu,
@@ -471,7 +439,9 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
     try:
         nb = read_notebook(path, root)
     except NotebookError as exc:
-        return _error_result(lesson, str(path), str(exc), not_graded=True)
+        from graders.engine.verdict import error_result  # lazy: verdict imports torch (4.9 s cold here)
+
+        return error_result(lesson, str(path), str(exc), not_graded=True)
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
                        trusted=trusted)
 

@@ -14,18 +14,21 @@ from typing import Callable
 
 from graders.registry import LESSONS, Lesson
 
+from course_cli import settings
+
 
 def missing(device: str = "cpu") -> list[Lesson]:
     """The lessons whose reference for this course version is not in the cache yet (none in the student
     distribution: its public references ship as data)."""
-    from course_cli.sandboxed.grading import CACHE_DIR, reference_key
+    from course_cli.sandboxed.grading import reference_key
 
+    cache = settings.cache_dir()
     return [l for l in LESSONS if l.solution_path.exists()
-            and not (CACHE_DIR / f"{l.id}-{device}-{reference_key(l, device)}.pt").exists()]
+            and not (cache / f"{l.id}-{device}-{reference_key(l, device)}.pt").exists()]
 
 
 def wanted() -> bool:
-    return os.environ.get("COURSE_INIT_REFERENCES", "1") != "0"
+    return settings.init_references()
 
 
 def build(lessons: list[Lesson], on_done: Callable[[Lesson, str | None], None] = lambda l, e: None,

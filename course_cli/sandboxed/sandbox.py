@@ -43,20 +43,28 @@ bounded sizes, JSON with capped depth, uncompressed tensor archives of plain ten
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import resource
 import shutil
 import signal
+import site
+import socket
+import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graders.registry import ROOT
+from graders.registry import LESSONS, ROOT
 
+from course_cli import settings
+from course_cli.safe_text import for_terminal
 from course_cli.sandboxed import readback
+from course_cli.sandboxed.child_build import ChildBuildUntrusted, child_build
 # The limits (memory, time, output, files, processes, /tmp, /dev/shm, writes) are the run's: course_cli/settings.py's
 # Limits, read by `limits()` when a child starts, never at import.
 STARTUP_ALLOWANCE = 60.0  # importing torch on a busy machine, on top of the notebook's limit
@@ -84,17 +92,11 @@ FIX = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fe
        "--insecure")
 
 
-def cache_dir() -> Path:
-    """The course's cache (COURSE_CACHE_DIR, else ~/.cache/attention-course), as an absolute path: a relative
-    one would mean another folder inside the sandbox, whose working directory is not the caller's."""
-    return Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "attention-course").expanduser().absolute()
-
-
 def bwrap_status() -> tuple[bool, str]:
     """(usable, why not): bubblewrap is installed and can make the namespaces (tried once, then cached).
     COURSE_SANDBOX=none turns it off (today's unsandboxed child)."""
     global _BWRAP
-    if os.environ.get("COURSE_SANDBOX", "auto") == "none":
+    if settings.sandbox_off():
         return False, "the sandbox is turned off (COURSE_SANDBOX=none)"
     if _BWRAP is not None:
         return _BWRAP
@@ -114,9 +116,7 @@ def bwrap_status() -> tuple[bool, str]:
 
 
 def insecure() -> bool:
-    from course_cli.settings import current
-
-    return current().insecure
+    return settings.current().insecure
 
 
 def require_sandbox() -> None:
@@ -162,9 +162,6 @@ def _python_files() -> dict:
 
     {"exe": real interpreter, "links": [(target, link)], "files": [files], "dirs": [folders],
      "mask": [folders inside those to hide]}"""
-    import site
-    import sysconfig
-
     exe = os.path.realpath(sys.executable)
     links, files, dirs, mask = [], [], [], []
     if os.path.abspath(sys.executable) != exe:
@@ -226,9 +223,7 @@ def _pth_sites(sites: "set[str]") -> "set[str]":
 def limits():
     """The limits of the run this process is in (course_cli/settings.py: a command's options, a Dask task's
     shipped settings, else the environment's now)."""
-    from course_cli.settings import current
-
-    return current().limits
+    return settings.current().limits
 
 
 def _hidden(shown: "list[str]") -> list[str]:
@@ -242,7 +237,7 @@ def _hidden(shown: "list[str]") -> list[str]:
         cands.add(os.getcwd())
     except OSError:
         pass
-    cands.add(str(cache_dir()))
+    cands.add(str(settings.cache_dir()))
     out = []
     for c in sorted({os.path.realpath(c) for c in cands if c}):
         if c == "/" or any(_inside(e, c) for e in _ESSENTIAL):
@@ -359,8 +354,6 @@ ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUME
 
 def _user_site() -> list[str]:
     """The user's site-packages when this Python uses it (the child's HOME differs, so it is named)."""
-    import site
-
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     return [user] if user and user in sys.path and os.path.isdir(user) else []
 
@@ -406,7 +399,7 @@ def _cgroup_base() -> Path | None:
     if _CGROUP_BASE is not False:
         return _CGROUP_BASE
     base = None
-    if os.environ.get("COURSE_CGROUP", "1") != "0":
+    if settings.cgroups():
         try:
             for line in Path("/proc/self/cgroup").read_text().splitlines():
                 _, controllers, path = line.split(":", 2)
@@ -456,7 +449,7 @@ def _memory_base() -> Path | None:
     if _MEM_BASE is not False:
         return _MEM_BASE
     base = None
-    if os.environ.get("COURSE_CGROUP", "1") != "0":
+    if settings.cgroups():
         try:
             for line in Path("/proc/self/cgroup").read_text().splitlines():
                 _, controllers, path = line.split(":", 2)
@@ -599,9 +592,6 @@ class Child:
     def _take_view(self) -> None:
         """Receive the output folder's descriptor, sent by course_cli.sandboxed.child before any student code
         ran (non-blocking: at most one, a directory, else nothing)."""
-        import socket
-        import stat
-
         if self.report is None or self.view is not None:
             return
         try:
@@ -655,8 +645,6 @@ class Child:
             text = self.setup_err.read(4000).decode("utf-8", "replace").strip()
         except (OSError, ValueError):
             return ""
-        from course_cli.safe_text import for_terminal
-
         return for_terminal(text[-600:], newlines=False)
 
     def raise_if_never_started(self) -> None:
@@ -950,9 +938,6 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     job = make_job(module, cells, exercises, device, out, mistakes, only_public, bench, exercise_timeout,
                    hidden_seed, draws)
     ex_t = job["exercise_timeout"]
-    import json
-    import socket
-
     # the child sends its output folder's descriptor on `theirs` before any of the notebook's code runs
     report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     job["view_fd"] = theirs.fileno()
@@ -1017,12 +1002,9 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
 
 def _child_build(module: str) -> Path:
     """The graders folder a student's child of lesson `module` sees (built once per version, cached)."""
-    from course_cli.sandboxed.child_build import ChildBuildUntrusted, child_build
-    from graders.registry import LESSONS
-
     lesson = next((l for l in LESSONS if l.module == module), None)
     try:
-        return child_build(cache_dir(), lesson)
+        return child_build(settings.cache_dir(), lesson)
     except ChildBuildUntrusted as exc:  # a build planted in the cache: nobody is graded by it, never a 0
         raise SandboxFailed(str(exc)) from None
 

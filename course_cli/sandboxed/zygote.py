@@ -26,6 +26,7 @@ pool started): a forked child of a multi-threaded process could deadlock.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import resource
@@ -34,6 +35,7 @@ import socket
 import stat
 import struct
 import sys
+import traceback
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -193,6 +195,7 @@ def _run_check(job_path: str, limits: dict, view: int) -> None:
     os.chdir(os.path.dirname(job_path))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.argv = ["course_cli.sandboxed.child", job_path]
+    # lazy: warm's client imports this module for send/recv; the child is the zygote's own (+28 ms there)
     from course_cli.sandboxed import child
 
     code = 1
@@ -201,8 +204,6 @@ def _run_check(job_path: str, limits: dict, view: int) -> None:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
-        import traceback
-
         try:
             traceback.print_exc()
             sys.stderr.flush()
@@ -294,9 +295,7 @@ def preload(module) -> list[str]:
     finds what a lesson's check imports and names what is missing). Not Hypothesis: a warm check is handed the
     reference's draws and never draws itself. Importing starts no thread pool. Returns the names it could not
     import (triton is an extra)."""
-    import importlib
-
-    from graders.engine.probe import defer_dynamo
+    from graders.engine.probe import defer_dynamo  # lazy: the probe imports torch (4.6 s); warm's client must not
 
     missing = []
     for name in getattr(module, "WARM_IMPORTS", ()):
@@ -315,14 +314,15 @@ def main() -> None:
     sys.stdin = open(os.devnull)
     # What a cold child imports before the first cell, done once: torch, the engine, the lesson's grader and
     # the child itself. Nothing here computes with torch (no thread pool may start before a fork).
+    # lazy: these are the zygote's preload (torch: 4.6 s here); warm's client imports this module for send/recv
     import torch  # noqa: F401
 
-    from graders import engine
+    from graders import engine  # lazy: as torch above (the engine's names resolve to torch-importing modules)
 
     for name in ("probe_exercise", "register_source", "student_traceback", "ExerciseTimeout", "mistake_source"):
         getattr(engine, name)
     preload(__import__(module, fromlist=["CHECKS"]))
-    from course_cli.sandboxed import child  # noqa: F401
+    from course_cli.sandboxed import child  # noqa: F401  (lazy: as torch above)
 
     send(ctl, {"ready": True, "threads": threads(), "torch": torch.__version__})
     while True:

@@ -16,6 +16,8 @@ import click
 
 from graders.registry import ROOT, Lesson
 
+from course_cli import settings
+
 MARKER = ".course"
 # what the course reads from a workspace (relative to it): its marker, its notebooks, `course lab`'s Jupyter
 # config (JUPYTER_CONFIG_DIR), data folder and kernelspecs (JUPYTER_PATH)
@@ -57,7 +59,7 @@ def _refuse(folder: Path, why: str) -> UnsafeWorkspace:
 def locate(start: str | Path | None = None) -> tuple[Path, str]:
     """The workspace and how it was found: "env" (COURSE_WORKSPACE), "marker" (a `.course/` folder here or
     above) or "clone" (none found: the course's own clone)."""
-    env = os.environ.get("COURSE_WORKSPACE")
+    env = settings.workspace()
     if env:
         chosen = Path(env).resolve()
         why = unsafe_reason(chosen)

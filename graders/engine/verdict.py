@@ -302,13 +302,24 @@ def _public_diagnosis(module, name, checks, student, reference, mistakes, result
 
 
 # One rule for a submission that was not run at all (every seat: class grading, nbgrader, Gradescope, the
-# warm server): course_cli.sandboxed.grading re-exports it as _error_result.
+# warm server): each calls it here.
 def error_result(lesson, notebook: str, message: str, status: str = "error",
                  not_graded: bool = False) -> LessonResult:
     """Every exercise `status` with `message`; with not_graded=True the submission is NOT GRADED (no score,
     left out of a class's means: a notebook that is not JSON or cannot be read, nothing submitted)."""
-    result = LessonResult(lesson.id, notebook, notes=[message], not_graded=message if not_graded else "")
+    return _every_exercise(lesson, notebook, message, status, message if not_graded else "", "notebook", "grader")
+
+
+def missing_result(lesson, reason: str) -> LessonResult:
+    """The row of a student who handed in nothing gradable: NOT GRADED (no score, left out of the means), the
+    reason, never dropped. Its first check (`submission`, kind `absent`) is how a report tells it apart."""
+    return _every_exercise(lesson, "", reason, "error", reason, "submission", "absent")
+
+
+def _every_exercise(lesson, notebook: str, message: str, status: str, not_graded: str, check: str,
+                    kind: str) -> LessonResult:
+    result = LessonResult(lesson.id, notebook, notes=[message], not_graded=not_graded)
     for ex in lesson.exercises:
         result.exercises.append(ExerciseResult(ex.name, status, 0.0, float(ex.points),
-                                               [CheckResult("notebook", status, message=message, kind="grader")]))
+                                               [CheckResult(check, status, message=message, kind=kind)]))
     return result

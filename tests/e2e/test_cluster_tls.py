@@ -7,6 +7,7 @@ Every process these tests start listens on 127.0.0.1 only, is bounded in time an
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pwd
@@ -391,3 +392,13 @@ def test_the_local_cluster_serves_nothing_outside_tls(limits):
 # Dask's own pages, any of which would name the tasks (students) or the workers
 PAGES = ("/sitemap.json", "/", "/status", "/info/main/workers.html", "/info/main/logs.html", "/metrics",
          "/json/identity.json", "/json/index.html", "/health", "/tasks.html", "/individual-plots.json")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="needs dask.distributed")
+def test_local_clusters_certificates_are_the_runs_own_and_required():
+    """(moved from tests/unit/test_cluster_trust.py: openssl makes the certificates, a process)"""
+    a, b = cluster.security_for("local"), cluster.security_for("local")
+    assert a.require_encryption and a.tls_ca_file and a.tls_ca_file != b.tls_ca_file  # fresh for each run
+    assert a.tls_client_cert and a.tls_worker_cert and a.tls_scheduler_key
+    assert cluster.security_for("local", cluster.Access(insecure=True)) is None
+    assert cluster.security_for("tcp://h:1", cluster.Access(insecure=True)) is None

@@ -33,7 +33,6 @@ def test_the_reference_child_hands_its_draws_to_the_students(tmp_path, monkeypat
     from course_cli.sandboxed import grading
 
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(grading, "CACHE_DIR", tmp_path / "cache")
     lesson, exercise, domain = next((l, e, d) for l, e, d in DECLARED if l.id == "lesson10" and e == "filter_logits")
     first = grading.grade_notebook(lesson, lesson.solution_path, [exercise])
     (side,) = (tmp_path / "cache").glob(f"{lesson.id}-cpu-*.draws.json")

@@ -17,7 +17,7 @@ from course_cli.instructor.gradescope import gradescope_results, hidden_names, m
 from course_cli.main import cli
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from graders.registry import find_lesson
-from test_gradescope_bundle import _bwrap_works, _refusing_bwrap  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from test_gradescope_bundle import L01, _bwrap_works, _refusing_bwrap  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 @pytest.mark.slow
@@ -48,3 +48,36 @@ def test_setup_sh_builds_as_root_in_a_fresh_venv_and_starts_the_sandbox(tmp_path
                            "selftest", "--lesson", "lesson01"], cwd=root / "source" / "course", env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1 and "No permissions to creating new namespace" in proc.stderr
+
+
+# moved from tests/unit/test_gradescope_bundle.py: each runs the autograder's own process
+def test_a_sandbox_that_cannot_start_is_an_error_not_a_score(tmp_path):
+    out = tmp_path / "autograder.zip"
+    r = CliRunner().invoke(cli, ["gradescope", "lesson01", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    root = tmp_path / "autograder"
+    zipfile.ZipFile(out).extractall(root / "source")
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "run_autograder").chmod(0o755)
+    (root / "submission").mkdir()
+    shutil.copy(L01.solution_path, root / "submission" / L01.notebook)
+    (root / "results").mkdir()
+    (root / "results" / "results.json").write_text('{"score": 10}')  # a stale file is no result either
+    env = _refusing_bwrap(tmp_path / "bin")
+    env.pop("PYTHONPATH")  # the zip's course, as on Gradescope
+    env.update(AUTOGRADER_ROOT=str(root), COURSE_PYTHON=sys.executable)
+    proc = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    assert not (root / "results" / "results.json").exists()  # no score at all, not a 0
+    assert "NOT GRADED" in proc.stderr and "cannot make its namespaces" in proc.stderr
+    assert "user namespaces" in proc.stderr and "Gradescope" in proc.stderr
+
+
+def test_selftest_fails_the_build_with_the_reason_when_namespaces_are_refused(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "course_cli.instructor.gradescope", "selftest", "--lesson",
+                           "lesson01"], env=_refusing_bwrap(tmp_path / "bin"), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1
+    assert "the sandbox cannot start here" in proc.stderr and "No permissions to creating new namespace" in proc.stderr
+    assert "Gradescope" in proc.stderr

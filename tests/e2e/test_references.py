@@ -14,7 +14,7 @@ L01 = find_lesson("lesson01")
 
 
 def test_init_builds_the_missing_references_with_a_progress_bar(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COURSE_INIT_REFERENCES", "1")
     assert [l.id for l in references.missing()] == [l.id for l in LESSONS if l.solution_path.exists()]
     built = []
@@ -40,7 +40,7 @@ def test_init_builds_the_missing_references_with_a_progress_bar(tmp_path, monkey
 
 @pytest.mark.slow
 def test_a_built_reference_is_what_the_first_check_uses(tmp_path, monkeypatch):
-    monkeypatch.setattr(grading, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
     assert L01 in references.missing()
     done = []
     assert references.build([L01], lambda l, e: done.append((l.id, e))) == {}

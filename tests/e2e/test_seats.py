@@ -12,8 +12,9 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from course_cli.classes.batch import missing_result, read_roster, rows, summary, write
-from course_cli.sandboxed.grading import _error_result, grade_notebook
+from course_cli.classes.batch import read_roster, rows, summary, write
+from course_cli.sandboxed.grading import grade_notebook
+from graders.engine.verdict import error_result, missing_result
 from graders.engine.notebook import pick_notebook, renamed_note
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult, for_students, hidden_only_line
 from graders.registry import find_lesson
@@ -35,7 +36,7 @@ def _graded(student_points: dict[str, float | None]) -> dict[str, LessonResult]:
     out = {}
     for s, p in student_points.items():
         if p is None:
-            out[s] = _error_result(L01, f"{s}.ipynb", f"{s}.ipynb is not a notebook: not valid JSON", not_graded=True)
+            out[s] = error_result(L01, f"{s}.ipynb", f"{s}.ipynb is not a notebook: not valid JSON", not_graded=True)
         else:
             out[s] = LessonResult("lesson01", f"{s}.ipynb", [ExerciseResult("softmax", "passed" if p else "failed",
                                                                             p, 4.0)])
@@ -156,7 +157,7 @@ def test_nbgrader_grades_a_renamed_notebook_with_the_note(tmp_path):
 def test_gradescope_not_graded_and_renamed():
     from course_cli.instructor.gradescope import gradescope_results, hidden_names
 
-    bad = _error_result(L01, "x.ipynb", "x.ipynb is not a notebook", not_graded=True)
+    bad = error_result(L01, "x.ipynb", "x.ipynb is not a notebook", not_graded=True)
     data = gradescope_results(L01, bad, hidden_names(L01))
     assert "NOT GRADED: x.ipynb is not a notebook" in data["output"] and data["extra_data"]["not_graded"]
     ok = LessonResult("lesson01", "mine.ipynb", [ExerciseResult("softmax", "passed", 4.0, 4.0)],

@@ -49,8 +49,7 @@ def test_a_poisoned_reference_cache_cannot_pass_a_class_submission(tmp_path, mon
     from graders.engine import mistake_source
     from harness import mistakes_of, solution_cell_index
 
-    monkeypatch.setattr(grading, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))  # the children see the same folder
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))  # the parent and its children alike
     grading._TRUSTED.clear()
     grade_notebook(L01, L01.solution_path)  # fill the disk cache
     mistake = next(m for m in mistakes_of(L01) if m.id == "no_scaling")

@@ -124,8 +124,11 @@ def test_course_grade_results_are_not_written_through_a_link(tmp_path, suffix):
     assert v.read_text() == MINE
 
 
-def test_course_grade_says_why_it_cannot_write_its_results(tmp_path):
+def test_course_grade_says_why_it_cannot_write_its_results(tmp_path, monkeypatch):
     """`course grade --student` over a link at OUT: one sentence (a CourseError: exit code 2), no traceback."""
+    from course_cli.sandboxed import sandbox
+
+    monkeypatch.setattr(sandbox, "_BWRAP", (True, ""))  # bwrap usable, not probed: the fast tier starts no process
     from course_cli.main import CourseError, _render_class
 
     v = victim(tmp_path)
@@ -186,6 +189,9 @@ def test_the_report_is_not_written_through_a_link(tmp_path):
 
 
 def test_course_check_html_is_not_written_through_a_link(tmp_path, monkeypatch):
+    from course_cli.sandboxed import sandbox
+
+    monkeypatch.setattr(sandbox, "_BWRAP", (True, ""))  # bwrap usable, not probed: the fast tier starts no process
     import course_cli.student.checking as checking
 
     v = victim(tmp_path, "page.html")

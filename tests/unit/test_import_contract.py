@@ -19,6 +19,7 @@ from test_imports import graph
 CHILD = {
     "course_cli.sandboxed.child",   # the child's main: its seat (limits, guard, files) around the runner
     "course_cli.sandboxed.zygote",  # the warm sandbox: forks the child
+    "course_cli.settings",          # the environment's switches (COURSE_SANDBOXED); the standard library only
     "graders.engine",               # the lesson author's API (its names resolve on first use)
     "graders.engine.runner",        # the one function: a notebook's cells, then its probes
     "graders.engine.probe",         # probes, the recorder, observations as plain data

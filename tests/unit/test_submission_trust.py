@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -133,11 +131,11 @@ def test_the_batch_refuses_before_any_worker(tmp_path):
 
 
 def _other_uid() -> int:
+    """Another user's id (root may chown to it; no user is created: the fast tier starts no process)."""
     try:
-        subprocess.run(["useradd", "--no-create-home", "course-planter"], capture_output=True)
-        return pwd.getpwnam("course-planter").pw_uid
-    except (KeyError, OSError):
         return pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        return 65534
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting a folder owned by another user needs root")
@@ -158,20 +156,6 @@ def test_a_planted_workspace_is_refused(tmp_path, monkeypatch):
         locate(shared / "victim")
     os.chmod(shared / ".jupyter", 0o755)
     assert locate(shared / "victim") == (shared, "marker")
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="planting a folder owned by another user needs root")
-def test_course_lab_refuses_a_planted_workspace(tmp_path):
-    shared = tmp_path / "shared"
-    (shared / ".course").mkdir(parents=True)
-    (shared / ".jupyter").mkdir()
-    (shared / ".jupyter" / "jupyter_server_config.py").write_text("open('/tmp/pwned-b', 'w')\n")
-    os.chown(shared / ".jupyter", _other_uid(), -1)
-    (shared / "victim").mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "COURSE_WORKSPACE"}
-    proc = subprocess.run([sys.executable, "-m", "course_cli", "lab", "--no-browser"], cwd=shared / "victim", env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "not using the workspace" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_progress_is_written_through_an_unpredictable_name(tmp_path):
@@ -197,24 +181,3 @@ def test_progress_is_written_through_an_unpredictable_name(tmp_path):
     store.record(SimpleNamespace(lesson="lesson01", score=1.0, max_score=1.0, exercises=[ex]))
     assert victim.read_text() == "mine" and store.load()["lessons"]["lesson01"]["best"]["sdpa"]["status"] == "passed"
     assert not [p for p in store.dir.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
-
-
-def test_a_committed_course_cli_cannot_replace_classroom_s_verdict(tmp_path):
-    """The workflow's verdict step, run in a student repository holding a forged `course_cli/` that exits 0:
-    the installed course's verdict runs (no results: exit 1), never the forged one."""
-    import shlex
-    import sys
-
-    from course_cli.instructor.classroom import verdict_command
-
-    forged = tmp_path / "course_cli" / "instructor"
-    forged.mkdir(parents=True)
-    (tmp_path / "course_cli" / "__init__.py").write_text("")
-    (forged / "__init__.py").write_text("")
-    (forged / "classroom.py").write_text("print('forged: passed'); raise SystemExit(0)\n")
-    words = shlex.split(verdict_command(LESSONS[0], LESSONS[0].exercises[0].name))
-    assert words[0] == "python"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert "forged" not in proc.stdout and proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)

@@ -101,8 +101,8 @@ def test_numbers_and_strings_lose_their_subclasses():
 
 POISON = '''
 import glob, os, torch
-from course_cli.sandboxed import grading
-for path in glob.glob(os.path.join(str(grading.CACHE_DIR), "lesson01-cpu-*.pt")):
+from course_cli import settings
+for path in glob.glob(os.path.join(str(settings.cache_dir()), "lesson01-cpu-*.pt")):
     data = torch.load(path, weights_only=True)
     mine = data["mistakes"]["no_scaling"]  # the observations of exactly my (wrong) answer
     for obs in mine["checks"].values():
