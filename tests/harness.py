@@ -270,3 +270,103 @@ PEAK = ("import resource, sys\n"
         "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
         "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
         "sys.exit(code)\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# The slow tier's matrix: every catalogued mistake of a lesson graded in the sandbox once per test session
+
+
+def _matrix_key(lesson: Lesson) -> str:
+    """What a lesson's matrix depends on: its solved notebook, its grader module and every mistake's code."""
+    import hashlib
+
+    module = importlib.import_module(lesson.module)
+    h = hashlib.sha256(lesson.solution_path.read_bytes())
+    h.update(Path(module.__file__).read_bytes())
+    for m in module.MISTAKES:
+        h.update(f"\0{m.id}\0{m.exercise}\0{mistake_source(m, lesson.id)}".encode())
+    return h.hexdigest()[:16]
+
+
+def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path) -> dict:
+    """{mistake id: LessonResult}: each catalogued mistake of `lesson` (the solved notebook with that mistake's
+    code in place of its exercise) graded on that exercise alone, as `grade_one` grades it, through one sandbox start for the lesson: a
+    warm zygote (course_cli/sandboxed/warm.py: bubblewrap, torch and the graders imported once) forks one check
+    per mistake, and each check runs course_cli.sandboxed.child's `run` on its notebook exactly as a fresh cold
+    child does (tests/e2e/test_warm_e2e.py holds warm = cold). The reference is read once (the disk cache, as
+    `course check`'s). Without bubblewrap (no sandbox on this machine) each is graded cold, as grade_one."""
+    import copy
+
+    from course_cli.sandboxed import grading, sandbox, warm
+    from course_cli.sandboxed.notebook import read_notebook
+    from graders.engine.notebook import graded_cells
+
+    notebooks = folder / lesson.id
+    logs = folder / f"{lesson.id}-logs"
+    notebooks.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(exist_ok=True)
+    paths = {m.id: (m, with_mistake(lesson, m, notebooks)) for m in mistakes_of(lesson)}
+    if not sandbox.bwrap_status()[0]:
+        return {mid: grade_notebook(lesson, path, [m.exercise]) for mid, (m, path) in paths.items()}
+    reference = grading.Reference.finish(lesson, *grading.Reference.start(lesson, "cpu"), "cpu")
+    zygote = warm.Zygote(lesson, str(notebooks), logs)
+    try:
+        out = {}
+        for mid, (m, path) in paths.items():
+            g = grading.Grading(lesson, graded_cells(read_notebook(path)), str(path), [m.exercise],
+                                cwd=str(notebooks), runner=zygote.runner, reference=copy.deepcopy(reference))
+            out[mid] = g.finish()
+        return out
+    finally:
+        zygote.stop()
+
+
+class SandboxMatrix:
+    """The sandboxed gradings of every lesson's catalogued mistakes, made once per test session and shared by
+    the tests that read them: the first test of a lesson to ask grades the lesson's whole catalogue
+    (`grade_mistakes_in_the_sandbox`) and stores it under `shared`, keyed by the lesson's code (`_matrix_key`);
+    the tests after it, in any xdist worker, read it. A test that asks while another worker is still grading that
+    lesson does not wait: it grades its own mistake in a cold child (as `grade_one`), so no worker stands idle.
+    `shared`: a folder every worker of the session sees."""
+
+    def __init__(self, shared: Path):
+        self.shared = shared
+        self.results: dict[str, dict] = {}
+
+    def mistake(self, lesson: Lesson, mistake):
+        """The ExerciseResult of `mistake`'s notebook, graded in the sandbox."""
+        (ex,) = self.graded(lesson, mistake).exercises
+        return ex
+
+    def graded(self, lesson: Lesson, mistake):
+        """The LessonResult (its notes too) of `mistake`'s notebook (`with_mistake`'s) graded on its exercise."""
+        if lesson.id not in self.results:
+            got = self._lesson(lesson)
+            if got is None:  # another worker is grading this lesson now: this one mistake, cold
+                import tempfile
+
+                with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
+                    return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)), [mistake.exercise])
+            self.results[lesson.id] = got
+        return self.results[lesson.id][mistake.id]
+
+    def _lesson(self, lesson: Lesson) -> "dict | None":
+        import fcntl
+        import pickle
+
+        self.shared.mkdir(parents=True, exist_ok=True)
+        stored = self.shared / f"{lesson.id}-{_matrix_key(lesson)}.pickle"
+        if stored.exists():  # this session's own file (its base temp folder), written whole (a rename)
+            return pickle.loads(stored.read_bytes())
+        with open(self.shared / f"{lesson.id}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None
+            if stored.exists():  # graded by the worker that held the lock just before
+                return pickle.loads(stored.read_bytes())
+            results = grade_mistakes_in_the_sandbox(lesson, self.shared / "notebooks")
+            tmp = stored.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps(results))
+            tmp.replace(stored)
+            return results

@@ -38,8 +38,10 @@ def test_student_notebook_is_not_implemented(lesson):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson, mistake", MISTAKE_CASES)
-def test_known_mistake_is_rejected_and_named(lesson, mistake, tmp_path):
-    ex = grade_one(lesson, with_mistake(lesson, mistake, tmp_path), mistake.exercise)
+def test_known_mistake_is_rejected_and_named(lesson, mistake, sandbox_matrix):
+    """In the sandbox: the lesson's catalogue is graded once per session through one sandbox start (a warm
+    zygote forks a check per mistake: tests/harness.py grade_mistakes_in_the_sandbox), not a cold child each."""
+    ex = sandbox_matrix.mistake(lesson, mistake)
     assert ex.status in ("failed", "error"), explain(ex)
     assert ex.points == 0
     assert ex.diagnosis == mistake.message, explain(ex)
