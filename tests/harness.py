@@ -322,16 +322,17 @@ def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path) -> dict:
 
 
 class SandboxMatrix:
-    """The sandboxed gradings of every lesson's catalogued mistakes, made once per test session and shared by
-    the tests that read them: the first test of a lesson to ask grades the lesson's whole catalogue
-    (`grade_mistakes_in_the_sandbox`) and stores it under `shared`, keyed by the lesson's code (`_matrix_key`);
-    the tests after it, in any xdist worker, read it. A test that asks while another worker is still grading that
-    lesson does not wait: it grades its own mistake in a cold child (as `grade_one`), so no worker stands idle.
-    `shared`: a folder every worker of the session sees."""
+    """The slow tier's gradings of the lessons' own notebooks, each made once per test session and shared by the
+    tests that read them: every catalogued mistake of a lesson (`mistake`, `graded`: the first test of a lesson to
+    ask grades its whole catalogue, `grade_mistakes_in_the_sandbox`) and the solved and stub notebooks graded cold
+    (`cold`). Each is stored under `shared`, keyed by the code it depends on; the tests after it, in any xdist
+    worker, read it. A test that asks while another worker is still grading the same thing does not wait: it
+    grades what it needs itself, cold (as `grade_one`), so no worker stands idle. `shared`: a folder every worker
+    of the session sees."""
 
     def __init__(self, shared: Path):
         self.shared = shared
-        self.results: dict[str, dict] = {}
+        self.results: dict[str, object] = {}
 
     def mistake(self, lesson: Lesson, mistake):
         """The ExerciseResult of `mistake`'s notebook, graded in the sandbox."""
@@ -340,33 +341,43 @@ class SandboxMatrix:
 
     def graded(self, lesson: Lesson, mistake):
         """The LessonResult (its notes too) of `mistake`'s notebook (`with_mistake`'s) graded on its exercise."""
-        if lesson.id not in self.results:
-            got = self._lesson(lesson)
-            if got is None:  # another worker is grading this lesson now: this one mistake, cold
-                import tempfile
+        matrix = self._once(f"{lesson.id}-mistakes-{_matrix_key(lesson)}",
+                            lambda: grade_mistakes_in_the_sandbox(lesson, self.shared / "notebooks"))
+        if matrix is None:  # another worker is grading this lesson now: this one mistake, cold
+            import tempfile
 
-                with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
-                    return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)), [mistake.exercise])
-            self.results[lesson.id] = got
-        return self.results[lesson.id][mistake.id]
+            with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
+                return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)), [mistake.exercise])
+        return matrix[mistake.id]
 
-    def _lesson(self, lesson: Lesson) -> "dict | None":
+    def cold(self, lesson: Lesson, path: Path):
+        """The LessonResult of the lesson's own notebook at `path` (its solved or its stub notebook), every
+        exercise, graded by a fresh cold sandboxed child (`grade_notebook`), once per session."""
+        import hashlib
+
+        key = hashlib.sha256(path.read_bytes() + _matrix_key(lesson).encode()).hexdigest()[:16]
+        got = self._once(f"{lesson.id}-{path.stem}-{path.parent.name}-{key}", lambda: grade_notebook(lesson, path))
+        return got if got is not None else grade_notebook(lesson, path)
+
+    def _once(self, name: str, compute):
+        """compute()'s value, computed once in this session by whichever worker asks first (and kept in this
+        process); None while another worker is computing it."""
         import fcntl
         import pickle
 
+        if name in self.results:
+            return self.results[name]
         self.shared.mkdir(parents=True, exist_ok=True)
-        stored = self.shared / f"{lesson.id}-{_matrix_key(lesson)}.pickle"
-        if stored.exists():  # this session's own file (its base temp folder), written whole (a rename)
-            return pickle.loads(stored.read_bytes())
-        with open(self.shared / f"{lesson.id}.lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return None
-            if stored.exists():  # graded by the worker that held the lock just before
-                return pickle.loads(stored.read_bytes())
-            results = grade_mistakes_in_the_sandbox(lesson, self.shared / "notebooks")
-            tmp = stored.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps(results))
-            tmp.replace(stored)
-            return results
+        stored = self.shared / f"{name}.pickle"
+        if not stored.exists():
+            with open(self.shared / f"{name}.lock", "w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return None
+                if not stored.exists():  # (else: stored by the worker that held the lock just before)
+                    tmp = stored.with_suffix(".tmp")
+                    tmp.write_bytes(pickle.dumps(compute()))
+                    tmp.replace(stored)  # whole or not at all
+        self.results[name] = pickle.loads(stored.read_bytes())  # this session's own file (its base temp folder)
+        return self.results[name]

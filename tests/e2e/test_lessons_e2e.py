@@ -17,8 +17,8 @@ from test_lessons import LESSON_CASES, MISTAKE_CASES  # noqa: F401 (helpers and 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSON_CASES)
-def test_solution_passes_every_exercise(lesson):
-    result = grade_notebook(lesson, lesson.solution_path)
+def test_solution_passes_every_exercise(lesson, sandbox_matrix):
+    result = sandbox_matrix.cold(lesson, lesson.solution_path)  # a cold child, once per session (test_warm_e2e)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
         assert ex.points == ex.max_points
@@ -27,8 +27,8 @@ def test_solution_passes_every_exercise(lesson):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSON_CASES)
-def test_student_notebook_is_not_implemented(lesson):
-    result = grade_notebook(lesson, lesson.student_path)
+def test_student_notebook_is_not_implemented(lesson, sandbox_matrix):
+    result = sandbox_matrix.cold(lesson, lesson.student_path)  # a cold child, once per session (test_warm_e2e)
     assert [e.id for e in result.exercises] == [e.name for e in lesson.exercises]
     for ex in result.exercises:
         assert ex.status == "not_implemented", explain(ex)

@@ -31,12 +31,26 @@ def cold_check(path, lesson=L01, monkeypatch=None, **env) -> dict:
     return json.loads(json.dumps(json_clean(result.to_dict(), None), ensure_ascii=False))
 
 
+def student_json(result, path) -> dict:
+    """`cold_check`'s JSON of a cold grading at hand, of the same notebook copied to `path`."""
+    from course_cli.safe_text import json_clean
+    from graders.engine.results import for_students
+
+    data = {**for_students(result).to_dict(), "notebook": str(path)}
+    return json.loads(json.dumps(json_clean(data, None), ensure_ascii=False))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
-def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir, monkeypatch):
+def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir, monkeypatch, sandbox_matrix):
     notebooks = _notebooks(lesson, tmp_path / "nb")
+    # the solved and stub notebooks' cold gradings are the session's (tests/e2e/test_lessons_e2e.py reads them)
+    shared = {notebooks[0]: lesson.solution_path, notebooks[1]: lesson.student_path}
     for nb in notebooks:
-        cold = cold_check(nb, lesson, monkeypatch)
+        if nb in shared:
+            cold = student_json(sandbox_matrix.cold(lesson, shared[nb]), nb)
+        else:
+            cold = cold_check(nb, lesson, monkeypatch)
         warm_result = check(nb, run_dir, lesson=lesson)
         assert warm_result == cold, nb.name
     assert warm_checks(run_dir) == len(notebooks)  # every warm one was graded warm (not fallen back to cold)
