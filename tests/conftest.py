@@ -114,8 +114,9 @@ def _isolated_workspace(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def sandbox_matrix(tmp_path_factory):
-    """Every lesson's catalogued mistakes graded in the sandbox once per test session, shared by the tests that
-    read them (tests/harness.py SandboxMatrix): in a folder all xdist workers of this session see."""
+    """The lessons' own notebooks (every catalogued mistake, the solved and the stub notebooks) graded in the
+    sandbox once per test session, shared by the tests that read them (tests/harness.py SandboxMatrix): in a
+    folder all xdist workers of this session see."""
     from harness import SandboxMatrix
 
     base = tmp_path_factory.getbasetemp()
