@@ -112,6 +112,17 @@ def _isolated_workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_WORKSPACE", str(tmp_path / "workspace"))
 
 
+@pytest.fixture(scope="session")
+def sandbox_matrix(tmp_path_factory):
+    """The lessons' own notebooks (every catalogued mistake, the solved and the stub notebooks) graded in the
+    sandbox once per test session, shared by the tests that read them (tests/harness.py SandboxMatrix): in a
+    folder all xdist workers of this session see."""
+    from harness import SandboxMatrix
+
+    base = tmp_path_factory.getbasetemp()
+    return SandboxMatrix((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sandbox-matrix")
+
+
 class StartsAChild(AssertionError):
     """A fast-tier test started a process: it belongs in tests/e2e/."""
 

@@ -270,3 +270,114 @@ PEAK = ("import resource, sys\n"
         "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
         "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
         "sys.exit(code)\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# The slow tier's matrix: every catalogued mistake of a lesson graded in the sandbox once per test session
+
+
+def _matrix_key(lesson: Lesson) -> str:
+    """What a lesson's matrix depends on: its solved notebook, its grader module and every mistake's code."""
+    import hashlib
+
+    module = importlib.import_module(lesson.module)
+    h = hashlib.sha256(lesson.solution_path.read_bytes())
+    h.update(Path(module.__file__).read_bytes())
+    for m in module.MISTAKES:
+        h.update(f"\0{m.id}\0{m.exercise}\0{mistake_source(m, lesson.id)}".encode())
+    return h.hexdigest()[:16]
+
+
+def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path) -> dict:
+    """{mistake id: LessonResult}: each catalogued mistake of `lesson` (the solved notebook with that mistake's
+    code in place of its exercise) graded on that exercise alone, as `grade_one` grades it, through one sandbox start for the lesson: a
+    warm zygote (course_cli/sandboxed/warm.py: bubblewrap, torch and the graders imported once) forks one check
+    per mistake, and each check runs course_cli.sandboxed.child's `run` on its notebook exactly as a fresh cold
+    child does (tests/e2e/test_warm_e2e.py holds warm = cold). The reference is read once (the disk cache, as
+    `course check`'s). Without bubblewrap (no sandbox on this machine) each is graded cold, as grade_one."""
+    import copy
+
+    from course_cli.sandboxed import grading, sandbox, warm
+    from course_cli.sandboxed.notebook import read_notebook
+    from graders.engine.notebook import graded_cells
+
+    notebooks = folder / lesson.id
+    logs = folder / f"{lesson.id}-logs"
+    notebooks.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(exist_ok=True)
+    paths = {m.id: (m, with_mistake(lesson, m, notebooks)) for m in mistakes_of(lesson)}
+    if not sandbox.bwrap_status()[0]:
+        return {mid: grade_notebook(lesson, path, [m.exercise]) for mid, (m, path) in paths.items()}
+    reference = grading.Reference.finish(lesson, *grading.Reference.start(lesson, "cpu"), "cpu")
+    zygote = warm.Zygote(lesson, str(notebooks), logs)
+    try:
+        out = {}
+        for mid, (m, path) in paths.items():
+            g = grading.Grading(lesson, graded_cells(read_notebook(path)), str(path), [m.exercise],
+                                cwd=str(notebooks), runner=zygote.runner, reference=copy.deepcopy(reference))
+            out[mid] = g.finish()
+        return out
+    finally:
+        zygote.stop()
+
+
+class SandboxMatrix:
+    """The slow tier's gradings of the lessons' own notebooks, each made once per test session and shared by the
+    tests that read them: every catalogued mistake of a lesson (`mistake`, `graded`: the first test of a lesson to
+    ask grades its whole catalogue, `grade_mistakes_in_the_sandbox`) and the solved and stub notebooks graded cold
+    (`cold`). Each is stored under `shared`, keyed by the code it depends on; the tests after it, in any xdist
+    worker, read it. A test that asks while another worker is still grading the same thing does not wait: it
+    grades what it needs itself, cold (as `grade_one`), so no worker stands idle. `shared`: a folder every worker
+    of the session sees."""
+
+    def __init__(self, shared: Path):
+        self.shared = shared
+        self.results: dict[str, object] = {}
+
+    def mistake(self, lesson: Lesson, mistake):
+        """The ExerciseResult of `mistake`'s notebook, graded in the sandbox."""
+        (ex,) = self.graded(lesson, mistake).exercises
+        return ex
+
+    def graded(self, lesson: Lesson, mistake):
+        """The LessonResult (its notes too) of `mistake`'s notebook (`with_mistake`'s) graded on its exercise."""
+        matrix = self._once(f"{lesson.id}-mistakes-{_matrix_key(lesson)}",
+                            lambda: grade_mistakes_in_the_sandbox(lesson, self.shared / "notebooks"))
+        if matrix is None:  # another worker is grading this lesson now: this one mistake, cold
+            import tempfile
+
+            with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
+                return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)), [mistake.exercise])
+        return matrix[mistake.id]
+
+    def cold(self, lesson: Lesson, path: Path):
+        """The LessonResult of the lesson's own notebook at `path` (its solved or its stub notebook), every
+        exercise, graded by a fresh cold sandboxed child (`grade_notebook`), once per session."""
+        import hashlib
+
+        key = hashlib.sha256(path.read_bytes() + _matrix_key(lesson).encode()).hexdigest()[:16]
+        got = self._once(f"{lesson.id}-{path.stem}-{path.parent.name}-{key}", lambda: grade_notebook(lesson, path))
+        return got if got is not None else grade_notebook(lesson, path)
+
+    def _once(self, name: str, compute):
+        """compute()'s value, computed once in this session by whichever worker asks first (and kept in this
+        process); None while another worker is computing it."""
+        import fcntl
+        import pickle
+
+        if name in self.results:
+            return self.results[name]
+        self.shared.mkdir(parents=True, exist_ok=True)
+        stored = self.shared / f"{name}.pickle"
+        if not stored.exists():
+            with open(self.shared / f"{name}.lock", "w") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return None
+                if not stored.exists():  # (else: stored by the worker that held the lock just before)
+                    tmp = stored.with_suffix(".tmp")
+                    tmp.write_bytes(pickle.dumps(compute()))
+                    tmp.replace(stored)  # whole or not at all
+        self.results[name] = pickle.loads(stored.read_bytes())  # this session's own file (its base temp folder)
+        return self.results[name]

@@ -17,8 +17,8 @@ from test_lessons import LESSON_CASES, MISTAKE_CASES  # noqa: F401 (helpers and 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSON_CASES)
-def test_solution_passes_every_exercise(lesson):
-    result = grade_notebook(lesson, lesson.solution_path)
+def test_solution_passes_every_exercise(lesson, sandbox_matrix):
+    result = sandbox_matrix.cold(lesson, lesson.solution_path)  # a cold child, once per session (test_warm_e2e)
     for ex in result.exercises:
         assert ex.status == "passed", explain(ex)
         assert ex.points == ex.max_points
@@ -27,8 +27,8 @@ def test_solution_passes_every_exercise(lesson):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSON_CASES)
-def test_student_notebook_is_not_implemented(lesson):
-    result = grade_notebook(lesson, lesson.student_path)
+def test_student_notebook_is_not_implemented(lesson, sandbox_matrix):
+    result = sandbox_matrix.cold(lesson, lesson.student_path)  # a cold child, once per session (test_warm_e2e)
     assert [e.id for e in result.exercises] == [e.name for e in lesson.exercises]
     for ex in result.exercises:
         assert ex.status == "not_implemented", explain(ex)
@@ -38,8 +38,10 @@ def test_student_notebook_is_not_implemented(lesson):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson, mistake", MISTAKE_CASES)
-def test_known_mistake_is_rejected_and_named(lesson, mistake, tmp_path):
-    ex = grade_one(lesson, with_mistake(lesson, mistake, tmp_path), mistake.exercise)
+def test_known_mistake_is_rejected_and_named(lesson, mistake, sandbox_matrix):
+    """In the sandbox: the lesson's catalogue is graded once per session through one sandbox start (a warm
+    zygote forks a check per mistake: tests/harness.py grade_mistakes_in_the_sandbox), not a cold child each."""
+    ex = sandbox_matrix.mistake(lesson, mistake)
     assert ex.status in ("failed", "error"), explain(ex)
     assert ex.points == 0
     assert ex.diagnosis == mistake.message, explain(ex)

@@ -19,12 +19,38 @@ from graders.registry import LESSONS, ROOT, find_lesson
 from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _stop_servers, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
+def cold_check(path, lesson=L01, monkeypatch=None, **env) -> dict:
+    """What `course check LESSON --notebook PATH --cold --json` prints, computed in this process: the CLI's own
+    calls (warm.grade_notebook with warm=False: a cold sandboxed child, then `for_students`; its JSON cleaning),
+    without starting an interpreter and importing the course for each notebook. `env`: the limits, as `check`'s."""
+    from course_cli.safe_text import json_clean
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = warm.grade_notebook(lesson, str(path), None, warm=False)
+    return json.loads(json.dumps(json_clean(result.to_dict(), None), ensure_ascii=False))
+
+
+def student_json(result, path) -> dict:
+    """`cold_check`'s JSON of a cold grading at hand, of the same notebook copied to `path`."""
+    from course_cli.safe_text import json_clean
+    from graders.engine.results import for_students
+
+    data = {**for_students(result).to_dict(), "notebook": str(path)}
+    return json.loads(json.dumps(json_clean(data, None), ensure_ascii=False))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=[l.id for l in LESSONS])
-def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir):
+def test_same_verdicts_warm_and_cold(lesson, tmp_path, run_dir, monkeypatch, sandbox_matrix):
     notebooks = _notebooks(lesson, tmp_path / "nb")
+    # the solved and stub notebooks' cold gradings are the session's (tests/e2e/test_lessons_e2e.py reads them)
+    shared = {notebooks[0]: lesson.solution_path, notebooks[1]: lesson.student_path}
     for nb in notebooks:
-        cold = check(nb, run_dir, "--cold", lesson=lesson)
+        if nb in shared:
+            cold = student_json(sandbox_matrix.cold(lesson, shared[nb]), nb)
+        else:
+            cold = cold_check(nb, lesson, monkeypatch)
         warm_result = check(nb, run_dir, lesson=lesson)
         assert warm_result == cold, nb.name
     assert warm_checks(run_dir) == len(notebooks)  # every warm one was graded warm (not fallen back to cold)
@@ -206,13 +232,13 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.ipynb")))
-def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder):
+def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder, monkeypatch):
     """Every broken and hostile notebook of tests/fixtures/hostile: the same JSON warm and cold (time limits,
     memory, output caps, exits, signals, leftovers; wrong_device's attention reads memory torch never wrote,
     which engine.probe.filled_memory makes NaN, so its messages agree too)."""
     folder, run_dir = hostile_folder
     path = folder / name
-    cold = check(path, run_dir, "--cold", **SHORT)
+    cold = cold_check(path, L01, monkeypatch, **SHORT)
     warm_result = check(path, run_dir, **SHORT)
     assert warm_result == cold
 
