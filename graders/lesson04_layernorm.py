@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from .engine.checks import Arg, Domain
 from .engine.compare import close, tolerance
 from .engine.probe import relaid
+from .interface import PASSED, arguments
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
@@ -186,11 +187,11 @@ def layer_norm_grads(ctx):
 # The declared domain of layer_norm: any leading dims (none: a single vector), a row of one feature and a wide
 # one (1024), weight and bias each given or not, eps from tiny to large (0.5: where it goes shows), inputs
 # whose variance is below eps, x in float32, float64 or bfloat16 (weight and bias in x's dtype), any layout of
-# x and of weight.
+# x and of weight; the arguments by keyword or in the signature's order.
 LN_DOMAIN = Domain(
     args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (8, 1, 1024)),
           Arg("weight", ("given", None)), Arg("bias", ("given", None)), Arg("eps", (1e-5, 1e-12, 0.5)),
-          Arg("scale of x", (2.0, 1e-3))),
+          Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=5)
 
 
@@ -203,7 +204,8 @@ def layer_norm_domain(ctx, ex):
     x = relaid(x.to(dtype), ex["layout of x"])
     w = _laid(ctx.randn(D).to(dtype), ex["layout of weight"]) if ex["weight"] else None
     b = ctx.randn(D).to(dtype) if ex["bias"] else None
-    return {"output": ctx.call(ctx.target, x, weight=w, bias=b, eps=ex["eps"])}
+    args, kwargs = arguments(("weight", "bias", "eps"), {"weight": w, "bias": b, "eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
