@@ -326,7 +326,7 @@ def LayerNorm_grads(ctx):
 LAYERNORM_DOMAIN = Domain(
     args=(Arg("normalized_shape", (8, 1, 1024)), Arg("eps", (1e-5, 0.5)), Arg("elementwise_affine", (True, False)),
           Arg("bias", (True, False)), Arg("leading dims", ("2, 3", "none", "1, 5, 2")),
-          Arg("calls", ("one", "then another shape", "beside a second instance"))),
+          Arg("calls", ("one", "then another shape", "beside a second instance")), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=5)
 
 
@@ -338,7 +338,8 @@ def LayerNorm_domain(ctx, ex):
     def build():
         ref = _torch_layer_norm(ctx, D, **kw)
         ctx.manual_seed()
-        m = ctx.call(ctx.target, D, **kw)
+        args, kwargs = arguments(("eps", "elementwise_affine", "bias"), kw, {}, ex["passed"])
+        m = ctx.call(ctx.target, D, *args, **kwargs)
         m.load_state_dict(ref.state_dict())
         return m.to(dtype)
 
@@ -417,7 +418,7 @@ def batch_norm_grads(ctx):
 # momentum or eval mode to draw.)
 BN_DOMAIN = Domain(
     args=(Arg("N, C, positions", ("4, 3, 5", "6, 3", "2, 3, 4, 5", "1, 3, 7", "4, 1, 5", "8, 16, 64")),
-          Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+          Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
 
 
@@ -425,7 +426,8 @@ BN_DOMAIN = Domain(
 def batch_norm_domain(ctx, ex):
     x = ctx.randn(*_dims(ex["N, C, positions"]), scale=ex["scale of x"]) + 0.5 * ex["scale of x"]
     x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
-    return {"output": ctx.call(ctx.target, x, eps=ex["eps"])}
+    args, kwargs = arguments(("eps",), {"eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -488,7 +490,7 @@ def group_norm_grads(ctx):
 # whose variance is below eps, float32, float64 or bfloat16, any layout.
 GN_DOMAIN = Domain(
     args=(Arg("C, num_groups", ("6, 3", "6, 1", "6, 6", "8, 2", "32, 8")), Arg("positions", ("5", "none", "3, 4")),
-          Arg("N", (2, 1)), Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+          Arg("N", (2, 1)), Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
 
 
@@ -499,7 +501,8 @@ def group_norm_domain(ctx, ex):
     x = ctx.randn(ex["N"], C, *_dims(ex["positions"]), scale=ex["scale of x"])
     x = x + ex["scale of x"] * torch.arange(float(C)).view(1, C, *[1] * (x.dim() - 2))
     x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
-    return {"output": ctx.call(ctx.target, x, num_groups=G, eps=ex["eps"])}
+    args, kwargs = arguments(("num_groups", "eps"), {"num_groups": G, "eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------

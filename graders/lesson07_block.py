@@ -18,7 +18,7 @@ from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
-from .interface import layout_first, state_layout
+from .interface import PASSED, arguments, layout_first, state_layout
 
 CHECKS = Checks("lesson07")
 # What this lesson's checks import lazily (a tril on the meta device imports symbolic_shapes, `with
@@ -379,7 +379,7 @@ MLP_DOMAIN = Domain(
           Arg("dropout, mode", ("0.0, eval", "0.3, eval", "0.0, train", "0.3, train")),
           Arg("shape of x", ("(B, T, D)", "(D,)", "(T, D)", "(B, H, T, D)")), Arg("T", (5, 1, 300)),
           Arg("calls", ("one", "after a call on another shape", "after another MLP was built")),
-          Arg("scale of x", (1.0, 100.0))),
+          Arg("scale of x", (1.0, 100.0)), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -390,7 +390,9 @@ def mlp_domain(ctx, ex):
     p, mode = ex["dropout, mode"].split(", ")
     p, dtype = float(p), getattr(torch, ex["dtype of x"])
     W = mlp_weights(ctx, d, expansion * d, ex["bias"])
-    mlp = _build(ctx, d, expansion=expansion, dropout=p, bias=ex["bias"])
+    args, kwargs = arguments(("expansion", "dropout", "bias"), {"expansion": expansion, "dropout": p, "bias": ex["bias"]},
+                             {}, ex["passed"])
+    mlp = _build(ctx, d, *args, **kwargs)
     layout = {"state_dict": state_layout(mlp)}
     try:
         load_mlp(mlp, W)
@@ -787,7 +789,7 @@ BLOCK_DOMAIN = Domain(
           Arg("mask", (None, "padding (B, 1, 1, T)", "(T, T)")), Arg("B", (2, 1)), Arg("T", (7, 1, 64)),
           Arg("calls", ("one", "after a call with a longer T", "after a call with a shorter T",
                         "after another block was built")),
-          Arg("default device", ("cpu", "meta"))),
+          Arg("default device", ("cpu", "meta")), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -803,8 +805,10 @@ def block_domain(ctx, ex):
     if mode == "train, branches zeroed":
         W["out_proj"] = {k: torch.zeros_like(v) for k, v in W["out_proj"].items()}
         W["fc2"] = {k: torch.zeros_like(v) for k, v in W["fc2"].items()}
-    block = _build(ctx, d, heads, expansion=expansion, dropout=p, norm_first=ex["norm_first"], causal=ex["causal"],
-                   bias=bias)
+    args, kwargs = arguments(("expansion", "dropout", "norm_first", "causal", "bias"), {
+        "expansion": expansion, "dropout": p, "norm_first": ex["norm_first"], "causal": ex["causal"], "bias": bias},
+        {}, ex["passed"])
+    block = _build(ctx, d, heads, *args, **kwargs)
     layout = {"state_dict": block_layout(block)}
     try:
         load_block(block, W)

@@ -250,15 +250,16 @@ def hidden_bad(ctx):
 HIDDEN_DOMAIN = Domain(
     args=(Arg("d_model", (4096, 1, 3, 768, 5120, 8192)),
           Arg("multiple_of, ffn_dim_multiplier", ("256, None", "1, None", "8, None", "1024, 1.3", "4096, 1.3",
-                                                  "1, 1.3", "256, 0.5", "1, 2.0"))),
+                                                  "1, 1.3", "256, 0.5", "1, 2.0")), PASSED),
     examples=6, tensors=False)
 
 
 @CHECKS.domain("swiglu_hidden_dim", HIDDEN_DOMAIN, _ints_judge("width"))
 def hidden_domain(ctx, ex):
     multiple, mult = ex["multiple_of, ffn_dim_multiplier"].split(", ")
-    width = ctx.call(ctx.target, ex["d_model"], multiple_of=int(multiple),
-                     ffn_dim_multiplier=None if mult == "None" else float(mult))
+    args, kwargs = arguments(("multiple_of", "ffn_dim_multiplier"), {
+        "multiple_of": int(multiple), "ffn_dim_multiplier": None if mult == "None" else float(mult)}, {}, ex["passed"])
+    width = ctx.call(ctx.target, ex["d_model"], *args, **kwargs)
     return {"width": {"the width": width}}
 
 

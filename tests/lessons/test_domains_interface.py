@@ -80,12 +80,14 @@ def _domain_failure(lesson_id: str, exercise: str, edits: dict, only: bool = Tru
     return msg
 
 
-CHANGED = [("lesson02", "causal_mask"), ("lesson02", "to_additive"), ("lesson03", "MultiHeadAttention"),
+CHANGED = [("lesson01", "softmax"), ("lesson04", "LayerNorm"), ("lesson04", "batch_norm"), ("lesson04", "group_norm"),
+           ("lesson10", "swiglu_hidden_dim"), ("lesson02", "causal_mask"), ("lesson02", "to_additive"), ("lesson03", "MultiHeadAttention"),
            ("lesson03", "CausalSelfAttention"), ("lesson03", "GroupedQueryAttention"), ("lesson04", "layer_norm"),
            ("lesson05", "rms_norm"), ("lesson05", "RMSNorm"), ("lesson05", "rms_norm_triton"),
            ("lesson06", "apply_rope"), ("lesson06", "apply_rope_half"), ("lesson06", "rope_inv_freq"),
            ("lesson06", "LearnedPositionalEmbedding"), ("lesson07", "MLP"), ("lesson07", "TransformerBlock"),
-           ("lesson08", "GPT"), ("lesson08", "generate"), ("lesson10", "SwiGLU"), ("lesson10", "LlamaAttention"),
+           ("lesson08", "GPT"), ("lesson08", "generate"), ("lesson09", "flash_attention"),
+           ("lesson09", "kv_cache_bytes"), ("lesson10", "SwiGLU"), ("lesson10", "LlamaAttention"),
            ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits")]
 
 
@@ -150,6 +152,8 @@ OUT_OF_ORDER = [
     ("lesson05", "rms_norm",  # eps keyword-only
      {"weight: torch.Tensor | None = None,\n             eps": "weight: torch.Tensor | None = None, *,\n             eps"},
      "positional"),
+    ("lesson07", "TransformerBlock",  # dropout third, as in lesson 03's attention, expansion fourth
+     {"expansion: int = 4, dropout: float = 0.0,": "dropout: float = 0.0, expansion: int = 4,"}, ""),
     ("lesson10", "filter_logits",  # top_p and min_p swapped
      {"top_p: float | None = None,\n                  min_p: float | None = None)":
       "min_p: float | None = None,\n                  top_p: float | None = None)"}, "filter_logits(logits, 5, 0.9, 0.05)"),
