@@ -14,6 +14,7 @@ from .engine.compare import close, tolerance
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, agrees_with, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from .interface import PASSED, arguments
 
 CHECKS = Checks("lesson01")
 
@@ -119,7 +120,7 @@ def softmax_grad(ctx):
 # (±1e4) along its dim, so stability and exact zeros are tested on every axis.
 SOFTMAX_DOMAIN = Domain(
     args=(Arg("shape", ("2, 3, 5", "7", "4, 6", "2, 3, 4, 5", "1, 1", "3, 1000")),
-          Arg("dim", ("omitted", -1, 0, 1, -2, 2))),
+          Arg("dim", ("omitted", -1, 0, 1, -2, 2)), PASSED),
     dtypes=(("x", ("float32", "float64", "bfloat16")),),
     layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
@@ -153,8 +154,9 @@ def softmax_domain(ctx, ex):
     obs = {"-inf at": where}
     for key, xi in zip(_ENTRIES, (x, x.masked_fill(where, float("-inf")), x * 3e3)):
         xi = relaid(xi.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
-        obs[f"output, {key}"] = (ctx.call(ctx.target, xi) if ex["dim"] == "omitted"
-                                 else ctx.call(ctx.target, xi, dim=ex["dim"]))
+        args, kwargs = arguments(("dim",), {} if ex["dim"] == "omitted" else {"dim": ex["dim"]}, {"dim": -1},
+                                 ex["passed"])
+        obs[f"output, {key}"] = ctx.call(ctx.target, xi, *args, **kwargs)
     return obs
 
 # ----------------------------------------------------------------------------------------------

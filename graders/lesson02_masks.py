@@ -20,6 +20,7 @@ from .engine.compare import close
 from .engine.checks import Arg, Domain, JudgeContext
 from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, WrongResult, agrees_with, made_on_meta, on_meta, same
+from .interface import PASSED, arguments
 
 CHECKS = Checks("lesson02")
 # What this lesson's checks import lazily (a tril on the meta device imports symbolic_shapes; not torch._dynamo,
@@ -218,10 +219,12 @@ def causal_meta(ctx):
 # The declared domain of causal_mask: square (t_k omitted or equal), t_k > t_q (a KV cache) and t_k < t_q (rows
 # with no key), one query, and a long one (100 queries over 300 keys); `device` omitted, None, the string "cpu",
 # torch.device("cpu") or "meta" (the device honoured on every path, the dtype bool).
+# t_k=None given explicitly is the same as t_k omitted; the arguments come by keyword or in the signature's order.
 _DEVICES = {"None": None, '"cpu"': "cpu", 'torch.device("cpu")': torch.device("cpu"), '"meta"': "meta"}
 CAUSAL_DOMAIN = Domain(
-    args=(Arg("t_q, t_k", ("5, omitted", "5, 5", "3, 8", "1, 6", "6, 4", "3, 1", "1, omitted", "100, 300")),
-          Arg("device", ("omitted", *_DEVICES))), examples=4, tensors=False)
+    args=(Arg("t_q, t_k", ("5, omitted", "5, 5", "3, 8", "1, 6", "6, 4", "3, 1", "1, omitted", "100, 300",
+                           "5, None", "1, None")),
+          Arg("device", ("omitted", *_DEVICES)), PASSED), examples=4, tensors=False)
 
 
 def _made_like(s, r, what: str) -> str | None:
@@ -245,9 +248,13 @@ def _causal_domain_judge(s, r, ctx):
 @CHECKS.domain("causal_mask", CAUSAL_DOMAIN, _causal_domain_judge)
 def causal_domain(ctx, ex):
     t_q, t_k = ex["t_q, t_k"].split(", ")
-    args = (int(t_q),) if t_k == "omitted" else (int(t_q), int(t_k))
-    kwargs = {} if ex["device"] == "omitted" else {"device": _DEVICES[ex["device"]]}
-    m = ctx.call(ctx.target, *args, **kwargs)
+    given = {}
+    if t_k != "omitted":
+        given["t_k"] = None if t_k == "None" else int(t_k)
+    if ex["device"] != "omitted":
+        given["device"] = _DEVICES[ex["device"]]
+    args, kwargs = arguments(("t_k", "device"), given, {"t_k": None, "device": None}, ex["passed"])
+    m = ctx.call(ctx.target, int(t_q), *args, **kwargs)
     if isinstance(m, torch.Tensor) and m.is_meta or ex["device"] == '"meta"':
         return on_meta(m)
     return {"mask": m, "device": m.device.type if isinstance(m, torch.Tensor) else None}
@@ -495,7 +502,7 @@ def additive_in_sdpa(ctx):
 ADDITIVE_DOMAIN = Domain(
     args=(Arg("mask shape", ("2, 1, 5, 7", "5", "3, 4", "1, 1", "2, 1, 1, 300")),
           Arg("dtype", ("omitted", "float32", "float16", "bfloat16", "float64")),
-          Arg("mask values", ("random", "all True", "all False")), Arg("device of mask", ("cpu", "meta"))),
+          Arg("mask values", ("random", "all True", "all False")), Arg("device of mask", ("cpu", "meta")), PASSED),
     layouts=(("mask", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -512,8 +519,9 @@ def additive_domain(ctx, ex):
     mask = {"random": ctx.bernoulli(*shape, p=0.6), "all True": torch.ones(shape, dtype=torch.bool),
             "all False": torch.zeros(shape, dtype=torch.bool)}[ex["mask values"]]
     mask = relaid(mask.to(ex["device of mask"]), ex["layout of mask"])
-    bias = (ctx.call(ctx.target, mask) if ex["dtype"] == "omitted"
-            else ctx.call(ctx.target, mask, dtype=getattr(torch, ex["dtype"])))
+    given = {} if ex["dtype"] == "omitted" else {"dtype": getattr(torch, ex["dtype"])}
+    args, kwargs = arguments(("dtype",), given, {"dtype": torch.float32}, ex["passed"])
+    bias = ctx.call(ctx.target, mask, *args, **kwargs)
     if ex["device of mask"] == "meta":
         return on_meta(bias)
     return {"bias": bias, "mask": mask, "device": bias.device.type if isinstance(bias, torch.Tensor) else None}

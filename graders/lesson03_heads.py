@@ -23,6 +23,7 @@ from .engine.compare import close, first_failure, tolerance
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, agrees_with, raises_value_error, same
+from .interface import PASSED, arguments, layout_first, state_layout
 
 CHECKS = Checks("lesson03")
 # What this lesson's checks import lazily, imported once by the warm zygote (zygote.preload): nothing, since
@@ -456,7 +457,7 @@ MHA_DOMAIN = Domain(
           Arg("Tq, Tk", ("5, 7", "7, 5", "1, 1", "3, 200")),
           Arg("mask", ("none", "(Tq, Tk)", "(B, 1, 1, Tk)", "(B, H, Tq, Tk)")), Arg("need_weights", (False, True)),
           Arg("B", (2, 1)), Arg("calls", ("one", "after a call with other shapes")),
-          Arg("instances", ("one", "a second one built after it"))),
+          Arg("instances", ("one", "a second one built after it")), PASSED),
     dtypes=(("query, key, value", ("float32", "float64")),),
     layouts=(("query", _LAYOUTS), ("key", _LAYOUTS), ("value", ("contiguous", "transposed"))), examples=3)
 
@@ -479,12 +480,15 @@ def _attention_call(ctx, module, ex, call, eval_call=None):
                                                 and a.shape == b.shape and not torch.allclose(a, b))}
 
 
-@CHECKS.domain("MultiHeadAttention", MHA_DOMAIN, _same_at_dtype())
+@CHECKS.domain("MultiHeadAttention", MHA_DOMAIN, layout_first(_same_at_dtype(), who="MultiHeadAttention"))
 def mha_domain(ctx, ex):
     d, h = _ints(ex["d_model, num_heads"])
     p = float(ex["dropout, mode"].split(", ")[0])
     dt = getattr(torch, ex["dtype of query, key, value"])
-    module = _load(ctx, _build(ctx, d, h, dropout=p, bias=ex["bias"]), _weights(ctx, _proj_shapes(d, bias=ex["bias"])))
+    a, kw = arguments(("dropout", "bias"), {"dropout": p, "bias": ex["bias"]}, {}, ex["passed"])
+    module = _build(ctx, d, h, *a, **kw)
+    layout = state_layout(module)
+    module = _load(ctx, module, _weights(ctx, _proj_shapes(d, bias=ex["bias"])))
     module.to(dt)
     B = ex["B"]
     tq, tk = _ints(ex["Tq, Tk"])
@@ -492,17 +496,21 @@ def mha_domain(ctx, ex):
     query = relaid(ctx.randn(B, tq, d).to(dt), ex["layout of query"])
     key = relaid(ctx.randn(B, tk, d).to(dt), ex["layout of key"])
     value = relaid(ctx.randn(B, tk, d).to(dt), ex["layout of value"])
-    args = {"None, None": (query,), "given, given": (query, key, value), "given, None": (query, key)}[ex["key, value"]]
-    kwargs = {"need_weights": True} if ex["need_weights"] else {}
+    given = {"None, None": {}, "given, given": {"key": key, "value": value}, "given, None": {"key": key}}[ex["key, value"]]
+    if ex["need_weights"]:
+        given["need_weights"] = True
     if ex["mask"] != "none":
         shape = {"(Tq, Tk)": (tq, tk), "(B, 1, 1, Tk)": (B, 1, 1, tk), "(B, H, Tq, Tk)": (B, h, tq, tk)}[ex["mask"]]
         mask = ctx.bernoulli(*shape, p=0.6)
         mask[..., 0] = True  # every query sees a key
-        kwargs["mask"] = mask
+        given["mask"] = mask
+    args, kwargs = arguments(("key", "value", "mask", "need_weights"), given,
+                             {"key": None, "value": None, "mask": None, "need_weights": False}, ex["passed"])
+    args = (query, *args)
     ex = {**ex, "__other__": (16, 2)}
     _prepare(ctx, module, ex, lambda: _call_mha(ctx, module, ctx.randn(B + 1, tq + 2, d).to(dt)))
     (out, weights), extra = _attention_call(ctx, module, ex, lambda: _call_mha(ctx, module, *args, **kwargs))
-    obs = {"output": out, "weights is None": weights is None, **extra}
+    obs = {"output": out, "weights is None": weights is None, **extra, "state_dict": layout}
     if ex["need_weights"]:
         obs["weights"] = weights
     return obs
@@ -644,11 +652,11 @@ CSA_DOMAIN = Domain(
           Arg("dropout, mode", ("0.0, eval", "0.5, eval", "0.0, train", "0.5, train")),
           Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 5", "1, 1", "3, 200")),
           Arg("calls", ("one", "after a call with other shapes")),
-          Arg("instances", ("one", "a second one built after it"))),
+          Arg("instances", ("one", "a second one built after it")), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
 
 
-@CHECKS.domain("CausalSelfAttention", CSA_DOMAIN, _same_at_dtype())
+@CHECKS.domain("CausalSelfAttention", CSA_DOMAIN, layout_first(_same_at_dtype(), who="CausalSelfAttention"))
 def csa_domain(ctx, ex):
     d, h = _ints(ex["d_model, num_heads"])
     p = float(ex["dropout, mode"].split(", ")[0])
@@ -656,14 +664,18 @@ def csa_domain(ctx, ex):
     shapes = {"qkv_proj.weight": (3 * d, d), "out_proj.weight": (d, d)}
     if ex["bias"]:
         shapes.update({"qkv_proj.bias": (3 * d,), "out_proj.bias": (d,)})
-    module = _load(ctx, _build(ctx, d, h, dropout=p, bias=ex["bias"]), _weights(ctx, shapes)).to(dt)
+    a, kw = arguments(("dropout", "bias"), {"dropout": p, "bias": ex["bias"]}, {}, ex["passed"])
+    module = _build(ctx, d, h, *a, **kw)
+    layout = state_layout(module)
+    module = _load(ctx, module, _weights(ctx, shapes)).to(dt)
     B, T = _ints(ex["B, T"])
     x = relaid(ctx.randn(B, T, d).to(dt), ex["layout of x"])
-    kwargs = {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]}
+    args, kwargs = arguments(("is_causal",), {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]},
+                             {"is_causal": True}, ex["passed"])
     ex = {**ex, "__other__": (16, 2)}
     _prepare(ctx, module, ex, lambda: ctx.call(module, ctx.randn(B + 1, T + 2, d).to(dt)))
-    out, extra = _attention_call(ctx, module, ex, lambda: _tensor(ctx, ctx.call(module, x, **kwargs)))
-    return {"output": out, **extra}
+    out, extra = _attention_call(ctx, module, ex, lambda: _tensor(ctx, ctx.call(module, x, *args, **kwargs)))
+    return {"output": out, **extra, "state_dict": layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -801,21 +813,25 @@ GQA_DOMAIN = Domain(
     args=(Arg("d_model, num_heads, num_kv_heads", ("24, 6, 2", "24, 6, 1", "24, 6, 6", "16, 4, 2", "8, 1, 1")),
           Arg("bias", (False, True)), Arg("is_causal", ("omitted", True, False)), Arg("B, T", ("2, 7", "1, 1", "2, 200")),
           Arg("calls", ("one", "after a call with other shapes")),
-          Arg("instances", ("one", "a second one built after it"))),
+          Arg("instances", ("one", "a second one built after it")), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", _LAYOUTS),), examples=3)
 
 
-@CHECKS.domain("GroupedQueryAttention", GQA_DOMAIN, _same_at_dtype())
+@CHECKS.domain("GroupedQueryAttention", GQA_DOMAIN, layout_first(_same_at_dtype(), who="GroupedQueryAttention"))
 def gqa_domain(ctx, ex):
     d, h, kv = _ints(ex["d_model, num_heads, num_kv_heads"])
     dt = getattr(torch, ex["dtype of x"])
     weights = _weights(ctx, _proj_shapes(d, kv_dim=kv * (d // h), bias=ex["bias"]))
-    module = _load(ctx, _build(ctx, d, h, kv, bias=ex["bias"]), weights).to(dt)
+    a, kw = arguments(("bias",), {"bias": ex["bias"]}, {}, ex["passed"])
+    module = _build(ctx, d, h, kv, *a, **kw)
+    layout = state_layout(module)
+    module = _load(ctx, module, weights).to(dt)
     B, T = _ints(ex["B, T"])
     x = relaid(ctx.randn(B, T, d).to(dt), ex["layout of x"])
-    kwargs = {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]}
+    args, kwargs = arguments(("is_causal",), {} if ex["is_causal"] == "omitted" else {"is_causal": ex["is_causal"]},
+                             {"is_causal": True}, ex["passed"])
     _prepare(ctx, module, {**ex, "__other__": (16, 4, 1)}, lambda: ctx.call(module, ctx.randn(B + 1, T + 2, d).to(dt)))
-    return {"output": _tensor(ctx, ctx.call(module, x, **kwargs))}
+    return {"output": _tensor(ctx, ctx.call(module, x, *args, **kwargs)), "state_dict": layout}
 
 
 # ----------------------------------------------------------------------------------------------

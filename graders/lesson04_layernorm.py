@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from .engine.checks import Arg, Domain
 from .engine.compare import close, tolerance
 from .engine.probe import relaid
+from .interface import PASSED, arguments
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
 
 CHECKS = Checks("lesson04")
@@ -186,11 +187,11 @@ def layer_norm_grads(ctx):
 # The declared domain of layer_norm: any leading dims (none: a single vector), a row of one feature and a wide
 # one (1024), weight and bias each given or not, eps from tiny to large (0.5: where it goes shows), inputs
 # whose variance is below eps, x in float32, float64 or bfloat16 (weight and bias in x's dtype), any layout of
-# x and of weight.
+# x and of weight; the arguments by keyword or in the signature's order.
 LN_DOMAIN = Domain(
     args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (8, 1, 1024)),
           Arg("weight", ("given", None)), Arg("bias", ("given", None)), Arg("eps", (1e-5, 1e-12, 0.5)),
-          Arg("scale of x", (2.0, 1e-3))),
+          Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=5)
 
 
@@ -203,7 +204,8 @@ def layer_norm_domain(ctx, ex):
     x = relaid(x.to(dtype), ex["layout of x"])
     w = _laid(ctx.randn(D).to(dtype), ex["layout of weight"]) if ex["weight"] else None
     b = ctx.randn(D).to(dtype) if ex["bias"] else None
-    return {"output": ctx.call(ctx.target, x, weight=w, bias=b, eps=ex["eps"])}
+    args, kwargs = arguments(("weight", "bias", "eps"), {"weight": w, "bias": b, "eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ def LayerNorm_grads(ctx):
 LAYERNORM_DOMAIN = Domain(
     args=(Arg("normalized_shape", (8, 1, 1024)), Arg("eps", (1e-5, 0.5)), Arg("elementwise_affine", (True, False)),
           Arg("bias", (True, False)), Arg("leading dims", ("2, 3", "none", "1, 5, 2")),
-          Arg("calls", ("one", "then another shape", "beside a second instance"))),
+          Arg("calls", ("one", "then another shape", "beside a second instance")), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=5)
 
 
@@ -336,7 +338,8 @@ def LayerNorm_domain(ctx, ex):
     def build():
         ref = _torch_layer_norm(ctx, D, **kw)
         ctx.manual_seed()
-        m = ctx.call(ctx.target, D, **kw)
+        args, kwargs = arguments(("eps", "elementwise_affine", "bias"), kw, {}, ex["passed"])
+        m = ctx.call(ctx.target, D, *args, **kwargs)
         m.load_state_dict(ref.state_dict())
         return m.to(dtype)
 
@@ -415,7 +418,7 @@ def batch_norm_grads(ctx):
 # momentum or eval mode to draw.)
 BN_DOMAIN = Domain(
     args=(Arg("N, C, positions", ("4, 3, 5", "6, 3", "2, 3, 4, 5", "1, 3, 7", "4, 1, 5", "8, 16, 64")),
-          Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+          Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
 
 
@@ -423,7 +426,8 @@ BN_DOMAIN = Domain(
 def batch_norm_domain(ctx, ex):
     x = ctx.randn(*_dims(ex["N, C, positions"]), scale=ex["scale of x"]) + 0.5 * ex["scale of x"]
     x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
-    return {"output": ctx.call(ctx.target, x, eps=ex["eps"])}
+    args, kwargs = arguments(("eps",), {"eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -486,7 +490,7 @@ def group_norm_grads(ctx):
 # whose variance is below eps, float32, float64 or bfloat16, any layout.
 GN_DOMAIN = Domain(
     args=(Arg("C, num_groups", ("6, 3", "6, 1", "6, 6", "8, 2", "32, 8")), Arg("positions", ("5", "none", "3, 4")),
-          Arg("N", (2, 1)), Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3))),
+          Arg("N", (2, 1)), Arg("eps", (1e-5, 0.5)), Arg("scale of x", (2.0, 1e-3)), PASSED),
     dtypes=(("x", _XDTYPES),), layouts=(("x", _LAYOUTS),), examples=4)
 
 
@@ -497,7 +501,8 @@ def group_norm_domain(ctx, ex):
     x = ctx.randn(ex["N"], C, *_dims(ex["positions"]), scale=ex["scale of x"])
     x = x + ex["scale of x"] * torch.arange(float(C)).view(1, C, *[1] * (x.dim() - 2))
     x = relaid(x.to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
-    return {"output": ctx.call(ctx.target, x, num_groups=G, eps=ex["eps"])}
+    args, kwargs = arguments(("num_groups", "eps"), {"num_groups": G, "eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------

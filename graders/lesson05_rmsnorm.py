@@ -18,6 +18,7 @@ from .engine.checks import Arg, Domain
 from .engine.compare import close, tolerance
 from .engine.probe import relaid
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, same
+from .interface import PASSED, arguments
 
 CHECKS = Checks("lesson05")
 # What this lesson's checks import lazily (triton, and its interpreter's code generator for a kernel),
@@ -176,7 +177,7 @@ def rms_norm_vs_torch(ctx):
 # dtype (the output is x's), x and weight laid out any way.
 RMS_DOMAIN = Domain(
     args=(Arg("leading dims", ("2, 3", "none", "2, 2, 3")), Arg("D", (16, 1, 1024)),
-          Arg("weight", ("given", None)), Arg("eps", (1e-6, 0.5)), Arg("scale of x", (2.0, 1e-3, 300.0))),
+          Arg("weight", ("given", None)), Arg("eps", (1e-6, 0.5)), Arg("scale of x", (2.0, 1e-3, 300.0)), PASSED),
     dtypes=(("x, weight", _XW_DTYPES),), layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))),
     examples=5)
 
@@ -187,7 +188,8 @@ def rms_norm_domain(ctx, ex):
     D = ex["D"]
     x = relaid(ctx.randn(*_dims(ex["leading dims"]), D, scale=ex["scale of x"]).to(xd), ex["layout of x"])
     w = _laid(ctx.randn(D).to(wd), ex["layout of weight"]) if ex["weight"] else None
-    return {"output": ctx.call(ctx.target, x, w, eps=ex["eps"])}
+    args, kwargs = arguments(("weight", "eps"), {"weight": w, "eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": ctx.call(ctx.target, x, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -256,15 +258,17 @@ def rmsnorm_large_half(ctx):
 
 # The declared domain of RMSNorm: every __init__ argument (dim from 1 to 1024, eps) and forward's x with any
 # leading dims, in float32, float64, bfloat16 or float16 while the weight stays float32 (mixed precision: the
-# output is x's dtype), any layout; calls repeated with another batch and length, and a second instance
-# alongside (no state kept from a call, none shared between instances).
+# output is x's dtype), any layout, of magnitudes up to ~1000 (x is then given in float16 too, where x²
+# overflows above 256: the curriculum's float32 upcast, in the module and with a float32 weight); calls repeated with another batch and
+# length, and a second instance alongside (no state kept from a call, none shared between instances).
 RMSNORM_DOMAIN = Domain(
     args=(Arg("dim", (16, 1, 1024)), Arg("eps", (1e-6, 0.5)), Arg("leading dims", ("2, 3", "none", "1, 5, 2")),
-          Arg("calls", ("one", "then another shape", "beside a second instance"))),
+          Arg("calls", ("one", "then another shape", "beside a second instance")), Arg("scale of x", (2.0, 300.0)),
+          PASSED),
     dtypes=(("x", ("float32", "float64", "bfloat16", "float16")),), layouts=(("x", _LAYOUTS),), examples=4)
 
 
-@CHECKS.domain("RMSNorm", RMSNORM_DOMAIN, _same_at_dtype("output", "output of the second call"))
+@CHECKS.domain("RMSNorm", RMSNORM_DOMAIN, _same_at_dtype("output", "output of the second call", "output, x in float16"))
 def rmsnorm_domain(ctx, ex):
     dtype, dim = getattr(torch, ex["dtype of x"]), ex["dim"]
 
@@ -273,13 +277,16 @@ def rmsnorm_domain(ctx, ex):
         with torch.no_grad():
             theirs.weight.copy_(torch.randn(dim, generator=ctx.gen))
         ctx.manual_seed()
-        mine = ctx.call(ctx.target, dim, eps=ex["eps"])
+        args, kwargs = arguments(("eps",), {"eps": ex["eps"]}, {}, ex["passed"])
+        mine = ctx.call(ctx.target, dim, *args, **kwargs)
         mine.load_state_dict(theirs.state_dict())
         return mine  # float32 parameters
 
     m = build()
-    x = relaid(ctx.randn(*_dims(ex["leading dims"]), dim, scale=2.0).to(dtype), ex["layout of x"])
+    x = relaid(ctx.randn(*_dims(ex["leading dims"]), dim, scale=ex["scale of x"]).to(dtype), ex["layout of x"])
     second = ctx.randn(3, 1, dim).to(dtype)  # another batch and length
+    if ex["scale of x"] > 256:  # the same x in float16 too, whatever its drawn dtype: x² overflows there
+        return {"output": ctx.call(m, x), "output, x in float16": ctx.call(m, x.to(torch.float16))}
     if ex["calls"] == "one":
         return {"output": ctx.call(m, x)}
     if ex["calls"] == "beside a second instance":
@@ -394,12 +401,13 @@ def triton_layouts(ctx):
 
 
 # The declared domain of rms_norm_triton: any leading dims (none: one row), rows of one feature, of a masked
-# tail (129) and wide (1024: one block of 1024), eps from the default to 0.5, inputs from ~1e-3 to ~300,
-# float32, float16 or bfloat16, x and weight laid out any way (the kernel walks contiguous rows: make them so).
-# Run through the Triton interpreter on the CPU: few, small rows.
+# tail (129), wide (1024: one block of 1024) and of several thousand (3000: wider than a block capped at 1024,
+# as the text's "from 1 to several thousand" allows), eps from the default to 0.5, inputs from ~1e-3 to ~300,
+# float32, float16 or bfloat16, x and weight laid out any way (the kernel walks contiguous rows: make them so),
+# eps by keyword or in the signature's order. Run through the Triton interpreter on the CPU: a few rows each.
 TRITON_DOMAIN = Domain(
-    args=(Arg("leading dims", ("3", "none", "2, 2")), Arg("D", (40, 1, 129, 1024)), Arg("eps", (1e-6, 0.5)),
-          Arg("scale of x", (2.0, 1e-3, 300.0))),
+    args=(Arg("leading dims", ("3", "none", "2, 2")), Arg("D", (40, 1, 129, 1024, 3000)), Arg("eps", (1e-6, 0.5)),
+          Arg("scale of x", (2.0, 1e-3, 300.0)), PASSED),
     dtypes=(("x, weight", ("float32", "float16", "bfloat16")),),
     layouts=(("x", _LAYOUTS), ("weight", ("contiguous", "strided"))), examples=4)
 
@@ -409,7 +417,8 @@ def triton_domain(ctx, ex):
     dtype, D = getattr(torch, ex["dtype of x, weight"]), ex["D"]
     x = relaid(ctx.randn(*_dims(ex["leading dims"]), D, scale=ex["scale of x"]).to(dtype), ex["layout of x"])
     w = _laid(ctx.randn(D).to(dtype), ex["layout of weight"])
-    return {"output": _run(ctx, x, w, eps=ex["eps"])}
+    args, kwargs = arguments(("eps",), {"eps": ex["eps"]}, {}, ex["passed"])
+    return {"output": _run(ctx, x, w, *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from .engine.checks import Arg, Domain
 from .engine.compare import Tolerance, close, tolerance
 from .engine.probe import relaid
 from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
+from .interface import PASSED, arguments
 
 CHECKS = Checks("lesson06")
 
@@ -221,11 +222,12 @@ def learned_grad(ctx):
 # The declared domain of LearnedPositionalEmbedding: tables from 1 row to 64, d_model from 1 to 256, x with
 # any leading dims ((T, D), (B, T, D), (B, H, T, D)), one position, offsets from 0 to the table's last rows
 # (offset + T = max_len exactly), x in float32, float64 or bfloat16 while the table stays float32 (the output
-# is x's dtype), any layout; calls repeated with another length and offset, and a second instance alongside.
+# is x's dtype), any layout; calls repeated with another length and offset, and a second instance alongside;
+# offset by keyword or in the signature's order.
 LEARNED_DOMAIN = Domain(
     args=(Arg("max_len", (16, 1, 64)), Arg("d_model", (12, 1, 256)), Arg("leading dims", ("2", "none", "2, 3")),
           Arg("T", (5, 1, "max_len − offset")), Arg("offset", (0, 3, "max_len − T")),
-          Arg("calls", ("one", "then another length", "beside a second instance"))),
+          Arg("calls", ("one", "then another length", "beside a second instance")), PASSED),
     dtypes=(("x", ("float32", "float64", "bfloat16")),), layouts=(("x", _LAYOUTS),), examples=5)
 
 
@@ -250,14 +252,15 @@ def learned_domain(ctx, ex):
     dtype = getattr(torch, ex["dtype of x"])
     module, _ = _module_with_known_table(ctx, max_len, d)  # a float32 table
     x = relaid(ctx.randn(*_dims(ex["leading dims"]), T, d).to(dtype), ex["layout of x"])
-    obs = {"output": ctx.call(module, x, offset=offset)}
+    args, kwargs = arguments(("offset",), {"offset": offset}, {}, ex["passed"])
+    obs = {"output": ctx.call(module, x, *args, **kwargs)}
     second = ctx.randn(2, 1, d).to(dtype)  # one position, at the table's first row
     if ex["calls"] == "then another length":
         obs["output of the second call"] = ctx.call(module, second)
     elif ex["calls"] == "beside a second instance":
         other, _ = _module_with_known_table(ctx, max_len, d)  # its own table: it must not leak into module
         obs["output of the second call"] = ctx.call(other, second)
-        obs["output"] = ctx.call(module, x, offset=offset)
+        obs["output"] = ctx.call(module, x, *args, **kwargs)
     return obs
 
 
@@ -409,12 +412,15 @@ def rope_grad(ctx):
 
 # The declared domain of apply_rope and apply_rope_half: x (T, D), (B, T, D) or (B, H, T, D), one position and
 # 64, one pair and a wide head (128), bases from 10 to 500000, positions shuffled, continuing a cache (from
-# 100), one row per sequence (..., T), a strided view, int64 or int32; x in float32, float64 or bfloat16 (the
-# angles in float32 either way), laid out any way.
+# 100, and in the thousands: from 5000, past a table of 4096 positions, where a bfloat16 position is off by up
+# to 16: x is also given in bfloat16 there, whatever its drawn dtype), one row per sequence
+# (..., T), a strided view, int64 or int32; x in float32, float64 or bfloat16 (the angles in float32 either
+# way), laid out any way; base by keyword or in the signature's order.
 ROPE_DOMAIN = Domain(
     args=(Arg("leading dims", ("2, 3", "none", "2")), Arg("T", (5, 1, 64)), Arg("D", (8, 2, 128)),
           Arg("base", (10000.0, 500000.0, 10.0)),
-          Arg("positions", ("shuffled", "from 100 (a cache)", "one row per sequence", "a strided view"))),
+          Arg("positions", ("shuffled", "from 100 (a cache)", "one row per sequence", "a strided view",
+                            "from 5000 (a long cache)")), PASSED),
     dtypes=(("x", ("float32", "float64", "bfloat16")), ("positions", ("int64", "int32"))),
     layouts=(("x", _LAYOUTS),), examples=5)
 
@@ -422,6 +428,8 @@ ROPE_DOMAIN = Domain(
 def _rope_positions(ctx, kind: str, lead: tuple[int, ...], T: int) -> torch.Tensor:
     if kind == "from 100 (a cache)":
         return torch.arange(100, 100 + T)
+    if kind == "from 5000 (a long cache)":
+        return torch.arange(5001, 5001 + T)  # odd from the first: not a bfloat16 number (spacing 32 there)
     if kind == "one row per sequence" and lead:  # (B, T) for x (B, T, D); (B, 1, T) for x (B, H, T, D)
         shape = (lead[0], *[1] * (len(lead) - 1), T)
         return torch.stack([torch.randperm(T + 20, generator=ctx.gen)[:T] for _ in range(lead[0])]).view(shape)
@@ -436,8 +444,8 @@ def _rope_domain_tol(ctx, r, dtype):
     return _angle_tol(ctx.tol.scaled(ROPE_SCALE), r["largest position"])
 
 
-@CHECKS.domain("apply_rope", ROPE_DOMAIN, _same_present("output", tol=_rope_domain_tol))
-@CHECKS.domain("apply_rope_half", ROPE_DOMAIN, _same_present("output", tol=_rope_domain_tol))
+@CHECKS.domain("apply_rope", ROPE_DOMAIN, _same_present("output", "output, x in bfloat16", tol=_rope_domain_tol))
+@CHECKS.domain("apply_rope_half", ROPE_DOMAIN, _same_present("output", "output, x in bfloat16", tol=_rope_domain_tol))
 def rope_domain(ctx, ex):
     lead, T, D = _dims(ex["leading dims"]), ex["T"], ex["D"]
     x = relaid(ctx.randn(*lead, T, D).to(getattr(torch, ex["dtype of x"])), ex["layout of x"])
@@ -447,8 +455,11 @@ def rope_domain(ctx, ex):
         wide[0::2] = positions
         positions = wide[0::2]
     positions = positions.to(getattr(torch, ex["dtype of positions"]))
-    return {"output": ctx.call(ctx.target, x, positions, base=ex["base"]),
-            "largest position": float(positions.max())}
+    args, kwargs = arguments(("base",), {"base": ex["base"]}, {}, ex["passed"])
+    obs = {"output": ctx.call(ctx.target, x, positions, *args, **kwargs), "largest position": float(positions.max())}
+    if ex["positions"] == "from 5000 (a long cache)":
+        obs["output, x in bfloat16"] = ctx.call(ctx.target, x.to(torch.bfloat16), positions, *args, **kwargs)
+    return obs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -514,15 +525,18 @@ def freq_bad_args(ctx):
 
 
 # The declared domain of rope_inv_freq: dim from 4 to 128, bases from 10 to 500000, scale from its edge 1 (no
-# stretch: every method then gives the plain frequencies) to 32, every method.
+# stretch: every method then gives the plain frequencies) to 32, every method; by keyword or in the signature's
+# order.
 FREQ_DOMAIN = Domain(
     args=(Arg("dim", (16, 4, 128)), Arg("base", (10000.0, 500000.0, 10.0)), Arg("scale", (1.0, 4.0, 1.5, 32.0)),
-          Arg("method", ("none", "linear", "ntk"))), examples=5, tensors=False)
+          Arg("method", ("none", "linear", "ntk")), PASSED), examples=5, tensors=False)
 
 
 @CHECKS.domain("rope_inv_freq", FREQ_DOMAIN, _same_present("frequencies", tol=lambda ctx, r, dtype: ctx.tol.scaled(5)))
 def freq_domain(ctx, ex):
-    out = ctx.call(ctx.target, ex["dim"], base=ex["base"], scale=ex["scale"], method=ex["method"])
+    args, kwargs = arguments(("base", "scale", "method"), {"base": ex["base"], "scale": ex["scale"],
+                                                           "method": ex["method"]}, {}, ex["passed"])
+    out = ctx.call(ctx.target, ex["dim"], *args, **kwargs)
     return {"frequencies": out.float() if isinstance(out, torch.Tensor) else out}
 
 

@@ -18,6 +18,7 @@ from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from .interface import PASSED, arguments, layout_first, state_layout
 
 CHECKS = Checks("lesson07")
 # What this lesson's checks import lazily (a tril on the meta device imports symbolic_shapes, `with
@@ -102,6 +103,21 @@ def _put(module: nn.Module, path: str, values: dict, owner: str) -> None:
 def load_mlp(mlp: nn.Module, W: dict) -> None:
     _put(mlp, "fc1", W["fc1"], "your MLP")
     _put(mlp, "fc2", W["fc2"], "your MLP")
+
+
+def block_layout(block: nn.Module) -> list[str]:
+    """The block's state_dict layout (interface.state_layout), a fused `attn.qkv_proj` read as the three
+    projections it holds (rows q, k, v): either attention of lesson 03 is the block's `attn`."""
+    out = []
+    for entry in state_layout(block):
+        name, shape = entry.split(" ", 1)
+        if name.startswith("attn.qkv_proj."):
+            dims = [int(n) for n in shape.strip("()").split(",") if n.strip()]
+            one = str((dims[0] // 3, *dims[1:]))
+            out += [f"attn.{p}.{name.rsplit('.', 1)[1]} {one}" for p in ("q_proj", "k_proj", "v_proj")]
+        else:
+            out.append(entry)
+    return out
 
 
 def load_block(block: nn.Module, W: dict) -> None:
@@ -363,18 +379,21 @@ MLP_DOMAIN = Domain(
           Arg("dropout, mode", ("0.0, eval", "0.3, eval", "0.0, train", "0.3, train")),
           Arg("shape of x", ("(B, T, D)", "(D,)", "(T, D)", "(B, H, T, D)")), Arg("T", (5, 1, 300)),
           Arg("calls", ("one", "after a call on another shape", "after another MLP was built")),
-          Arg("scale of x", (1.0, 100.0))),
+          Arg("scale of x", (1.0, 100.0)), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
-@CHECKS.domain("MLP", MLP_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _MLP_HINTS))
+@CHECKS.domain("MLP", MLP_DOMAIN, layout_first(lambda s, r, ctx: _observed_like(s, r, ctx, _MLP_HINTS), who="MLP"))
 def mlp_domain(ctx, ex):
     _own_draws(ctx, ex)
     d, expansion, T = ex["d_model"], ex["expansion"], ex["T"]
     p, mode = ex["dropout, mode"].split(", ")
     p, dtype = float(p), getattr(torch, ex["dtype of x"])
     W = mlp_weights(ctx, d, expansion * d, ex["bias"])
-    mlp = _build(ctx, d, expansion=expansion, dropout=p, bias=ex["bias"])
+    args, kwargs = arguments(("expansion", "dropout", "bias"), {"expansion": expansion, "dropout": p, "bias": ex["bias"]},
+                             {}, ex["passed"])
+    mlp = _build(ctx, d, *args, **kwargs)
+    layout = {"state_dict": state_layout(mlp)}
     try:
         load_mlp(mlp, W)
     except Unloadable as exc:
@@ -390,13 +409,13 @@ def mlp_domain(ctx, ex):
         _build(ctx, d + 3, expansion=expansion + 1, dropout=0.5, bias=not ex["bias"])
     out_eval = ctx.call(mlp, x)
     if mode == "eval":
-        return {"output": out_eval}
+        return {"output": out_eval, **layout}
     mlp.train()
     ctx.manual_seed()
     out_train = ctx.call(mlp, x)
     if p == 0.0:
-        return {"output": out_eval, "output in training mode": out_train}
-    return {"output": out_eval, **_dropout_obs(out_train, out_eval, p)}
+        return {"output": out_eval, "output in training mode": out_train, **layout}
+    return {"output": out_eval, **_dropout_obs(out_train, out_eval, p), **layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -770,11 +789,12 @@ BLOCK_DOMAIN = Domain(
           Arg("mask", (None, "padding (B, 1, 1, T)", "(T, T)")), Arg("B", (2, 1)), Arg("T", (7, 1, 64)),
           Arg("calls", ("one", "after a call with a longer T", "after a call with a shorter T",
                         "after another block was built")),
-          Arg("default device", ("cpu", "meta"))),
+          Arg("default device", ("cpu", "meta")), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=5)
 
 
-@CHECKS.domain("TransformerBlock", BLOCK_DOMAIN, lambda s, r, ctx: _observed_like(s, r, ctx, _BLOCK_HINTS))
+@CHECKS.domain("TransformerBlock", BLOCK_DOMAIN,
+               layout_first(lambda s, r, ctx: _observed_like(s, r, ctx, _BLOCK_HINTS), who="TransformerBlock"))
 def block_domain(ctx, ex):
     _own_draws(ctx, ex)
     d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
@@ -785,8 +805,11 @@ def block_domain(ctx, ex):
     if mode == "train, branches zeroed":
         W["out_proj"] = {k: torch.zeros_like(v) for k, v in W["out_proj"].items()}
         W["fc2"] = {k: torch.zeros_like(v) for k, v in W["fc2"].items()}
-    block = _build(ctx, d, heads, expansion=expansion, dropout=p, norm_first=ex["norm_first"], causal=ex["causal"],
-                   bias=bias)
+    args, kwargs = arguments(("expansion", "dropout", "norm_first", "causal", "bias"), {
+        "expansion": expansion, "dropout": p, "norm_first": ex["norm_first"], "causal": ex["causal"], "bias": bias},
+        {}, ex["passed"])
+    block = _build(ctx, d, heads, *args, **kwargs)
+    layout = {"state_dict": block_layout(block)}
     try:
         load_block(block, W)
     except Unloadable as exc:
@@ -802,18 +825,18 @@ def block_domain(ctx, ex):
     kwargs = {} if mask is None else {"mask": mask}
     if ex["default device"] == "meta":  # x stays on the CPU: a tensor made without device=x.device lands on meta
         with torch.device("meta"):
-            return {"output": ctx.call(block, x, **kwargs)}
+            return {"output": ctx.call(block, x, **kwargs), **layout}
     out_eval = ctx.call(block, x, **kwargs)
     if mode == "eval":
-        return {"output": out_eval}
+        return {"output": out_eval, **layout}
     block.train()
     ctx.manual_seed()
     out_train = ctx.call(block, x, **kwargs)
     if p == 0.0 or mode == "train, branches zeroed":
-        return {"output": out_eval, "output in training mode": out_train}
+        return {"output": out_eval, "output in training mode": out_train, **layout}
     changed = (isinstance(out_train, torch.Tensor) and isinstance(out_eval, torch.Tensor)
                and out_train.shape == out_eval.shape and bool(((out_train - out_eval).abs() > 1e-4).any()))
-    return {"output": out_eval, "training mode changes the output": changed if x.numel() >= 100 else "n/a"}
+    return {"output": out_eval, "training mode changes the output": changed if x.numel() >= 100 else "n/a", **layout}
 
 
 # ----------------------------------------------------------------------------------------------

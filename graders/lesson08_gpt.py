@@ -21,6 +21,7 @@ from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 from .engine.checks import Arg, Domain
+from .interface import PASSED, arguments, layout_first, state_layout
 from .engine.probe import relaid, seed_global
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
@@ -491,7 +492,7 @@ _GPT_HINTS = {
 # The declared domain of GPT: every config field, each at other values and its edges (a vocabulary of 1, a
 # block_size of 1, one layer, one head, heads of width 2, no bias, dropout in eval and training mode), forward's
 # arguments (targets or not, a cache fed a prompt then single tokens, or single tokens from empty), a batch of
-# 1, one token and a sequence of exactly block_size, idx in any layout, float64 parameters, and a second model
+# 1, one token and a sequence of exactly block_size, idx int64 or int32 in any layout, float64 parameters, and a second model
 # built, or another length run, before this one's forward; torch's default device set to meta (idx on the CPU)
 # shows a tensor made without device=idx.device, as a GPU would.
 GPT_DOMAIN = Domain(
@@ -502,10 +503,10 @@ GPT_DOMAIN = Domain(
           Arg("targets", (None, "given")), Arg("cache", (None, "a prompt, then one at a time", "one at a time")),
           Arg("calls", ("one", "after another GPT was built", "after a forward of another length")),
           Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta"))),
-    layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
+    dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
 
 
-@CHECKS.domain("GPT", GPT_DOMAIN, _observed_like(_GPT_HINTS))
+@CHECKS.domain("GPT", GPT_DOMAIN, layout_first(_observed_like(_GPT_HINTS), who="GPT"))
 def gpt_domain(ctx, ex):
     _own_draws(ctx, ex)
     heads, d = (int(n) for n in ex["config.n_head, config.n_embd"].split(", "))
@@ -515,10 +516,11 @@ def gpt_domain(ctx, ex):
                   dropout=float(p), bias=ex["config.bias"])
     ctx.manual_seed()
     model = ctx.call(ctx.target, cfg)
+    layout = {"state_dict": state_layout(model)}
     _fill(model, ctx.seed)
     model = model.to(device=ctx.device, dtype=getattr(torch, ex["model dtype"])).eval()
     T = bs if ex["T"] == "block_size" else min(int(ex["T"]), bs)
-    idx = relaid(_tokens(ctx, B, T, vocab=V), ex["layout of idx"])
+    idx = relaid(_tokens(ctx, B, T, vocab=V).to(getattr(torch, ex["dtype of idx"])), ex["layout of idx"])
     if ex["calls"] == "after another GPT was built":
         ctx.manual_seed()
         ctx.call(ctx.target, _Config(**{**TINY, "vocab_size": 13, "block_size": 8, "n_layer": 1}))
@@ -527,9 +529,9 @@ def gpt_domain(ctx, ex):
     kwargs = {"targets": _tokens(ctx, B, T, vocab=V)} if ex["targets"] else {}
     if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
         with torch.device("meta"):
-            return {"logits": forward(ctx, model, idx)[0]}
+            return {"logits": forward(ctx, model, idx)[0], **layout}
     logits, loss = forward(ctx, model, idx, **kwargs)
-    obs = {"logits": logits}
+    obs = {"logits": logits, **layout}
     if ex["targets"]:
         obs["loss"] = loss
     else:
@@ -955,7 +957,8 @@ _GEN_HINTS = {
 # The declared domain of generate: every argument (temperature 0 = greedy, below and above 1; top_k None, 1,
 # 4 and the whole vocabulary; max_new_tokens 0, 1 and enough to run past block_size, with the cache and
 # without; a seeded generator or None), prompts of one token and of exactly block_size, a batch of 1, a prompt
-# in any layout, models of another block_size and vocabulary, a model handed over in training mode, and a
+# of int64 or int32 ids (the result keeps the prompt's dtype) in any layout, the arguments by keyword or in the
+# signature's order, models of another block_size and vocabulary, a model handed over in training mode, and a
 # call after another call (another prompt, another model: nothing kept between calls). Sampled tokens are
 # compared through what is deterministic: greedy tokens, top-k membership at every step (ties at the k-th
 # value accepted either way), the prompt kept, reproducibility under a seeded generator, the mode.
@@ -965,8 +968,8 @@ GEN_DOMAIN = Domain(
           Arg("generator", ("seeded", None)),
           Arg("model.config.block_size, model vocabulary", ("16, 41", "6, 41", "16, 5")),
           Arg("model mode", ("eval", "train")),
-          Arg("calls", ("one", "after a call with another prompt", "after a call on another model"))),
-    layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=6)
+          Arg("calls", ("one", "after a call with another prompt", "after a call on another model")), PASSED),
+    dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=6)
 
 
 @CHECKS.domain("generate", GEN_DOMAIN, _observed_like(_GEN_HINTS))
@@ -977,7 +980,7 @@ def gen_domain(ctx, ex):
     k = V if ex["top_k"] == "V" else ex["top_k"]
     model = _RecordingLM(vocab_size=V, block_size=bs).to(ctx.device).train(ex["model mode"] == "train")
     T = bs if ex["T"] == "block_size" else min(ex["T"], bs)
-    idx = relaid(_prompt(ctx, B, T, vocab=V), ex["layout of idx"])
+    idx = relaid(_prompt(ctx, B, T, vocab=V).to(getattr(torch, ex["dtype of idx"])), ex["layout of idx"])
 
     def kwargs():
         gen = torch.Generator().manual_seed(ctx.seed) if ex["generator"] else None
@@ -990,7 +993,8 @@ def gen_domain(ctx, ex):
                  **kwargs())
     model.train(ex["model mode"] == "train")
     model.modes.clear()
-    out = ctx.call(ctx.target, model, idx, n, **kwargs())
+    args, kw = arguments(("temperature", "top_k", "use_cache", "generator"), kwargs(), {}, ex["passed"])
+    out = ctx.call(ctx.target, model, idx, n, *args, **kw)
     obs = {"model in training mode afterwards": model.training, "every forward in eval mode": not any(model.modes)}
     if not isinstance(out, torch.Tensor) or out.shape != (B, T + n):
         return {**obs, "shape of the result": list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}
@@ -1003,7 +1007,8 @@ def gen_domain(ctx, ex):
     if k:
         obs["each new token is among the top_k at its step"] = _within_top_k(model, out, T, k)
     if ex["generator"]:
-        again = ctx.call(ctx.target, model, idx, n, **kwargs())
+        args, kw = arguments(("temperature", "top_k", "use_cache", "generator"), kwargs(), {}, ex["passed"])
+        again = ctx.call(ctx.target, model, idx, n, *args, **kw)
         obs["same seed, same tokens"] = isinstance(again, torch.Tensor) and torch.equal(again, out)
     return obs
 

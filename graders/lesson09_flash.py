@@ -22,6 +22,7 @@ from .engine.compare import close, describe, tolerance
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Config, Mistake, agrees_with, median_ms, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from .interface import PASSED, arguments
 
 
 def causal_mask(Tq: int, Tk: int, device=None) -> torch.Tensor:
@@ -418,10 +419,11 @@ def flash_tile_count(ctx):
 
 
 # The declared domain of flash_attention: causal or not, both block sizes (1, dividing T or not, wider than T),
-# Tq and Tk from 1 to 70 (Tq ≠ Tk both ways), head sizes, each of q, k, v laid out on its own.
+# Tq and Tk from 1 to 70 (Tq ≠ Tk both ways), head sizes, each of q, k, v laid out on its own; causal and the
+# blocks by keyword or in the signature's order.
 FLASH_DOMAIN = Domain(
     args=(Arg("causal", (False, True)), Arg("block_q", (16, 1, 7, 256)), Arg("block_k", (16, 5, 256)),
-          Arg("Tq", (24, 1, 70)), Arg("Tk", (24, 1, 70)), Arg("D", (8, 32)), Arg("B", (1, 2))),
+          Arg("Tq", (24, 1, 70)), Arg("Tk", (24, 1, 70)), Arg("D", (8, 32)), Arg("B", (1, 2)), PASSED),
     layouts=(("q", ("contiguous", "transposed", "strided")), ("k", ("contiguous", "transposed", "strided")),
              ("v", ("contiguous", "transposed", "strided"))), examples=6)
 
@@ -431,7 +433,9 @@ def flash_domain(ctx, ex):
     q = relaid(ctx.randn(ex["B"], 2, ex["Tq"], ex["D"]), ex["layout of q"])
     k = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of k"])
     v = relaid(ctx.randn(ex["B"], 2, ex["Tk"], ex["D"]), ex["layout of v"])
-    out, lse = _flash(ctx, q, k, v, causal=ex["causal"], block_q=ex["block_q"], block_k=ex["block_k"])
+    args, kwargs = arguments(("causal", "block_q", "block_k"), {n: ex[n] for n in ("causal", "block_q", "block_k")},
+                             {}, ex["passed"])
+    out, lse = ctx.unpack(ctx.call(ctx.target, q, k, v, *args, **kwargs), 2, "a pair (output, lse)")
     return {"output": out, "lse": lse}
 
 
@@ -695,7 +699,7 @@ def flops_domain(ctx, ex):
 KV_DOMAIN = Domain(
     args=(Arg("dtype", ("float16", "float32", "bfloat16", "float64", "float8_e4m3fn", "int8")),
           Arg("batch", (1, 3, 64)), Arg("n_layer", (2, 1, 80)), Arg("n_kv_heads", (3, 1, 64)),
-          Arg("d_head", (5, 1, 256)), Arg("seq_len", (7, 1, 131072))), tensors=False, examples=6)
+          Arg("d_head", (5, 1, 256)), Arg("seq_len", (7, 1, 131072)), PASSED), tensors=False, examples=6)
 
 
 @CHECKS.domain("kv_cache_bytes", KV_DOMAIN, _same_int("kv_cache_bytes"))
@@ -705,8 +709,9 @@ def kv_domain(ctx, ex):
         kwargs["batch"] = ex["batch"]
     if ex["dtype"] != "float16":
         kwargs["dtype"] = getattr(torch, ex["dtype"])
+    args, kwargs = arguments(("batch", "dtype"), kwargs, {"batch": 1, "dtype": torch.float16}, ex["passed"])
     return {"kv_cache_bytes": ctx.call(ctx.target, ex["n_layer"], ex["n_kv_heads"], ex["d_head"], ex["seq_len"],
-                                       **kwargs)}
+                                       *args, **kwargs)}
 
 
 # ----------------------------------------------------------------------------------------------

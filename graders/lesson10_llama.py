@@ -20,6 +20,7 @@ from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
+from .interface import PASSED, arguments, layout_first, state_layout
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
                         kv_steps, kv_updates, precision_judge, training_steps,
@@ -186,23 +187,29 @@ def swiglu_grads(ctx):
 
 
 # The declared domain of SwiGLU: both sizes from 1 up to a wide hidden layer, bias on or off, x of any rank
-# (the spec's (..., D)), long, in float32 or float64 (the module cast to it), laid out any way.
+# (the spec's (..., D)), long, in float32 or float64 (the module cast to it), laid out any way, of magnitude
+# ~100 (gate pre-activations past 88, where float32's exp overflows and F.silu stays finite); the arguments by
+# keyword or in the signature's order; the state_dict's names and shapes.
 _SWIGLU_SHAPES = {"(B, T, D)": lambda t, d: (2, t, d), "(D,)": lambda t, d: (d,), "(T, D)": lambda t, d: (t, d),
                   "(B, H, T, D)": lambda t, d: (2, 2, t, d)}
 SWIGLU_DOMAIN = Domain(
     args=(Arg("d_model, hidden_dim", ("20, 44", "1, 1", "64, 172")), Arg("bias", (False, True)),
-          Arg("shape of x", tuple(_SWIGLU_SHAPES)), Arg("T", (7, 1, 256))),
+          Arg("shape of x", tuple(_SWIGLU_SHAPES)), Arg("T", (7, 1, 256)), Arg("scale of x", (1.0, 100.0)), PASSED),
     dtypes=(("x", ("float32", "float64")),), layouts=(("x", ("contiguous", "transposed", "strided")),), examples=4)
 
 
-@CHECKS.domain("SwiGLU", SWIGLU_DOMAIN, same("output"))
+@CHECKS.domain("SwiGLU", SWIGLU_DOMAIN, layout_first(same("output"), who="SwiGLU"))
 def swiglu_domain(ctx, ex):
     ctx.manual_seed()
     d, hidden = (int(n) for n in ex["d_model, hidden_dim"].split(", "))
     dtype = getattr(torch, ex["dtype of x"])
-    mlp = _fill(ctx.call(ctx.target, d, hidden, bias=ex["bias"]), ctx.seed).to(dtype)
-    x = relaid(ctx.randn(*_SWIGLU_SHAPES[ex["shape of x"]](ex["T"], d)).to(dtype), ex["layout of x"])
-    return {"output": ctx.call(mlp, x)}
+    args, kwargs = arguments(("bias",), {"bias": ex["bias"]}, {}, ex["passed"])
+    mlp = ctx.call(ctx.target, d, hidden, *args, **kwargs)
+    layout = state_layout(mlp)
+    mlp = _fill(mlp, ctx.seed).to(dtype)
+    x = ctx.randn(*_SWIGLU_SHAPES[ex["shape of x"]](ex["T"], d), scale=ex["scale of x"])
+    x = relaid(x.to(dtype), ex["layout of x"])
+    return {"output": ctx.call(mlp, x), "state_dict": layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -243,15 +250,16 @@ def hidden_bad(ctx):
 HIDDEN_DOMAIN = Domain(
     args=(Arg("d_model", (4096, 1, 3, 768, 5120, 8192)),
           Arg("multiple_of, ffn_dim_multiplier", ("256, None", "1, None", "8, None", "1024, 1.3", "4096, 1.3",
-                                                  "1, 1.3", "256, 0.5", "1, 2.0"))),
+                                                  "1, 1.3", "256, 0.5", "1, 2.0")), PASSED),
     examples=6, tensors=False)
 
 
 @CHECKS.domain("swiglu_hidden_dim", HIDDEN_DOMAIN, _ints_judge("width"))
 def hidden_domain(ctx, ex):
     multiple, mult = ex["multiple_of, ffn_dim_multiplier"].split(", ")
-    width = ctx.call(ctx.target, ex["d_model"], multiple_of=int(multiple),
-                     ffn_dim_multiplier=None if mult == "None" else float(mult))
+    args, kwargs = arguments(("multiple_of", "ffn_dim_multiplier"), {
+        "multiple_of": int(multiple), "ffn_dim_multiplier": None if mult == "None" else float(mult)}, {}, ex["passed"])
+    width = ctx.call(ctx.target, ex["d_model"], *args, **kwargs)
     return {"width": {"the width": width}}
 
 
@@ -350,27 +358,32 @@ ATTN_DOMAIN = Domain(
     args=(Arg("d_model, num_heads", ("36, 6", "24, 2", "8, 2")), Arg("num_kv_heads", (2, 1, "num_heads")),
           Arg("rope_base", (10000.0, 500000.0, 10.0)), Arg("window", (None, 1, 3)),
           Arg("B", (2, 1)), Arg("T", (5, 1, 24)), Arg("cache", ("none", "cache, 3 cached", "cache, 0 cached")),
-          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000"))),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000")),
+          PASSED),
     layouts=(("x", ("contiguous", "transposed", "strided")),), examples=3)
 
 
-@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, same("output"))
+@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, layout_first(same("output"), who="LlamaAttention"))
 def attn_domain(ctx, ex):
     ctx.manual_seed()
     d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
     kv = heads if ex["num_kv_heads"] == "num_heads" else ex["num_kv_heads"]
-    attn = _fill(ctx.call(ctx.target, d, heads, kv, rope_base=ex["rope_base"], window=ex["window"]), ctx.seed).eval()
+    a, kw = arguments(("rope_base", "window"), {"rope_base": ex["rope_base"], "window": ex["window"]}, {},
+                      ex["passed"])
+    attn = ctx.call(ctx.target, d, heads, kv, *a, **kw)
+    layout = {"state_dict": state_layout(attn)}
+    attn = _fill(attn, ctx.seed).eval()
     x = relaid(ctx.randn(ex["B"], ex["T"], d), ex["layout of x"])
     kwargs = {"layer_idx": ex["layer_idx"]}
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(attn, x, **kwargs)}
+        return {"output": ctx.call(attn, x, **kwargs), **layout}
     cache = _Rolling(ex["window"]) if ex["window"] else Cache()
     if ex["cache"] != "cache, 0 cached":  # 3 cached
         for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
             ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(attn, x, cache=cache, **kwargs)}
+    return {"output": ctx.call(attn, x, cache=cache, **kwargs), **layout}
 
 
 def _absolute_judge(s, r, ctx):
@@ -724,22 +737,23 @@ BLOCK_DOMAIN = Domain(
     layouts=(("x", ("contiguous", "transposed")),), examples=2)
 
 
-@CHECKS.domain("LlamaBlock", BLOCK_DOMAIN, same("output"))
+@CHECKS.domain("LlamaBlock", BLOCK_DOMAIN, layout_first(same("output"), who="LlamaBlock"))
 def block_domain(ctx, ex):
     heads, kv = (int(n) for n in ex["config.n_head, config.n_kv_head"].split(", "))
     d, hidden = (int(n) for n in ex["config.n_embd, config.hidden_dim"].split(", "))
     block = _block(ctx, n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=hidden, rope_base=ex["config.rope_base"],
                    norm_eps=ex["config.norm_eps"], window=ex["config.window"])
+    layout = {"state_dict": state_layout(block)}
     x = relaid(ctx.randn(2, ex["T"], d), ex["layout of x"])
     kwargs = {"layer_idx": ex["layer_idx"]}
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(block, x, **kwargs)}
+        return {"output": ctx.call(block, x, **kwargs), **layout}
     cache = _Rolling(ex["config.window"]) if ex["config.window"] else Cache()
     for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
         ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(block, x, cache=cache, **kwargs)}
+    return {"output": ctx.call(block, x, cache=cache, **kwargs), **layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -882,7 +896,7 @@ LLAMA_DOMAIN = Domain(
 
 
 def _llama_domain_judge(s, r, ctx):
-    return same(*[k for k, v in r.items() if isinstance(v, torch.Tensor)])(s, r, ctx)
+    return layout_first(same(*[k for k, v in r.items() if isinstance(v, torch.Tensor)]), who="Llama")(s, r, ctx)
 
 
 @CHECKS.domain("Llama", LLAMA_DOMAIN, _llama_domain_judge)
@@ -921,7 +935,8 @@ def llama_domain(ctx, ex):
             obs.setdefault(f"logits of model {name}", []).append(logits)
             if targets:
                 obs.setdefault(f"loss of model {name}, per call", []).append(loss.reshape(1))
-    return {k: torch.cat(v, dim=1 if k.startswith("logits") else 0) for k, v in obs.items()}
+    return {**{k: torch.cat(v, dim=1 if k.startswith("logits") else 0) for k, v in obs.items()},
+            "state_dict": state_layout(models["A"])}
 
 
 INIT = dict(vocab_size=67, block_size=32, n_layer=4, n_head=4, n_kv_head=2, n_embd=128, hidden_dim=352)
@@ -1245,19 +1260,29 @@ def filter_combined(ctx):
 
 
 # The declared domain: every argument with its range and edges (top_p=1.0, min_p=0 and 1, top_k past V),
-# the vocabulary from 1 token to a wide one, logits in float32 or float64, laid out any way.
+# the vocabulary from 1 token to a wide one, logits in float32 or float64, laid out any way; the arguments by
+# keyword or in the signature's order (there, with all three given too, so that their order shows).
 FILTER_DOMAIN = Domain(
     args=(Arg("top_k", (None, 1, 3, 500)), Arg("top_p", (None, 1.0, 0.5, 0.999, 1e-6)),
-          Arg("min_p", (None, 0.0, 0.1, 1.0)), Arg("V", (16, 1, 2000)), Arg("rows", (2, 1))),
+          Arg("min_p", (None, 0.0, 0.1, 1.0)), Arg("V", (16, 1, 2000)), Arg("rows", (2, 1)), PASSED),
     dtypes=(("logits", ("float32", "float64")),), layouts=(("logits", ("contiguous", "transposed", "strided")),),
     examples=8)
 
 
-@CHECKS.domain("filter_logits", FILTER_DOMAIN, _kept_judge("filtered"))
+_ALL_IN_ORDER = "filtered by filter_logits(logits, 5, 0.9, 0.05)"
+
+
+@CHECKS.domain("filter_logits", FILTER_DOMAIN,
+               lambda s, r, ctx: _kept_judge(*[k for k in ("filtered", _ALL_IN_ORDER) if k in r])(s, r, ctx))
 def filter_domain(ctx, ex):
     logits = ctx.randn(ex["rows"], ex["V"], scale=3.0).to(getattr(torch, ex["dtype of logits"]))
     logits = relaid(logits, ex["layout of logits"])
-    return {"filtered": ctx.call(ctx.target, logits, top_k=ex["top_k"], top_p=ex["top_p"], min_p=ex["min_p"])}
+    args, kwargs = arguments(("top_k", "top_p", "min_p"), {n: ex[n] for n in ("top_k", "top_p", "min_p")}, {},
+                             ex["passed"])
+    obs = {"filtered": ctx.call(ctx.target, logits, *args, **kwargs)}
+    if args:
+        obs[_ALL_IN_ORDER] = ctx.call(ctx.target, logits, 5, 0.9, 0.05)  # each filter removes some tokens
+    return obs
 
 
 def _filter_bad_judge(s, r, ctx):

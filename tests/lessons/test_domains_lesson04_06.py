@@ -134,7 +134,9 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         return self.weight * rms_norm(x, eps=self.eps)  # bfloat16 x, float32 weight: a float32 result
 '''
-    _fails_only_the_domain(L05, "RMSNorm", code, tmp_path, "dtype of x=bfloat16")
+    # the simplest such example: x of magnitude 300, also given in float16 (a float32 result there too)
+    ex = _fails_only_the_domain(L05, "RMSNorm", code, tmp_path, "scale of x=300.0")
+    assert "output, x in float16" in next(c for c in ex.checks if c.name == DOMAIN).message, explain(ex)
 
 
 _TRITON = '''
