@@ -18,9 +18,12 @@ under the cap. In the order they are tried:
   term       one term of a sum or difference left out (a - b - c → a - c), or all but the first
   parameter  nn.Parameter(t) → t (not registered); a gain made of ones ↔ zeros
   statistic  the root mean square replaced by the mean absolute value; the input centred before it is scaled
+  cast       the cast back to the input's dtype done before the last product instead of after it
   device     device= dropped (made on the default device)
   fill       masked_fill with one mask dropped everywhere (what that mask selects is never set)
   diagonal   tril/triu's offset dropped (the triangle's edge on the main diagonal)
+  (helpers)  every operator above and mutations.py's, inside a definition of the same cell the exercise
+             delegates to (`Fn.apply(...)`, `return helper(...)`): the mutant redefines it before the exercise
 
 Pure `ast`; no torch here.
 """
@@ -320,7 +323,8 @@ def op_flag(nodes, parents, ctx) -> Iterator[Site]:
 # axis: a variable dim fixed to the last axis; every reduction over c → axis 0, or the whole tensor
 
 
-STATISTICS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "norm", "logsumexp", "prod", "any", "all"}
+STATISTICS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "norm", "logsumexp", "prod"}  # not any/all: a
+# mask over the whole tensor reads as "no row handled", a different mistake with the same outputs
 
 
 def _reduction_dims(nodes):
@@ -350,6 +354,22 @@ def op_axis_more(nodes, parents, ctx) -> Iterator[Site]:
                 f"every reduction over axis {c} runs over axis 0 instead"
         yield tuple(calls[c]), _whole, "axis-whole", \
             f"every reduction over axis {c} runs over the whole tensor: one statistic in all, not one per row"
+
+
+def op_axes_kept(nodes, parents, ctx) -> Iterator[Site]:
+    """(a, *range(a + 2, n)), every axis but a + 1 → tuple(range(a + 1, n)), every axis but a."""
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Tuple) and len(node.elts) == 2 and _int_value(node.elts[0]) is not None
+                and isinstance(node.elts[1], ast.Starred) and isinstance(node.elts[1].value, ast.Call)
+                and _call_name(node.elts[1].value) == "range" and len(node.elts[1].value.args) == 2
+                and _int_value(node.elts[1].value.args[0]) == _int_value(node.elts[0]) + 2):
+            continue
+        a = _int_value(node.elts[0])
+        what = _target_of(nodes, parents, node)
+        yield (i,), (lambda n, a=a: ast.Call(ast.Name("tuple", ast.Load()), [ast.Call(ast.Name("range", ast.Load()),
+                     [ast.Constant(a + 1), n.elts[1].value.args[1]], [])], [])), "axis-kept-other", \
+            (f"{what} leaves out axis {a} instead of axis {a + 1}: the statistics are taken separately for each "
+             f"index of axis {a}, and pooled over axis {a + 1}")
 
 
 def _whole(call: ast.Call) -> ast.Call:
@@ -447,7 +467,7 @@ def op_statistic(nodes, parents, ctx) -> Iterator[Site]:
             continue
         x = _short(ms[0], 16)
         yield (i,), _mean_abs, "statistic-mean-abs", \
-            f"{x} is divided by the mean of |{x}|, not by the root of the mean of its squares"
+            f"`{x}` is divided by the mean of |{x}|, not by the root of the mean of its squares"
     for i, node in enumerate(nodes):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
@@ -461,6 +481,28 @@ def op_statistic(nodes, parents, ctx) -> Iterator[Site]:
                 ast.Load()), [], [ast.keyword("dim", copy.deepcopy(d)), ast.keyword("keepdim", ast.Constant(True))]))), \
                 "statistic-centred", f"`{v}` is centred (its mean subtracted) before it is scaled: that re-centring " \
                 f"is not part of this normalisation"
+
+
+def op_cast_order(nodes, parents, ctx) -> Iterator[Site]:
+    """`y = y * w.float()` ... `return y.to(x.dtype)` → `return y.to(x.dtype) * w` in place of the product."""
+    back = {}
+    for n in nodes:
+        if isinstance(n, ast.Return) and _attr_call(n.value, "to") and isinstance(n.value.func.value, ast.Name):
+            back.setdefault(n.value.func.value.id, n.value)
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult)
+                and isinstance(node.value.left, ast.Name) and node.value.left.id == node.targets[0].id):
+            continue
+        v, cast = node.targets[0].id, back.get(node.targets[0].id)
+        if cast is None:
+            continue
+        w = node.value.right
+        w = w.func.value if _attr_call(w, "float") and not w.args else w
+        yield (i,), (lambda n, cast=cast, w=w: ast.Return(ast.BinOp(copy.deepcopy(cast), ast.Mult(), copy.deepcopy(w)))), \
+            "cast-after-product", \
+            (f"`{v}` is cast back ({_short(cast, 20)}) before it is multiplied by {_short(w, 16)}, not after: the "
+             f"product's dtype follows type promotion, not the input's dtype")
 
 
 def _mean_abs(call: ast.Call) -> ast.AST:
@@ -487,15 +529,65 @@ def op_device(nodes, parents, ctx) -> Iterator[Site]:
 
 def op_fill(nodes, parents, ctx) -> Iterator[Site]:
     by_mask: dict[str, list[int]] = {}
+    softmaxes = [i for i, n in enumerate(nodes) if isinstance(n, ast.Call) and _call_name(n) == "softmax"
+                 and isinstance(parents.get(id(n), (None,))[0], ast.Assign)]
     for i, node in enumerate(nodes):
         if _attr_call(node, "masked_fill") and len(node.args) == 2:
             by_mask.setdefault(_u(node.args[0]), []).append(i)
+            if not _is_neginf(node.args[1]):
+                continue
+            what, m, s = _target_of(nodes, parents, node), _short(node.args[0], 16), _short(node.func.value, 16)
+            yield (i,), _fill_multiplied, "fill-multiplied", \
+                (f"{what} is set by multiplying {m} by -inf instead of selecting with it: where {m} is False that "
+                 f"is 0 × -inf, which is NaN")
+            yield (i,), _fill_float_bias, "fill-float-bias", \
+                (f"{what} adds a float32 bias ({m} × -1e9) to {s} instead of filling it with -inf: the sum is "
+                 f"at least float32, whatever the dtype of {s}")
+            later = sorted((nodes[j].lineno, j) for j in softmaxes if nodes[j].lineno > node.lineno)
+            guard = _guard(parents, node)
+            if later:
+                yield (i, later[0][1]), (lambda n, m=node.args[0], g=guard: _fill_after(n, m, g)), "fill-after-softmax", \
+                    (f"the weights are set to 0 where {m} is True after the softmax, instead of {s} being filled "
+                     f"before it: the weights left no longer sum to 1")
     if len(by_mask) < 2:
         return  # one mask: dropping it is `default`'s "the mask is ignored"
     for m, idx in by_mask.items():
         value = _short(nodes[idx[0]].args[1], 16)
         yield tuple(idx), (lambda c: c.func.value), "fill-dropped", \
             f"the entries {m} selects are never set to {value}: that masked_fill is missing"
+
+
+def _fill_multiplied(call: ast.Call) -> ast.AST:
+    recv, m = call.func.value, call.args[0]
+    bias = ast.BinOp(ast.Call(ast.Attribute(m, "to", ast.Load()), [ast.Attribute(copy.deepcopy(recv), "dtype",
+                     ast.Load())], []), ast.Mult(), call.args[1])
+    return ast.BinOp(recv, ast.Add(), bias)
+
+
+def _fill_float_bias(call: ast.Call) -> ast.AST:
+    bias = ast.BinOp(ast.Call(ast.Attribute(call.args[0], "float", ast.Load()), [], []), ast.Mult(), _const(-1e9))
+    return ast.BinOp(call.func.value, ast.Add(), bias)
+
+
+def _guard(parents, node) -> ast.AST | None:
+    """The test of the `if` the statement holding `node` sits in (`mask is not None`), or None."""
+    cur = node
+    while id(cur) in parents:
+        parent = parents[id(cur)][0]
+        if isinstance(parent, ast.If) and cur in parent.body:
+            return parent.test
+        if isinstance(parent, (ast.FunctionDef, ast.ClassDef)):
+            return None
+        cur = parent
+    return None
+
+
+def _fill_after(node: ast.AST, mask: ast.AST, guard: ast.AST | None) -> ast.AST:
+    if _attr_call(node, "masked_fill"):
+        return node.func.value  # the scores are left as they are
+    filled = ast.Call(ast.Attribute(copy.deepcopy(node), "masked_fill", ast.Load()), [copy.deepcopy(mask),
+                                                                                       ast.Constant(0.0)], [])
+    return filled if guard is None else ast.IfExp(copy.deepcopy(guard), filled, node)
 
 
 def op_diagonal_offset(nodes, parents, ctx) -> Iterator[Site]:
@@ -509,8 +601,73 @@ def op_diagonal_offset(nodes, parents, ctx) -> Iterator[Site]:
                          f"diagonal, without the offset {_short(kw.value, 20)}")
 
 
-OPERATORS = (op_layout, op_layer, op_scale_size, op_returned, op_fallback, op_flag, op_axis_more, op_term,
-             op_parameter, op_statistic, op_device, op_fill, op_diagonal_offset)
+# ----------------------------------------------------------------------------------------------
+# helpers: the cell's own class or function the exercise hands its work to
+
+
+def _delegates(nodes, parents) -> list[ast.AST]:
+    """The definitions of the exercise's cell that it delegates to: `Fn.apply(...)` (an autograd Function)
+    and `return helper(...)`."""
+    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
+    if not isinstance(module, ast.Module):
+        return []
+    defs = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not nodes[0]
+            and not n.decorator_list}
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
+            name = f.value.id
+        elif isinstance(f, ast.Name) and isinstance(parents.get(id(n), (None,))[0], ast.Return):
+            name = f.id
+        else:
+            continue
+        if name in defs and defs[name] not in out:
+            out.append(defs[name])
+    return out
+
+
+def op_helpers(nodes, parents, ctx) -> Iterator[Site]:
+    """Every other operator's sites in a definition the exercise delegates to: the mutant redefines it
+    (a changed copy) right before the exercise's own definition."""
+    from .mutations import OPERATORS as ALL
+
+    for helper in _delegates(nodes, parents):
+        h_nodes = list(ast.walk(helper))
+        for op in ALL:
+            if op is op_helpers:
+                continue
+            try:
+                sites = list(op(h_nodes, parents, {"exercise": helper.name}))
+            except (ValueError, TypeError, AttributeError, IndexError):
+                continue
+            where = f"; this is in `{helper.name}`, or wherever `{ctx['exercise']}` does its work"
+            for indices, build, operator, sentence in sites:
+                yield (0,), (lambda d, helper=helper, indices=indices, build=build:
+                             _redefined(helper, indices, build, d)), operator, sentence + where
+
+
+def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
+    twin = copy.deepcopy(helper)
+    nodes = list(ast.walk(twin))
+    parents = _parents(twin)
+    for i in indices:
+        _replace(parents, nodes[i], build(nodes[i]))
+    return ast.If(ast.Constant(True), [twin, exercise_def], [])
+
+
+OPERATORS = (op_layout, op_layer, op_scale_size, op_returned, op_fallback, op_flag, op_axis_more, op_axes_kept, op_term,
+             op_parameter, op_statistic, op_cast_order, op_device, op_fill, op_diagonal_offset,
+             op_helpers)
+
+# The families each operator's ids belong to (`<family>-<variant>`), where the function's name is not the family
+# (tests/unit/test_hints_follow_cause.py: every family has a hint); op_helpers speaks with the others' ids.
+for _op, _families in ((op_layout, ("layout", "repeat")), (op_scale_size, ("scale",)), (op_fallback, ("default",)),
+                       (op_flag, ("default",)), (op_axis_more, ("axis",)), (op_axes_kept, ("axis",)),
+                       (op_cast_order, ("cast",)), (op_diagonal_offset, ("diagonal",)), (op_helpers, ())):
+    _op.families = _families
 
 HINTS = {
     "layout": "Fill a small input with each entry's own index (torch.arange(...).view(...)) and print it after "
@@ -532,7 +689,7 @@ HINTS = {
 # Last, so that either module may be imported first: mutations.py imports OPERATORS (defined above) from here
 # at its end, and the operators read these names only when they run.
 from .mutations import FAMILY_HINTS, MODULES, Site, _call_name, _const, _int_value, _is_sqrt, \
-    _names, _rename_call, _short, _target_of, _u, _without_kw  # noqa: E402
+    _is_neginf, _names, _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402
 
 for _family, _text in HINTS.items():
     FAMILY_HINTS.setdefault(_family, _text)

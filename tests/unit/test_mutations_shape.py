@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import types
 
 from graders.engine import mutations as M
 from graders.engine import mutations_shape as S
@@ -131,10 +132,11 @@ def test_axes_terms_statistics_device_fill_diagonal():
     ops = _by_op(NORMS)
     assert any("x.amax(dim=-1, keepdim=True)" in _body(m) for m in ops["axis-last"])
     (zero,) = ops["axis-zero"]
-    assert _body(zero).count("dim=0") == 6 and "dim=dim" in _body(zero)  # every -1, not the variable
+    assert _body(zero).count("dim=0") == 5 and "dim=dim" in _body(zero)  # every -1, not the variable
     (whole,) = ops["axis-whole"]
-    assert "var = ((x - mean) ** 2).mean()" in _body(whole) and "mask.any()" in _body(whole)
-    assert "softmax(dim=-1)" in _body(whole)  # a softmax is no statistic
+    assert "var = ((x - mean) ** 2).mean()" in _body(whole)
+    # a softmax is no statistic; nor is a mask's any(): over the whole tensor it reads as "no row handled"
+    assert "softmax(dim=-1)" in _body(whole) and "mask.any(dim=-1, keepdim=True)" in _body(whole)
     dropped = {m.sentence: _body(m) for m in ops["term-dropped"]}
     assert any("shifted = x\n" in b + "\n" for b in dropped.values())
     assert any("g = w * (y - y.mean(dim=-1, keepdim=True))" in b for b in dropped.values())
@@ -170,3 +172,85 @@ def test_every_mutant_compiles_and_differs():
         for m in ms:
             compile(m.source, "<m>", "exec")
             assert ast.unparse(ast.parse(m.source)) != original
+
+
+SDPA = '''
+def f(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    return weights @ v
+'''
+
+CELL = '''
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def backward(ctx, g):
+        x_hat, = ctx.saved_tensors
+        return g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)
+
+
+def norm(x, w=None):
+    dims = (0, *range(2, x.dim()))
+    y = x.float() * x.float().mean(dim=dims)
+    if w is not None:
+        y = y * w.float()
+    return y.to(x.dtype)
+
+
+def f(x):
+    return Fn.apply(x)
+
+
+def g(x, w):
+    return norm(x, w)
+'''
+
+
+def test_fills_multiplied_added_after_the_softmax():
+    ops = _by_op(SDPA)
+    (mult,) = ops["fill-multiplied"]
+    assert "scores = scores + (~mask).to(scores.dtype) * float('-inf')" in _body(mult)
+    assert "0 × -inf, which is NaN" in mult.sentence
+    (bias,) = ops["fill-float-bias"]
+    assert "scores = scores + (~mask).float() * -1000000000.0" in _body(bias)
+    (after,) = ops["fill-after-softmax"]
+    body = _body(after)
+    assert "        scores = scores\n" in body + "\n"
+    assert "weights = softmax(scores, dim=-1).masked_fill(~mask, 0.0) if mask is not None else softmax(scores, " \
+           "dim=-1)" in body
+    assert "no longer sum to 1" in after.sentence
+
+
+def test_a_helper_the_exercise_delegates_to_is_mutated_in_a_redefinition():
+    ops = _by_op(CELL, "f")
+    dropped = [m for m in ops["term-dropped"]]
+    assert dropped and all("class Fn" in _body(m).split("def f(")[0].split("if True:")[1] for m in dropped)
+    assert any("return g - g.mean(dim=-1, keepdim=True)\n" in _body(m) + "\n" for m in dropped)
+    assert {m.family for m in M.mutants(CELL, "f", 1000)} >= {"term", "axis"}  # mutations.py's own too
+    ops = _by_op(CELL, "g")  # `return norm(x, w)`: norm is mutated, Fn is not
+    (order,) = ops["cast-after-product"]
+    assert "return y.to(x.dtype) * w" in _body(order) and "y = y * w.float()" not in _body(order).split("if True:")[1]
+    (kept,) = ops["axis-kept-other"]
+    assert "dims = tuple(range(1, x.dim()))" in _body(kept) and "leaves out axis 0 instead of axis 1" in kept.sentence
+    redefined = [_body(m).split("if True:")[1] for ms in ops.values() for m in ms if "if True:" in _body(m)]
+    assert redefined and not any("class Fn" in r for r in redefined)
+    ns: dict = {}
+    fake = types.SimpleNamespace(autograd=types.SimpleNamespace(Function=object))
+    exec(compile(order.source, "<m>", "exec"), {"torch": fake}, ns)  # the redefinition runs: g sees the new norm
+    assert "norm" in ns and "g" in ns
+
+
+def test_each_operator_speaks_only_for_the_families_it_declares():
+    for src in (HEADS, MODULE, NORMS, SDPA, CELL):
+        tree = ast.parse(src)
+        for name in ("f", "g"):
+            nodes = M._scope(tree, name)
+            for op in S.OPERATORS:
+                if op is S.op_helpers:
+                    continue
+                declared = getattr(op, "families", [op.__name__.removeprefix("op_")])
+                for _, _, operator, sentence in op(nodes, M._parents(tree), {"exercise": name}):
+                    assert operator.split("-", 1)[0] in declared, (op.__name__, operator)
+                    assert len(sentence) < 240 and "\n" not in sentence
