@@ -23,7 +23,6 @@ CASES = [  # (lesson, catalogued mistake, the operator expected to reproduce it)
     ("lesson03", "view_no_transpose", "mutation:layout-viewed-transposed"),
     ("lesson03", "no_out_proj", "mutation:layer-skipped"),
     ("lesson03", "value_defaults_to_query", "mutation:default-fallback"),
-    ("lesson04", "mean_term_only", "mutation:term-dropped"),  # in the autograd Function the exercise delegates to
     ("lesson05", "mean_abs", "mutation:statistic-mean-abs"),
 ]
 
