@@ -666,6 +666,8 @@ FAMILY_HINTS: dict[str, str] = {
 }
 
 
+OPERATORS += __import__("graders.engine.mutations_shape", fromlist=["OPERATORS"]).OPERATORS  # layouts, layers (01-05)
+
 # ----------------------------------------------------------------------------------------------
 # The candidates of one exercise
 

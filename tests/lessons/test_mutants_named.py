@@ -19,6 +19,11 @@ CASES = [  # (lesson, catalogued mistake, the operator expected to reproduce it)
     ("lesson02", "no_diagonal", "mutation:diagonal-minus-one"),
     ("lesson02", "triu", "mutation:diagonal-triangle-swapped"),
     ("lesson06", "rope_base_ignored", "mutation:default-ignored"),
+    # graders/engine/mutations_shape.py
+    ("lesson03", "view_no_transpose", "mutation:layout-viewed-transposed"),
+    ("lesson03", "no_out_proj", "mutation:layer-skipped"),
+    ("lesson03", "value_defaults_to_query", "mutation:default-fallback"),
+    ("lesson05", "mean_abs", "mutation:statistic-mean-abs"),
 ]
 
 

@@ -114,7 +114,7 @@ def test_every_operator_family_and_structural_cause_has_a_hint():
     from graders.engine.kinds import CAUSES, HINTS_BY_KIND, hint_for, is_cause
     from graders.engine.mutations import FAMILY_HINTS
 
-    families = {op.__name__.removeprefix("op_") for op in mutations.OPERATORS}
+    families = {f for op in mutations.OPERATORS for f in getattr(op, "families", [op.__name__.removeprefix("op_")])}
     assert families == set(FAMILY_HINTS)
     for family in families:
         assert is_cause(f"mutation:{family}-x") and hint_for(f"mutation:{family}-x") == FAMILY_HINTS[family]

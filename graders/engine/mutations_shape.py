@@ -1,0 +1,695 @@
+"""Mutation operators for layouts, layers, statistics and arguments: the wrong answers of lessons 01-05.
+
+More operator families for mutations.py (issue 44 item 2), registered by one line there that appends
+`OPERATORS` to its own and `HINTS` to its FAMILY_HINTS. The same contract: each operator is a function of
+(scope nodes, parents, context) yielding sites, each site a change and a sentence in the code's own names.
+Each family fires only where its pattern is in the code, so an exercise without it keeps its candidates
+under the cap. In the order they are tried:
+
+  layout     a transpose before a reshape dropped; a view straight to the transposed shape; .transpose(-2, -1)
+             → .T (every axis reversed); a new axis inserted on the other side (tiling, not repeating); a
+             repeating helper replaced by tiling
+  layer      a sub-layer of the module (`self.out_proj(y)`) skipped: its input passed on as it is
+  scale      the size under a root multiplied by a count of the same class (√head_dim → √(num_heads·head_dim))
+  returned   a returned tensor averaged over axis 1 (one map where there is one per head)
+  default    an argument left None filled from the wrong argument; a flag passed on replaced by a constant
+  axis       a reduction over `dim` (a variable) runs over the last axis; every reduction over axis c runs
+             over axis 0, or over the whole tensor
+  term       one term of a sum or difference left out (a - b - c → a - c), or all but the first
+  parameter  nn.Parameter(t) → t (not registered); a gain made of ones ↔ zeros
+  statistic  the root mean square replaced by the mean absolute value; the input centred before it is scaled
+  cast       the cast back to the input's dtype done before the last product instead of after it
+  device     device= dropped (made on the default device)
+  fill       masked_fill with one mask dropped everywhere (what that mask selects is never set)
+  diagonal   tril/triu's offset dropped (the triangle's edge on the main diagonal)
+  (helpers)  every operator above and mutations.py's, inside a definition of the same cell the exercise
+             delegates to (`Fn.apply(...)`, `return helper(...)`): the mutant redefines it before the exercise
+
+Pure `ast`; no torch here.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Iterator
+
+
+
+def _attr_call(node: ast.AST, *names: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+
+
+def _index(nodes, node) -> int | None:
+    for i, n in enumerate(nodes):
+        if n is node:
+            return i
+    return None
+
+
+def _axes(call: ast.Call) -> list[int] | None:
+    """The two axes of x.transpose(a, b) as ints, or None."""
+    if len(call.args) != 2 or call.keywords:
+        return None
+    a, b = (_int_value(x) for x in call.args)
+    return None if a is None or b is None else [a, b]
+
+
+# ----------------------------------------------------------------------------------------------
+# layout: view / reshape / transpose / expand orders
+
+
+def op_layout(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name, recv = node.func.attr, node.func.value
+        what = _target_of(nodes, parents, node)
+        # x.transpose(a, b).reshape(...) → x.reshape(...)
+        if name in ("reshape", "view") and _attr_call(recv, "transpose", "permute") and node.args:
+            yield (i,), _drop_inner, "layout-transpose-dropped", \
+                (f"{what} is {'reshaped' if name == 'reshape' else 'viewed'} without the "
+                 f"{recv.func.attr}({', '.join(_u(a) for a in recv.args)}) before it: {name} reads the memory in "
+                 f"order, so entries of different axes end up side by side")
+        # x.view(s0, s1, s2, s3).transpose(a, b) → x.view(s with a and b swapped)
+        if name == "transpose" and _attr_call(recv, "view", "reshape") and (ab := _axes(node)) is not None:
+            shape = recv.args
+            n = len(shape)
+            if n >= 2 and not any(isinstance(s, ast.Starred) for s in shape) and all(-n <= x < n for x in ab):
+                a, b = sorted(x % n for x in ab)
+                swapped = [_short(s, 16) for s in shape]
+                swapped[a], swapped[b] = swapped[b], swapped[a]
+                yield (i,), (lambda c, a=a, b=b: _view_swapped(c, a, b)), "layout-viewed-transposed", \
+                    (f"{what} is {recv.func.attr}ed straight as ({', '.join(swapped)}) instead of "
+                     f"({', '.join(_short(s, 16) for s in shape)}) with axes {a} and {b} then swapped: a view keeps the "
+                     f"memory order, so it regroups the entries instead of swapping the axes")
+        # x.transpose(-2, -1) → x.T
+        if name == "transpose" and (ab := _axes(node)) is not None and sorted(ab) == [-2, -1]:
+            yield (i,), (lambda c: ast.Attribute(c.func.value, "T", ast.Load())), "layout-reversed", \
+                (f"`{_short(recv, 20)}` is transposed with .T, which reverses every axis of a batched tensor, "
+                 f"instead of swapping the last two")
+        # x[:, :, None].expand(B, H, n, ...) → x[:, None].expand(B, n, H, ...): copies tiled, not repeated
+        if name == "expand" and isinstance(recv, ast.Subscript) and isinstance(recv.slice, ast.Tuple):
+            elts = recv.slice.elts
+            nones = [k for k, e in enumerate(elts) if isinstance(e, ast.Constant) and e.value is None]
+            if len(nones) == 1 and nones[0] >= 1 and len(node.args) > nones[0] and \
+                    all(isinstance(e, ast.Slice) for k, e in enumerate(elts) if k != nones[0]):
+                p = nones[0]
+                yield (i,), (lambda c, p=p: _none_left(c, p)), "repeat-expand-tiled", \
+                    (f"{what} tiles the {_short(node.args[p], 12)} copies along axis {p - 1} (a b a b) instead of "
+                     f"repeating each entry in place (a a b b)")
+    # a, b, c = y.chunk(3, dim=-1); a, b, c = (f(t, h) for t in (a, b, c)) → a, b, c = f(y, h).chunk(3, dim=-1)
+    for i, node in enumerate(nodes):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for first, second in zip(body, body[1:]):
+            f = _split_after_chunk(first, second)
+            if f is None:
+                continue
+            chunked = _short(first.value.func.value, 24)
+            yield (_index(nodes, first.value), _index(nodes, second)), \
+                (lambda n, f=f: ast.Pass() if isinstance(n, ast.stmt) else _split_first(n, f)), \
+                "layout-split-before-chunk", \
+                (f"`{_short(first.targets[0], 20).strip('()')}` are cut from the last axis after `{f.func.id}`, not "
+                 f"before it: each takes a part of every group {f.func.id} makes instead of a whole block of "
+                 f"{chunked}")
+    # repeat_kv(t, n) → t.repeat(1, n, 1, 1): every call to a repeating helper of the notebook at once
+    calls = [i for i, n in enumerate(nodes) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and "repeat" in n.func.id and len(n.args) == 2 and not n.keywords]
+    if calls:
+        helper = nodes[calls[0]].func.id
+        yield tuple(calls), _tiled_call, "repeat-helper-tiled", \
+            (f"the heads are tiled (a b a b), as .repeat does, where `{helper}` repeats each one in place "
+             f"(a a b b)")
+
+
+def _split_after_chunk(first: ast.stmt, second: ast.stmt) -> ast.Call | None:
+    """The call f(t, ...) of `a, b = (f(t, ...) for t in (a, b))` right after `a, b = y.chunk(...)`, or None."""
+    if not (isinstance(first, ast.Assign) and isinstance(second, ast.Assign) and _attr_call(first.value, "chunk")
+            and isinstance(first.targets[0], ast.Tuple) and _u(first.targets[0]) == _u(second.targets[0])):
+        return None
+    gen = second.value
+    if not (isinstance(gen, ast.GeneratorExp) and len(gen.generators) == 1 and isinstance(gen.elt, ast.Call)
+            and isinstance(gen.elt.func, ast.Name) and gen.elt.args and isinstance(gen.elt.args[0], ast.Name)
+            and isinstance(gen.generators[0].target, ast.Name) and gen.elt.args[0].id == gen.generators[0].target.id
+            and _u(gen.generators[0].iter) == _u(first.targets[0])):
+        return None
+    return gen.elt
+
+
+def _split_first(chunk: ast.Call, f: ast.Call) -> ast.Call:
+    g = copy.deepcopy(f)
+    g.args[0] = chunk.func.value
+    chunk.func.value = g
+    return chunk
+
+
+def _drop_inner(call: ast.Call) -> ast.Call:
+    call.func.value = call.func.value.func.value
+    return call
+
+
+def _view_swapped(call: ast.Call, a: int, b: int) -> ast.Call:
+    inner = call.func.value
+    inner.args[a], inner.args[b] = inner.args[b], inner.args[a]
+    return inner
+
+
+def _none_left(call: ast.Call, p: int) -> ast.Call:
+    elts = call.func.value.slice.elts
+    elts[p - 1], elts[p] = elts[p], elts[p - 1]
+    call.args[p - 1], call.args[p] = call.args[p], call.args[p - 1]
+    return call
+
+
+def _tiled_call(call: ast.Call) -> ast.Call:
+    x, n = call.args
+    return ast.Call(ast.Attribute(x, "repeat", ast.Load()), [ast.Constant(1), n, ast.Constant(1), ast.Constant(1)], [])
+
+
+# ----------------------------------------------------------------------------------------------
+# layer: a sub-layer skipped
+
+
+def _submodules(nodes) -> set[str]:
+    """`self.<name>` assigned an nn.<Layer>(...) (or a module-building call) in the class."""
+    out = set()
+    for n in nodes:
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" and \
+                        isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) and \
+                        isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == "nn":
+                    out.add(t.attr)
+    return out
+
+
+def op_layer(nodes, parents, ctx) -> Iterator[Site]:
+    subs = _submodules(nodes)
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in subs and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and len(node.args) == 1 \
+                and not node.keywords and isinstance(node.args[0], ast.Call):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: c.args[0]), "layer-skipped", \
+                (f"`{node.func.attr}` is never applied: {what} is {_short(node.args[0], 30)} as it comes, without "
+                 f"that layer")
+
+
+# ----------------------------------------------------------------------------------------------
+# scale: the size under the root times a count
+
+
+def _counts(nodes) -> list[ast.AST]:
+    """`self.num_*` / `num_*` / `n_*` sizes the code reads: the counts a size may be multiplied by."""
+    seen, out = set(), []
+    for n in nodes:
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if name and (name.startswith("num_") or name.startswith("n_")) and isinstance(n.ctx, ast.Load) and \
+                _u(n) not in seen:
+            seen.add(_u(n))
+            out.append(n)
+    return out
+
+
+def op_scale_size(nodes, parents, ctx) -> Iterator[Site]:
+    counts = _counts(nodes)
+    for i, node in enumerate(nodes):
+        arg = _is_sqrt(node)
+        if arg is None or not isinstance(arg, (ast.Name, ast.Attribute)):
+            continue
+        what = _target_of(nodes, parents, node)
+        parent = parents.get(id(node), (None,))[0]
+        how = {ast.Div: "divided by", ast.Mult: "multiplied by"}.get(type(getattr(parent, "op", None)), "scaled with")
+        for c in counts:
+            if _u(c) == _u(arg) or type(c) is not type(arg):  # self.num_heads for self.head_dim, a name for a name
+                continue
+            a, k = _short(arg, 24), _short(c, 24)
+            yield (i,), (lambda n, c=c: _scaled_root(n, c)), "scale-size", \
+                f"{what} is {how} √({k} · {a}) instead of √{a}: the size under the root is {k} times too large"
+
+
+def _scaled_root(node: ast.AST, count: ast.AST) -> ast.AST:
+    arg = _is_sqrt(node)
+    prod = ast.BinOp(copy.deepcopy(count), ast.Mult(), arg)
+    if isinstance(node, ast.Call) and node.args:
+        node.args[0] = prod
+        return node
+    if isinstance(node, ast.Call):
+        node.func.value = prod
+        return node
+    node.left = prod
+    return node
+
+
+# ----------------------------------------------------------------------------------------------
+# returned: a returned tensor averaged over axis 1
+
+
+def op_returned(nodes, parents, ctx) -> Iterator[Site]:
+    softmaxed = {t.id for n in nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                 and _call_name(n.value) in ("softmax", "dropout") for t in n.targets if isinstance(t, ast.Name)}
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in softmaxed):
+            continue
+        cur, ok = node, False
+        while id(cur) in parents:
+            parent = parents[id(cur)][0]
+            if isinstance(parent, ast.Return):
+                ok = True
+                break
+            if not isinstance(parent, (ast.Tuple, ast.IfExp)) or (isinstance(parent, ast.IfExp) and cur is parent.test):
+                break
+            cur = parent
+        if ok:
+            yield (i,), (lambda n: ast.Call(ast.Attribute(n, "mean", ast.Load()), [], [ast.keyword("dim", ast.Constant(1))])), \
+                "returned-averaged", \
+                f"the `{node.id}` returned are averaged over axis 1: one map where there should be one per index of that axis"
+
+
+# ----------------------------------------------------------------------------------------------
+# default: a None argument filled from the wrong one; a flag passed on replaced by a constant
+
+
+def _params(nodes) -> list[ast.arguments]:
+    return [n.args for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def op_fallback(nodes, parents, ctx) -> Iterator[Site]:
+    kinds = {a.arg: "Tensor" in _u(a.annotation) for args in _params(nodes) for a in args.args + args.kwonlyargs
+             if a.annotation is not None and a.arg not in ("self", "ctx")}
+    names = list(kinds)
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 and
+                isinstance(node.test.ops[0], ast.Is) and isinstance(node.test.left, ast.Name) and
+                isinstance(node.body, ast.Name) and node.body.id in names):
+            continue
+        p, fill = node.test.left.id, node.body.id
+        for other in names:
+            if other in (p, fill) or kinds[other] != kinds[fill]:
+                continue
+            yield (i,), (lambda n, other=other: _set_body(n, other)), "default-fallback", \
+                f"when `{p}` is None it is taken from `{other}`, not from `{fill}`"
+
+
+def _set_body(node: ast.IfExp, name: str) -> ast.IfExp:
+    node.body = ast.Name(name, ast.Load())
+    return node
+
+
+def op_flag(nodes, parents, ctx) -> Iterator[Site]:
+    flags = {}
+    for args in _params(nodes):
+        pos = args.args[len(args.args) - len(args.defaults):]
+        for a, d in list(zip(pos, args.defaults)) + list(zip(args.kwonlyargs, args.kw_defaults)):
+            if isinstance(d, ast.Constant) and isinstance(d.value, bool):
+                flags[a.arg] = d.value
+    passed: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id in flags and \
+                isinstance(parents.get(id(node), (None,))[0], ast.Call):
+            passed.setdefault(node.value.id, []).append(i)
+    for flag, idx in passed.items():  # every call it is passed to at once
+        new = not flags[flag]
+        calls = sorted({_call_name(parents[id(nodes[i])][0]) for i in idx})
+        kw = nodes[idx[0]].arg
+        yield tuple(idx), (lambda k, new=new: ast.keyword(k.arg, ast.Constant(new))), "default-flag-constant", \
+            (f"`{flag}` is not passed on: {', '.join(f'`{c}`' for c in calls)} always "
+             f"get{'s' if len(calls) == 1 else ''} {kw}={new}, whatever it was given")
+
+
+# ----------------------------------------------------------------------------------------------
+# axis: a variable dim fixed to the last axis; every reduction over c → axis 0, or the whole tensor
+
+
+STATISTICS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "norm", "logsumexp", "prod"}  # not any/all: a
+# mask over the whole tensor reads as "no row handled", a different mistake with the same outputs
+
+
+def _reduction_dims(nodes):
+    """(index of the dim node, the call, the dim expression) for each statistic with dim= (or axis=)."""
+    for node in nodes:
+        if isinstance(node, ast.Call) and _call_name(node) in STATISTICS:
+            for kw in node.keywords:
+                if kw.arg in ("dim", "axis"):
+                    yield _index(nodes, kw), node, kw.value
+
+
+def op_axis_more(nodes, parents, ctx) -> Iterator[Site]:
+    by_value: dict[int, list[int]] = {}
+    calls: dict[int, list[int]] = {}
+    for j, call, value in _reduction_dims(nodes):
+        c = _int_value(value)
+        if c is None and isinstance(value, ast.Name):
+            what = _target_of(nodes, parents, call)
+            yield (j,), (lambda k: ast.keyword(k.arg, _const(-1))), "axis-last", \
+                f"the {_call_name(call)} that gives {what} runs over the last axis, not over `{value.id}`"
+        elif c is not None:
+            by_value.setdefault(c, []).append(j)
+            calls.setdefault(c, []).append(_index(nodes, call))
+    for c, js in sorted(by_value.items()):
+        if c != 0:
+            yield tuple(js), (lambda k: ast.keyword(k.arg, ast.Constant(0))), "axis-zero", \
+                f"every reduction over axis {c} runs over axis 0 instead"
+        yield tuple(calls[c]), _whole, "axis-whole", \
+            f"every reduction over axis {c} runs over the whole tensor: one statistic in all, not one per row"
+
+
+def op_axes_kept(nodes, parents, ctx) -> Iterator[Site]:
+    """(a, *range(a + 2, n)), every axis but a + 1 → tuple(range(a + 1, n)), every axis but a."""
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Tuple) and len(node.elts) == 2 and _int_value(node.elts[0]) is not None
+                and isinstance(node.elts[1], ast.Starred) and isinstance(node.elts[1].value, ast.Call)
+                and _call_name(node.elts[1].value) == "range" and len(node.elts[1].value.args) == 2
+                and _int_value(node.elts[1].value.args[0]) == _int_value(node.elts[0]) + 2):
+            continue
+        a = _int_value(node.elts[0])
+        what = _target_of(nodes, parents, node)
+        yield (i,), (lambda n, a=a: ast.Call(ast.Name("tuple", ast.Load()), [ast.Call(ast.Name("range", ast.Load()),
+                     [ast.Constant(a + 1), n.elts[1].value.args[1]], [])], [])), "axis-kept-other", \
+            (f"{what} leaves out axis {a} instead of axis {a + 1}: the statistics are taken separately for each "
+             f"index of axis {a}, and pooled over axis {a + 1}")
+
+
+def _whole(call: ast.Call) -> ast.Call:
+    call.keywords = [k for k in call.keywords if k.arg not in ("dim", "axis", "keepdim")]
+    return call
+
+
+# ----------------------------------------------------------------------------------------------
+# term: one term of a sum or difference left out
+
+
+def _chain(node: ast.AST) -> list[tuple[ast.AST, type]]:
+    """a - b + c → [(a, Add), (b, Sub), (c, Add)]: the terms of a left-leaning chain of + and -."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _chain(node.left) + [(node.right, type(node.op))]
+    return [(node, ast.Add)]
+
+
+def _rebuild(terms) -> ast.AST:
+    out = terms[0][0]
+    for t, op in terms[1:]:
+        out = ast.BinOp(out, op(), t)
+    return out
+
+
+def op_term(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))):
+            continue
+        parent = parents.get(id(node), (None,))[0]
+        if isinstance(parent, ast.BinOp) and parent.left is node and isinstance(parent.op, (ast.Add, ast.Sub)):
+            continue  # the top of the chain speaks for it
+        terms = _chain(node)
+        if not any(isinstance(t, ast.Call) or isinstance(t, ast.BinOp) for t, _ in terms[1:]):
+            continue  # plain offsets (t - 1, i - window) are the slice and comparison families'
+        what = _target_of(nodes, parents, node)
+        for k in range(1, len(terms)):
+            t = terms[k][0]
+            if isinstance(t, ast.Constant) or not _names(t) - MODULES:
+                continue
+            yield (i,), (lambda n, k=k: _rebuild([x for j, x in enumerate(_chain(n)) if j != k])), "term-dropped", \
+                f"the term {_short(t, 36)} is missing from {what}"
+        if len(terms) > 2:
+            yield (i,), (lambda n: _chain(n)[0][0]), "term-only-first", \
+                f"{what} keeps only {_short(terms[0][0], 24)}: every term after it is missing"
+
+
+# ----------------------------------------------------------------------------------------------
+# parameter: not registered; ones ↔ zeros
+
+
+def _is_parameter(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and _call_name(node) == "Parameter" and len(node.args) == 1
+
+
+def op_parameter(nodes, parents, ctx) -> Iterator[Site]:
+    params = [i for i, n in enumerate(nodes) if _is_parameter(n)]
+    if params:
+        yield tuple(params), (lambda c: c.args[0]), "parameter-plain", \
+            ("the weights are plain tensors, not nn.Parameter: they are not trained, not in the state dict and not "
+             "moved by .to()")
+    for i in params:
+        init = nodes[i].args[0]
+        name = _call_name(init) if isinstance(init, ast.Call) else ""
+        other = {"ones": "zeros", "zeros": "ones", "ones_like": "zeros_like", "zeros_like": "ones_like"}.get(name)
+        if other:
+            what = _target_of(nodes, parents, nodes[i])
+            j = _index(nodes, init)
+            yield (j,), (lambda c, other=other: _rename_call(c, other)), "parameter-init", \
+                f"{what} starts at {other.split('_')[0]} instead of {name.split('_')[0]}"
+
+
+# ----------------------------------------------------------------------------------------------
+# statistic: mean |x| for the root mean square; the input centred
+
+
+def _mean_square(node: ast.AST) -> tuple[ast.AST, ast.Call] | None:
+    """x.pow(2).mean(...) or (x ** 2).mean(...) → (x, the mean call)."""
+    if _attr_call(node, "mean"):
+        r = node.func.value
+        if _attr_call(r, "pow") and len(r.args) == 1 and _int_value(r.args[0]) == 2:
+            return r.func.value, node
+        if isinstance(r, ast.BinOp) and isinstance(r.op, ast.Pow) and _int_value(r.right) == 2:
+            return r.left, node
+    return None
+
+
+def op_statistic(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Call) and _call_name(node) == "rsqrt" and len(node.args) == 1):
+            continue
+        arg = node.args[0]
+        ms = _mean_square(arg.left if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) else arg)
+        if ms is None:
+            continue
+        x = _short(ms[0], 16)
+        yield (i,), _mean_abs, "statistic-mean-abs", \
+            f"`{x}` is divided by the mean of |{x}|, not by the root of the mean of its squares"
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        v = node.targets[0].id
+        dims = [c.keywords for n in nodes if (ms := _mean_square(n)) and isinstance(ms[0], ast.Name) and ms[0].id == v
+                for c in [ms[1]]]
+        if dims and isinstance(node.value, ast.Call):
+            d = next((k.value for k in dims[0] if k.arg in ("dim", "axis")), _const(-1))
+            j = _index(nodes, node.value)
+            yield (j,), (lambda e, d=d: ast.BinOp(e, ast.Sub(), ast.Call(ast.Attribute(copy.deepcopy(e), "mean",
+                ast.Load()), [], [ast.keyword("dim", copy.deepcopy(d)), ast.keyword("keepdim", ast.Constant(True))]))), \
+                "statistic-centred", f"`{v}` is centred (its mean subtracted) before it is scaled: that re-centring " \
+                f"is not part of this normalisation"
+
+
+def op_cast_order(nodes, parents, ctx) -> Iterator[Site]:
+    """`y = y * w.float()` ... `return y.to(x.dtype)` → `return y.to(x.dtype) * w` in place of the product."""
+    back = {}
+    for n in nodes:
+        if isinstance(n, ast.Return) and _attr_call(n.value, "to") and isinstance(n.value.func.value, ast.Name):
+            back.setdefault(n.value.func.value.id, n.value)
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult)
+                and isinstance(node.value.left, ast.Name) and node.value.left.id == node.targets[0].id):
+            continue
+        v, cast = node.targets[0].id, back.get(node.targets[0].id)
+        if cast is None:
+            continue
+        w = node.value.right
+        w = w.func.value if _attr_call(w, "float") and not w.args else w
+        yield (i,), (lambda n, cast=cast, w=w: ast.Return(ast.BinOp(copy.deepcopy(cast), ast.Mult(), copy.deepcopy(w)))), \
+            "cast-after-product", \
+            (f"`{v}` is cast back ({_short(cast, 20)}) before it is multiplied by {_short(w, 16)}, not after: the "
+             f"product's dtype follows type promotion, not the input's dtype")
+
+
+def _mean_abs(call: ast.Call) -> ast.AST:
+    arg = call.args[0]
+    add = isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)
+    x, mean = _mean_square(arg.left if add else arg)
+    stat = ast.Call(ast.Attribute(ast.Call(ast.Attribute(x, "abs", ast.Load()), [], []), "mean", ast.Load()),
+                    mean.args, mean.keywords)
+    return ast.BinOp(ast.Constant(1), ast.Div(), ast.BinOp(stat, ast.Add(), arg.right) if add else stat)
+
+
+# ----------------------------------------------------------------------------------------------
+# device, fill, diagonal
+
+
+def op_device(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and _call_name(node) not in ("to",) and \
+                any(k.arg == "device" and not (isinstance(k.value, ast.Constant)) for k in node.keywords):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: _without_kw(c, "device")), "device-dropped", \
+                f"{what} is made on the default device, not on the input's (device= is missing)"
+
+
+def op_fill(nodes, parents, ctx) -> Iterator[Site]:
+    by_mask: dict[str, list[int]] = {}
+    softmaxes = [i for i, n in enumerate(nodes) if isinstance(n, ast.Call) and _call_name(n) == "softmax"
+                 and isinstance(parents.get(id(n), (None,))[0], ast.Assign)]
+    for i, node in enumerate(nodes):
+        if _attr_call(node, "masked_fill") and len(node.args) == 2:
+            by_mask.setdefault(_u(node.args[0]), []).append(i)
+            if not _is_neginf(node.args[1]):
+                continue
+            what, m, s = _target_of(nodes, parents, node), _short(node.args[0], 16), _short(node.func.value, 16)
+            yield (i,), _fill_multiplied, "fill-multiplied", \
+                (f"{what} is set by multiplying {m} by -inf instead of selecting with it: where {m} is False that "
+                 f"is 0 × -inf, which is NaN")
+            yield (i,), _fill_float_bias, "fill-float-bias", \
+                (f"{what} adds a float32 bias ({m} × -1e9) to {s} instead of filling it with -inf: the sum is "
+                 f"at least float32, whatever the dtype of {s}")
+            later = sorted((nodes[j].lineno, j) for j in softmaxes if nodes[j].lineno > node.lineno)
+            guard = _guard(parents, node)
+            if later:
+                yield (i, later[0][1]), (lambda n, m=node.args[0], g=guard: _fill_after(n, m, g)), "fill-after-softmax", \
+                    (f"the weights are set to 0 where {m} is True after the softmax, instead of {s} being filled "
+                     f"before it: the weights left no longer sum to 1")
+    if len(by_mask) < 2:
+        return  # one mask: dropping it is `default`'s "the mask is ignored"
+    for m, idx in by_mask.items():
+        value = _short(nodes[idx[0]].args[1], 16)
+        yield tuple(idx), (lambda c: c.func.value), "fill-dropped", \
+            f"the entries {m} selects are never set to {value}: that masked_fill is missing"
+
+
+def _fill_multiplied(call: ast.Call) -> ast.AST:
+    recv, m = call.func.value, call.args[0]
+    bias = ast.BinOp(ast.Call(ast.Attribute(m, "to", ast.Load()), [ast.Attribute(copy.deepcopy(recv), "dtype",
+                     ast.Load())], []), ast.Mult(), call.args[1])
+    return ast.BinOp(recv, ast.Add(), bias)
+
+
+def _fill_float_bias(call: ast.Call) -> ast.AST:
+    bias = ast.BinOp(ast.Call(ast.Attribute(call.args[0], "float", ast.Load()), [], []), ast.Mult(), _const(-1e9))
+    return ast.BinOp(call.func.value, ast.Add(), bias)
+
+
+def _guard(parents, node) -> ast.AST | None:
+    """The test of the `if` the statement holding `node` sits in (`mask is not None`), or None."""
+    cur = node
+    while id(cur) in parents:
+        parent = parents[id(cur)][0]
+        if isinstance(parent, ast.If) and cur in parent.body:
+            return parent.test
+        if isinstance(parent, (ast.FunctionDef, ast.ClassDef)):
+            return None
+        cur = parent
+    return None
+
+
+def _fill_after(node: ast.AST, mask: ast.AST, guard: ast.AST | None) -> ast.AST:
+    if _attr_call(node, "masked_fill"):
+        return node.func.value  # the scores are left as they are
+    filled = ast.Call(ast.Attribute(copy.deepcopy(node), "masked_fill", ast.Load()), [copy.deepcopy(mask),
+                                                                                       ast.Constant(0.0)], [])
+    return filled if guard is None else ast.IfExp(copy.deepcopy(guard), filled, node)
+
+
+def op_diagonal_offset(nodes, parents, ctx) -> Iterator[Site]:
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and _call_name(node) in ("tril", "triu"):
+            for kw in node.keywords:
+                if kw.arg == "diagonal" and _names(kw.value) - MODULES:
+                    what = _target_of(nodes, parents, node)
+                    yield (i,), (lambda c: _without_kw(c, "diagonal")), "diagonal-offset-dropped", \
+                        (f"the {_call_name(node)} that gives {what} is aligned at the top left: its edge is the main "
+                         f"diagonal, without the offset {_short(kw.value, 20)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers: the cell's own class or function the exercise hands its work to
+
+
+def _delegates(nodes, parents) -> list[ast.AST]:
+    """The definitions of the exercise's cell that it delegates to: `Fn.apply(...)` (an autograd Function)
+    and `return helper(...)`."""
+    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
+    if not isinstance(module, ast.Module):
+        return []
+    defs = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not nodes[0]
+            and not n.decorator_list}
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
+            name = f.value.id
+        elif isinstance(f, ast.Name) and isinstance(parents.get(id(n), (None,))[0], ast.Return):
+            name = f.id
+        else:
+            continue
+        if name in defs and defs[name] not in out:
+            out.append(defs[name])
+    return out
+
+
+def op_helpers(nodes, parents, ctx) -> Iterator[Site]:
+    """Every other operator's sites in a definition the exercise delegates to: the mutant redefines it
+    (a changed copy) right before the exercise's own definition."""
+    from .mutations import OPERATORS as ALL
+
+    for helper in _delegates(nodes, parents):
+        h_nodes = list(ast.walk(helper))
+        for op in ALL:
+            if op is op_helpers:
+                continue
+            try:
+                sites = list(op(h_nodes, parents, {"exercise": helper.name}))
+            except (ValueError, TypeError, AttributeError, IndexError):
+                continue
+            where = f"; this is in `{helper.name}`, or wherever `{ctx['exercise']}` does its work"
+            for indices, build, operator, sentence in sites:
+                yield (0,), (lambda d, helper=helper, indices=indices, build=build:
+                             _redefined(helper, indices, build, d)), operator, sentence + where
+
+
+def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
+    twin = copy.deepcopy(helper)
+    nodes = list(ast.walk(twin))
+    parents = _parents(twin)
+    for i in indices:
+        _replace(parents, nodes[i], build(nodes[i]))
+    return ast.If(ast.Constant(True), [twin, exercise_def], [])
+
+
+OPERATORS = (op_layout, op_layer, op_scale_size, op_returned, op_fallback, op_flag, op_axis_more, op_axes_kept, op_term,
+             op_parameter, op_statistic, op_cast_order, op_device, op_fill, op_diagonal_offset,
+             op_helpers)
+
+# The families each operator's ids belong to (`<family>-<variant>`), where the function's name is not the family
+# (tests/unit/test_hints_follow_cause.py: every family has a hint); op_helpers speaks with the others' ids.
+for _op, _families in ((op_layout, ("layout", "repeat")), (op_scale_size, ("scale",)), (op_fallback, ("default",)),
+                       (op_flag, ("default",)), (op_axis_more, ("axis",)), (op_axes_kept, ("axis",)),
+                       (op_cast_order, ("cast",)), (op_diagonal_offset, ("diagonal",)), (op_helpers, ())):
+    _op.families = _families
+
+HINTS = {
+    "layout": "Fill a small input with each entry's own index (torch.arange(...).view(...)) and print it after "
+              "each view, reshape and transpose: does every axis still mean what its name says?",
+    "layer": "Follow the data from the input to the return line and tick off each layer the text lists: is "
+             "every one of them applied?",
+    "returned": "Print the shape of each tensor you return and compare it with the shape the docstring states.",
+    "term": "Write the formula out term by term and match each term to a piece of your code: which one has "
+            "no counterpart?",
+    "parameter": "List your module's parameters and its state dict right after construction: is each weight "
+                 "there, and does it start at the value the text gives?",
+    "statistic": "Which statistic does the text divide by, and is anything subtracted from the input first? "
+                 "Compute it by hand for a row of three numbers.",
+    "device": "Build your input on the meta device and print the device of each tensor your code makes.",
+    "fill": "List every mask your code computes and where it is applied: is each one used everywhere the "
+            "text asks?",
+}
+
+# Last, so that either module may be imported first: mutations.py imports OPERATORS (defined above) from here
+# at its end, and the operators read these names only when they run.
+from .mutations import FAMILY_HINTS, MODULES, Site, _call_name, _const, _int_value, _is_sqrt, \
+    _is_neginf, _names, _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402
+
+for _family, _text in HINTS.items():
+    FAMILY_HINTS.setdefault(_family, _text)

@@ -1,0 +1,256 @@
+"""The layout, layer, statistic and argument operators (graders/engine/mutations_shape.py) on small sources:
+what each one produces and says, that they are registered after mutations.py's own, and that a family fires
+only where its pattern is. Pure ast, no torch run."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import types
+
+from graders.engine import mutations as M
+from graders.engine import mutations_shape as S
+
+
+def _by_op(src: str, name: str = "f") -> dict[str, list[M.Mutant]]:
+    out: dict[str, list[M.Mutant]] = {}
+    for m in M.mutants(src, name, cap=1000):
+        out.setdefault(m.operator, []).append(m)
+    return out
+
+
+def _body(m: M.Mutant) -> str:
+    return ast.unparse(ast.parse(m.source))
+
+
+HEADS = '''
+def f(x, n):
+    B, T, D = x.shape
+    y = x.view(B, T, n, D // n).transpose(1, 2)
+    z = y.transpose(1, 2).reshape(B, T, D)
+    s = y @ y.transpose(-2, -1)
+    r = y[:, :, None].expand(B, n, 3, T, D // n).reshape(B, n * 3, T, D // n)
+    return z, s, r, repeat_kv(y, 3)
+'''
+
+MODULE = '''
+class f(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.gain = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor, key: torch.Tensor | None = None, value: torch.Tensor | None = None,
+                is_causal: bool = True):
+        value = key if value is None else value
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        weights = scores.softmax(dim=-1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return self.out_proj(merge_heads(out)) * self.gain, weights
+'''
+
+NORMS = '''
+def f(x, w, mask, dim, eps=1e-6):
+    xf = x.float()
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    y = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    g = w * (y - y.mean(dim=-1, keepdim=True) - x * (y * x).mean(dim=-1, keepdim=True))
+    ones = torch.ones(4, 4, device=x.device).tril(diagonal=x.shape[-1] - 4)
+    s = y.masked_fill(~mask, 0.0)
+    visible = mask.any(dim=-1, keepdim=True)
+    s = s.masked_fill(~visible, 1.0)
+    return s.softmax(dim=-1).masked_fill(~visible, 0.0), shifted, var, g, ones
+'''
+
+
+def test_registered_after_the_engines_own_with_hints():
+    assert M.OPERATORS[-len(S.OPERATORS):] == S.OPERATORS
+    assert len(set(M.OPERATORS)) == len(M.OPERATORS)
+    families = {m.family for src, name in ((HEADS, "f"), (MODULE, "f"), (NORMS, "f")) for m in M.mutants(src, name, 1000)}
+    assert families - set(M.FAMILY_HINTS) == set()  # every family `course hint` may follow has a hint
+    from graders.engine.kinds import hint_for
+
+    assert hint_for("mutation:layer-skipped") == S.HINTS["layer"]
+
+
+def test_either_module_may_be_imported_first():
+    for first in ("graders.engine.mutations_shape", "graders.engine.mutations"):
+        code = f"import importlib; importlib.import_module({first!r}); from graders.engine import mutations as M; " \
+               "from graders.engine import mutations_shape as S; assert M.OPERATORS[-1] is S.OPERATORS[-1]"
+        subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_layout_transposes_views_and_copies():
+    ops = _by_op(HEADS)
+    (viewed,) = ops["layout-viewed-transposed"]
+    assert "y = x.view(B, n, T, D // n)\n" in _body(viewed) + "\n"
+    assert "(B, n, T, D // n) instead of (B, T, n, D // n)" in viewed.sentence
+    (merged,) = ops["layout-transpose-dropped"]
+    assert "z = y.reshape(B, T, D)" in _body(merged) and "transpose(1, 2) before it" in merged.sentence
+    (reversed_,) = ops["layout-reversed"]
+    assert "s = y @ y.T" in _body(reversed_) and "reverses every axis" in reversed_.sentence
+    (tiled,) = ops["repeat-expand-tiled"]
+    assert "y[:, None, :].expand(B, 3, n, T, D // n)" in _body(tiled)
+    (helper,) = ops["repeat-helper-tiled"]
+    assert "y.repeat(1, 3, 1, 1)" in _body(helper) and "`repeat_kv`" in helper.sentence
+
+
+def test_module_layer_scale_fallback_flag_split_parameter():
+    ops = _by_op(MODULE)
+    (skipped,) = ops["layer-skipped"]
+    assert "return (merge_heads(out) * self.gain, weights)" in _body(skipped)
+    assert skipped.sentence.startswith("`out_proj` is never applied")
+    (size,) = ops["scale-size"]  # only self.* counts for a self.* size
+    assert "math.sqrt(self.num_heads * self.head_dim)" in _body(size)
+    assert "divided by √(self.num_heads · self.head_dim) instead of √self.head_dim" in size.sentence
+    fallbacks = {m.sentence for m in ops["default-fallback"]}
+    assert "when `value` is None it is taken from `x`, not from `key`" in fallbacks
+    assert not any("is_causal" in s for s in fallbacks)  # a flag is no tensor to fall back on
+    flags = {m.sentence: _body(m) for m in ops["default-flag-constant"]}
+    bias = next(b for s, b in flags.items() if s.startswith("`bias`"))
+    assert bias.count("bias=False") == 2  # every layer it is passed to, at once
+    causal = next(s for s in flags if s.startswith("`is_causal`"))
+    assert "always gets is_causal=False" in causal
+    (split,) = ops["layout-split-before-chunk"]
+    assert "q, k, v = split_heads(self.qkv_proj(x), self.num_heads).chunk(3, dim=-1)\n        pass" in _body(split)
+    (plain,) = ops["parameter-plain"]
+    assert "self.gain = torch.ones(d_model)" in _body(plain)
+    (zero,) = ops["parameter-init"]
+    assert "nn.Parameter(torch.zeros(d_model))" in _body(zero) and "starts at zeros instead of ones" in zero.sentence
+    (avg,) = ops["returned-averaged"]
+    assert "weights.mean(dim=1))" in _body(avg)
+
+
+def test_axes_terms_statistics_device_fill_diagonal():
+    ops = _by_op(NORMS)
+    assert any("x.amax(dim=-1, keepdim=True)" in _body(m) for m in ops["axis-last"])
+    (zero,) = ops["axis-zero"]
+    assert _body(zero).count("dim=0") == 5 and "dim=dim" in _body(zero)  # every -1, not the variable
+    (whole,) = ops["axis-whole"]
+    assert "var = ((x - mean) ** 2).mean()" in _body(whole)
+    # a softmax is no statistic; nor is a mask's any(): over the whole tensor it reads as "no row handled"
+    assert "softmax(dim=-1)" in _body(whole) and "mask.any(dim=-1, keepdim=True)" in _body(whole)
+    dropped = {m.sentence: _body(m) for m in ops["term-dropped"]}
+    assert any("shifted = x\n" in b + "\n" for b in dropped.values())
+    assert any("g = w * (y - y.mean(dim=-1, keepdim=True))" in b for b in dropped.values())
+    assert any("g = w * y\n" in b + "\n" for b in (_body(m) for m in ops["term-only-first"]))
+    (mean_abs,) = ops["statistic-mean-abs"]
+    assert "1 / (xf.abs().mean(dim=-1, keepdim=True) + eps)" in _body(mean_abs)
+    centred = {_body(m) for m in ops["statistic-centred"]}
+    assert any("xf = x.float() - x.float().mean(dim=-1, keepdim=True)" in b for b in centred)
+    (device,) = ops["device-dropped"]
+    assert "torch.ones(4, 4).tril" in _body(device)
+    fills = {m.sentence: _body(m) for m in ops["fill-dropped"]}
+    vis = next(b for s, b in fills.items() if "~visible" in s)
+    assert "~visible" not in vis.split("visible = ")[1].split("\n", 1)[1]  # both fills with that mask, at once
+    assert "y.masked_fill(~mask, 0.0)" in vis
+    (offset,) = ops["diagonal-offset-dropped"]
+    assert ".tril()" in _body(offset) and "without the offset x.shape[-1] - 4" in offset.sentence
+
+
+def test_families_fire_only_where_their_pattern_is():
+    src = "def f(x, y):\n    return x * y + 1\n"
+    assert M.mutants(src, "f") == []
+    plain = "def f(x):\n    return torch.softmax(x, dim=-1)\n"
+    assert not [m for m in M.mutants(plain, "f") if m.operator in ("axis-zero", "axis-whole", "term-dropped")]
+    one_mask = "def f(s, m):\n    return s.masked_fill(~m, 0.0)\n"
+    assert "fill" not in {m.family for m in M.mutants(one_mask, "f")}  # the mask ignored is `default`'s
+
+
+def test_every_mutant_compiles_and_differs():
+    for src in (HEADS, MODULE, NORMS):
+        original = ast.unparse(ast.parse(src))
+        ms = M.mutants(src, "f", cap=1000)
+        assert len({m.source for m in ms}) == len(ms)
+        for m in ms:
+            compile(m.source, "<m>", "exec")
+            assert ast.unparse(ast.parse(m.source)) != original
+
+
+SDPA = '''
+def f(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = softmax(scores, dim=-1)
+    return weights @ v
+'''
+
+CELL = '''
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def backward(ctx, g):
+        x_hat, = ctx.saved_tensors
+        return g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True)
+
+
+def norm(x, w=None):
+    dims = (0, *range(2, x.dim()))
+    y = x.float() * x.float().mean(dim=dims)
+    if w is not None:
+        y = y * w.float()
+    return y.to(x.dtype)
+
+
+def f(x):
+    return Fn.apply(x)
+
+
+def g(x, w):
+    return norm(x, w)
+'''
+
+
+def test_fills_multiplied_added_after_the_softmax():
+    ops = _by_op(SDPA)
+    (mult,) = ops["fill-multiplied"]
+    assert "scores = scores + (~mask).to(scores.dtype) * float('-inf')" in _body(mult)
+    assert "0 × -inf, which is NaN" in mult.sentence
+    (bias,) = ops["fill-float-bias"]
+    assert "scores = scores + (~mask).float() * -1000000000.0" in _body(bias)
+    (after,) = ops["fill-after-softmax"]
+    body = _body(after)
+    assert "        scores = scores\n" in body + "\n"
+    assert "weights = softmax(scores, dim=-1).masked_fill(~mask, 0.0) if mask is not None else softmax(scores, " \
+           "dim=-1)" in body
+    assert "no longer sum to 1" in after.sentence
+
+
+def test_a_helper_the_exercise_delegates_to_is_mutated_in_a_redefinition():
+    ops = _by_op(CELL, "f")
+    dropped = [m for m in ops["term-dropped"]]
+    assert dropped and all("class Fn" in _body(m).split("def f(")[0].split("if True:")[1] for m in dropped)
+    assert any("return g - g.mean(dim=-1, keepdim=True)\n" in _body(m) + "\n" for m in dropped)
+    assert {m.family for m in M.mutants(CELL, "f", 1000)} >= {"term", "axis"}  # mutations.py's own too
+    ops = _by_op(CELL, "g")  # `return norm(x, w)`: norm is mutated, Fn is not
+    (order,) = ops["cast-after-product"]
+    assert "return y.to(x.dtype) * w" in _body(order) and "y = y * w.float()" not in _body(order).split("if True:")[1]
+    (kept,) = ops["axis-kept-other"]
+    assert "dims = tuple(range(1, x.dim()))" in _body(kept) and "leaves out axis 0 instead of axis 1" in kept.sentence
+    redefined = [_body(m).split("if True:")[1] for ms in ops.values() for m in ms if "if True:" in _body(m)]
+    assert redefined and not any("class Fn" in r for r in redefined)
+    ns: dict = {}
+    fake = types.SimpleNamespace(autograd=types.SimpleNamespace(Function=object))
+    exec(compile(order.source, "<m>", "exec"), {"torch": fake}, ns)  # the redefinition runs: g sees the new norm
+    assert "norm" in ns and "g" in ns
+
+
+def test_each_operator_speaks_only_for_the_families_it_declares():
+    for src in (HEADS, MODULE, NORMS, SDPA, CELL):
+        tree = ast.parse(src)
+        for name in ("f", "g"):
+            nodes = M._scope(tree, name)
+            for op in S.OPERATORS:
+                if op is S.op_helpers:
+                    continue
+                declared = getattr(op, "families", [op.__name__.removeprefix("op_")])
+                for _, _, operator, sentence in op(nodes, M._parents(tree), {"exercise": name}):
+                    assert operator.split("-", 1)[0] in declared, (op.__name__, operator)
+                    assert len(sentence) < 240 and "\n" not in sentence
