@@ -401,7 +401,7 @@ def op_arguments(nodes, parents, ctx) -> Iterator[Site]:
                 continue
             what = _target_of(nodes, parents, node)
             yield (i,), _swap_args, "arguments-swapped", \
-                f"the first two arguments of `{_call_name(node)}` in {what} are in the wrong order"
+                f"`{_call_name(node)}` in {what} gets {_short(a, 20)} and {_short(b, 20)} swapped (in the call, or where they are made)"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             what = _target_of(nodes, parents, node)
             yield (i,), (lambda n: ast.BinOp(n.right, ast.MatMult(), n.left)), "arguments-matmul-swapped", \
