@@ -606,7 +606,9 @@ JUDGED: dict[str, list[dict]] = {
         "the first two arguments of `scaled_dot_product_attention` in `out` are in the wrong order", "wrong",
         "the student's SDPA call is the reference's (q, k, v); the swap is in the unpacking k, q, v = chunk(...): "
         "the mutant reproduces the numbers but the sentence sends the student to a line that is right "
-        "(fixed: the sentence now says q and k arrive swapped, in the call or where they are made)")],
+        "(fixed: the sentence now says q and k arrive swapped, in the call or where they are made)"),
+        _j("`scaled_dot_product_attention` in `out` gets q and k swapped (in the call, or where they are made)",
+           "right", "q and k do reach the call swapped, and the sentence allows that the swap is where they are made")],
     "l03-csa-causal-fixed": [_j(
         "`CausalSelfAttention` ignores the argument `is_causal`: it always uses the default, True", "right",
         "the student hard-coded is_causal=True")],
@@ -650,6 +652,40 @@ JUDGED: dict[str, list[dict]] = {
     "l07-mlp-expansion-fixed": [_j(
         "the hidden width is fixed at 4 · d_model; it must be expansion · d_model for the `expansion` passed in.",
         "right", "the student wrote hidden = 4 * d_model")],
+    "l05-rms-float32-out": [_j(
+        "`output` has the right values but dtype float32 instead of float16: compute in the input's dtype, or cast "
+        "back with `.to(x.dtype)`", "facts", "true: the student returns the float32 result")],
+    "l05-RMS-eps-dropped": [_j("`RMSNorm` ignores the argument `eps`: it always uses the default, 1e-06", "right",
+                               "the student never passes self.eps on")],
+    "l09-lse-m0": [_j(
+        "the removed entries of `m` are set to 0, not -inf: 0 is an ordinary score, so they still get weight", "wrong",
+        "the edit is the student's (the -inf that starts the running max made 0), but nothing is removed or weighted "
+        "there: the sentence describes a mask fill (fixed: a -inf given to torch.full is now said as a start, one "
+        "tested for as a test)")],
+    "l09-lse-no-tail": [_j(
+        "`logsumexp with block=64` has 15 Inf values where the reference has numbers, starting at index (0, 0); they "
+        "fill 3 complete rows along the last axis", "facts",
+        "true: with fewer entries than one block nothing is read and every row gives -inf")],
+    "l10-hidden-round-down": [_j(
+        "the width is rounded down to a multiple of multiple_of; Llama rounds up: `multiple_of * ((hidden + "
+        "multiple_of - 1) // multiple_of)`.", "right", "the student rounds down")],
+    "l10-attn-base-dropped": [_j(
+        "rope_base is not passed to the rotation, so every model rotates with base 10000: Llama 3 uses "
+        "rope_base=500000, and a checkpoint trained with it attends to the wrong positions. Pass self.rope_base to "
+        "apply_rope_half.", "right", "the student dropped self.rope_base from the call")],
+    "l10-attn-is-causal": [_j(
+        "`through the cache` matches the reference up to index 3 along axis -2 (size 10) and differs from index 4 on",
+        "facts", "true: the first chunk is square (top-left = bottom-right), the cached chunks after it differ")],
+    "l10-attn-rope-after-cache": [_j(
+        "`through a rolling cache (window=3)` matches the reference up to index 3 along axis -2 (size 9) and differs "
+        "from index 4 on", "facts", "true: until the window drops a key the cached keys sit at 0, 1, ... as they "
+        "should; the positions go wrong once it does")],
+    "l10-rolling-seen-all-layers": [_j(
+        "`through your cache` matches the reference up to index 4 along axis -2 (size 14) and differs from index 5 "
+        "on", "facts", "true: the first chunk starts at 0 either way; len grows twice per step after it")],
+    "l10-rolling-returns-kept": [_j(
+        "`through your cache` differs from the reference at indices 0…6 along axis -2 (size 14) and matches after "
+        "them", "facts", "true: only a chunk longer than the window loses keys, and that is the first one")],
     "l07-block-ln-bias": [_j("`self.ln1` uses the default bias=True instead of the `bias` it was given", "right",
                              "the student dropped bias=bias from ln1")],
 }
