@@ -657,6 +657,12 @@ JUDGED: dict[str, list[dict]] = {
         "back with `.to(x.dtype)`", "facts", "true: the student returns the float32 result")],
     "l05-RMS-eps-dropped": [_j("`RMSNorm` ignores the argument `eps`: it always uses the default, 1e-06", "right",
                                "the student never passes self.eps on")],
+    "l08-gpt-double-shift": [_j(
+        "`gradient of wpe.weight` differs from the reference at indices 0…8 along axis -2 (size 16) and matches after "
+        "them", "facts", "true: the 9 positions used get a wrong gradient, the unused ones 0 in both")],
+    "l08-gpt-no-lnf": [_j(
+        "`gradient of wpe.weight` differs from the reference at indices 0…8 along axis -2 (size 16) and matches after "
+        "them", "facts", "true: the 9 positions used get a wrong gradient, the unused ones 0 in both")],
     "l09-lse-m0": [_j(
         "the removed entries of `m` are set to 0, not -inf: 0 is an ordinary score, so they still get weight", "wrong",
         "the edit is the student's (the -inf that starts the running max made 0), but nothing is removed or weighted "
