@@ -401,7 +401,7 @@ def op_arguments(nodes, parents, ctx) -> Iterator[Site]:
                 continue
             what = _target_of(nodes, parents, node)
             yield (i,), _swap_args, "arguments-swapped", \
-                f"the first two arguments of `{_call_name(node)}` in {what} are in the wrong order"
+                f"`{_call_name(node)}` in {what} gets {_short(a, 20)} and {_short(b, 20)} swapped (in the call, or where they are made)"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             what = _target_of(nodes, parents, node)
             yield (i,), (lambda n: ast.BinOp(n.right, ast.MatMult(), n.left)), "arguments-matmul-swapped", \
@@ -593,6 +593,18 @@ def op_neginf(nodes, parents, ctx) -> Iterator[Site]:
         if not _is_neginf(node):
             continue
         what = _target_of(nodes, parents, node)
+        parent = parents.get(id(node), (None,))[0]
+        if isinstance(parent, ast.Call) and _call_name(parent) in ("full", "full_like", "new_full", "fill_"):
+            # a starting value (a running max before any score is seen), not entries removed by a mask
+            yield (i,), (lambda n: _const(-1e9)), "neginf-finite", \
+                f"{what} starts at -1e9, not -inf: a finite start, which values below it never replace"
+            yield (i,), (lambda n: ast.Constant(0.0)), "neginf-zero", \
+                f"{what} starts at 0, not -inf: a start of 0 is an ordinary value, which values below 0 never replace"
+            continue
+        if isinstance(parent, ast.Compare):  # a test for -inf (a row that has seen nothing yet), not a fill
+            yield (i,), (lambda n: _const(-1e9)), "neginf-finite", f"{what} tests for -1e9 where it should test for -inf"
+            yield (i,), (lambda n: ast.Constant(0.0)), "neginf-zero", f"{what} tests for 0 where it should test for -inf"
+            continue
         yield (i,), (lambda n: _const(-1e9)), "neginf-finite", \
             (f"the removed entries of {what} are set to -1e9, not -inf: a finite value, which still counts "
              f"where a whole row is removed or the other entries are as large")
