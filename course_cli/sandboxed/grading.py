@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -326,10 +327,14 @@ class _Exited:
 
 
 class _Ran(sandbox.Child):
-    """An in-process run's files, read back as a child's: nothing to kill."""
+    """An in-process run's files, read back as a child's: nothing to kill, and a folder the course's own code
+    wrote, removed in this process (no `rm` started: the fast tier's guard)."""
 
     def kill_all(self) -> None:
         pass
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.out, ignore_errors=True)
 
 
 class Grading:

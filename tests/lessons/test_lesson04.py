@@ -141,7 +141,9 @@ def test_wrong_kinds_of_answer_are_named(tmp_path):
         assert ex.status == "failed", explain(ex)
         forbidden = next(c for c in ex.checks if c.name == "uses no forbidden API")
         assert forbidden.status == "failed" and "_norm" in forbidden.message, explain(ex)
-        assert all(c.status in ("passed", "skipped") for c in ex.checks if c is not forbidden), explain(ex)
+        # (group_norm refuses a single value per group: the domain's single vector of D=1 may show it)
+        assert all(c.status in ("passed", "skipped") or c.name.startswith("over its declared domain")
+                   and "D=1" in c.message for c in ex.checks if c is not forbidden), explain(ex)
 
     ex = by_id["layer_norm_manual"]
     assert ex.status == "failed", explain(ex)

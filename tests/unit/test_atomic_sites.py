@@ -140,7 +140,7 @@ def test_a_child_build_planted_at_its_predictable_name_is_never_used(tmp_path, m
     os.chmod(built, 0o777)  # a real folder, but anyone can write into it
     with pytest.raises(ChildBuildUntrusted, match="not a build of the graders"):
         child_build(cache, L)
-    monkeypatch.setattr(sandbox, "cache_dir", lambda: cache)
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(cache))  # read by settings.cache_dir(), at each use
     with pytest.raises(sandbox.SandboxFailed, match="not a build of the graders"):  # the grader's error, never a 0
         sandbox._child_build(L.module)
     os.chmod(built, 0o700)
