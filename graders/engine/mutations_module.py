@@ -31,6 +31,8 @@ sentence about the concept in the code's own names, never the reference's line):
   order       a built result reversed along its first axis; a sort skipped
   gqa         the KV heads tiled instead of repeated in place
   copy        a parameter rebound with .data = instead of filled in place with copy_
+  tie         a tied weight made a copy of the values (at the end of __init__)
+  softmax     a division of the logits (a temperature) moved after the softmax
   size        a size read from the start of .shape instead of from its end
 
 Pure `ast`; no torch here. mutations.py imports this module to build its OPERATORS, so the helpers shared
@@ -66,6 +68,13 @@ def _s(node, n: int = 30) -> str:
 
 def _what(nodes, parents, node) -> str:
     return _m()._target_of(nodes, parents, node)
+
+
+def _in(nodes, parents, node) -> str:
+    """" in `x`" for the statement that computes `x`; "" for a call that is a statement of its own."""
+    if isinstance(parents.get(id(node), (None,))[0], ast.Expr):
+        return ""
+    return f" in {_what(nodes, parents, node)}"
 
 
 def _fname(call: ast.Call) -> str:
@@ -152,24 +161,30 @@ def op_keyword(nodes, parents, ctx) -> Iterator[Site]:
     groups: dict[tuple[str, str, str], list[int]] = {}
     for i, node in calls:
         for kw in node.keywords:
-            if kw.arg and kw.arg not in _KW_SKIP and not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
+            if kw.arg and kw.arg not in _KW_SKIP and not _zeroish(kw.value):
                 groups.setdefault((_full(node), kw.arg, _u(kw.value)), []).append(i)
     for (f, arg, value), js in groups.items():
         if len(js) > 1:
             yield tuple(js), (lambda n, arg=arg: _m()._without_kw(n, arg)), "keyword-dropped-everywhere", \
                 f"every `{f}` is called without {arg}={_short_text(value)}: each gets {arg}'s default"
     for i, node in calls:
-        what = _what(nodes, parents, node)
+        where = _in(nodes, parents, node)
         kws = [kw for kw in node.keywords if kw.arg and kw.arg not in _KW_SKIP]
         for kw in kws:
-            if isinstance(kw.value, ast.Constant) and kw.value.value is None:
+            if _zeroish(kw.value):
                 continue
             yield (i,), (lambda n, arg=kw.arg: _m()._without_kw(n, arg)), "keyword-dropped", \
-                f"`{_full(node)}` in {what} is called without {kw.arg}={_s(kw.value, 24)}: it gets the default"
+                f"`{_full(node)}`{where} is called without {kw.arg}={_s(kw.value, 24)}: it gets the default"
         if len(kws) > 1:
             names = ", ".join(kw.arg for kw in kws)
             yield (i,), (lambda n: _without_kws(n)), "keyword-all-dropped", \
-                f"`{_full(node)}` in {what} is called without {names}: it gets their defaults"
+                f"`{_full(node)}`{where} is called without {names}: it gets their defaults"
+
+
+def _zeroish(value) -> bool:
+    """None or a zero: most often the callee's own default, so leaving it out changes nothing."""
+    return isinstance(value, ast.Constant) and (value.value is None or (type(value.value) in (int, float)
+                                                                        and value.value == 0))
 
 
 def _short_text(text: str, n: int = 24) -> str:
@@ -188,16 +203,16 @@ def op_call(nodes, parents, ctx) -> Iterator[Site]:
         args = node.args
         if len(args) < 2 or any(isinstance(a, ast.Starred) for a in args):
             continue
-        what = _what(nodes, parents, node)
+        what = _in(nodes, parents, node)
         last = args[-1]
         if isinstance(last, (ast.Name, ast.Attribute)):
             yield (i,), (lambda n: (n.args.pop(), n)[1]), "call-argument-dropped", \
-                f"`{_full(node)}` in {what} is called without `{_s(last, 24)}`: it falls back to its default"
+                f"`{_full(node)}`{what} is called without `{_s(last, 24)}`: it falls back to its default"
         for k in range(1, len(args) - 1):
             after = args[k + 1:]
             if all(isinstance(a, ast.Name) for a in after) and isinstance(args[k], (ast.Name, ast.Attribute)):
                 yield (i,), (lambda n, k=k: _drop_positional(n, k)), "call-argument-dropped", \
-                    f"`{_full(node)}` in {what} is called without `{_s(args[k], 24)}`: it gets the default"
+                    f"`{_full(node)}`{what} is called without `{_s(args[k], 24)}`: it gets the default"
 
 
 def _drop_positional(call: ast.Call, k: int) -> ast.Call:
@@ -653,13 +668,15 @@ def op_step(nodes, parents, ctx) -> Iterator[Site]:
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and _fname(f.value) == "super":
                 continue
             found.append((1 if top else 4, i, f"the step `{_s(node.value, 40)}` never runs"))
-        elif isinstance(node, ast.For):
-            found.append((0, i, f"the loop `for {_s(node.target, 16)} in {_s(node.iter, 24)}:` never runs"))
+        elif isinstance(node, ast.For):  # a loop of calls (an initialisation) first; a main loop last
+            calls_only = all(isinstance(b, ast.Expr) for b in node.body)
+            found.append((0 if calls_only else 5, i,
+                          f"the loop `for {_s(node.target, 16)} in {_s(node.iter, 24)}:` never runs"))
         elif isinstance(node, ast.If) and not node.orelse and not any(isinstance(s, ast.Raise) for s in node.body) \
                 and not any(isinstance(s, ast.Return) for s in node.body):
-            found.append((3, i, f"the block under `if {_s(node.test, 30)}:` is missing"))
+            found.append((2, i, f"the block under `if {_s(node.test, 30)}:` is missing"))
         elif _self_update(node):
-            found.append((2, i, f"the step `{_s(node, 40)}` is missing: `{node.targets[0].id}` keeps its value"))
+            found.append((3, i, f"the step `{_s(node, 40)}` is missing: `{node.targets[0].id}` keeps its value"))
     for _, i, sentence in sorted(found):
         yield (i,), (lambda n: ast.Pass()), "step-missing", sentence
 
@@ -815,6 +832,42 @@ def op_size(nodes, parents, ctx) -> Iterator[Site]:
                     f"at {k}, from the end: the two agree only for 3-d inputs"
 
 
+def op_tie(nodes, parents, ctx) -> Iterator[Site]:
+    for i, fn in enumerate(nodes):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for k, stmt in enumerate(fn.body):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
+                    and isinstance(stmt.value, ast.Attribute) and stmt.targets[0].attr == stmt.value.attr == "weight":
+                a, b = _u(stmt.targets[0]), _u(stmt.value)
+                yield (i,), (lambda f, k=k: _untie(f, k)), "tie-copied", \
+                    f"{a} is a copy of {b}'s values, not the same Parameter: the two start equal, then train apart, " \
+                    f"and the model has one more V×D matrix"
+
+
+def _untie(fn: ast.FunctionDef, k: int) -> ast.FunctionDef:
+    stmt = fn.body.pop(k)
+    clone = _call(_call(stmt.value, "detach"), "clone")
+    param = ast.Call(ast.Attribute(ast.Name("nn", ast.Load()), "Parameter", ast.Load()), [clone], [])
+    fn.body.append(ast.Assign([stmt.targets[0]], param))  # at the end: the values the initialisation left
+    return fn
+
+
+def op_softmax(nodes, parents, ctx) -> Iterator[Site]:
+    """A division of the logits (a temperature) moved from before the softmax to after it."""
+    for i, node in enumerate(nodes):
+        if not (_self_update(node) and isinstance(node.value.op, ast.Div)):
+            continue
+        name, t = node.targets[0].id, node.value.right
+        later = [j for j, n in enumerate(nodes) if isinstance(n, ast.Call) and _fname(n) in ("softmax", "log_softmax")
+                 and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name and n.lineno > node.lineno]
+        if later:
+            yield (i, later[0]), (lambda n, t=t: ast.Pass() if isinstance(n, ast.Assign) else
+                                  ast.BinOp(n, ast.Div(), copy.deepcopy(t))), "softmax-divided-after", \
+                f"the probabilities are divided by {_s(t, 20)} after the softmax, not `{name}` before it: the " \
+                f"division must reshape the distribution, not scale its sum"
+
+
 def op_helper(nodes, parents, ctx) -> Iterator[Site]:
     """Every other family's sites in a function the exercise's cell defines beside it and calls (a mask
     helper): the mutant redefines the helper, changed, just before the exercise."""
@@ -857,11 +910,14 @@ Site = tuple  # (indices, builder, operator id, sentence), as mutations.py's
 
 MODULE_OPERATORS = (op_helper, op_branch, op_keyword, op_call, op_activation, op_norm, op_dropout, op_term, op_offset, op_rope,
                     op_ratio, op_online, op_step, op_window, op_topk, op_rounding, op_reduction, op_factor, op_order, op_gqa,
-                    op_copy, op_size)
+                    op_copy, op_size, op_tie, op_softmax)
 
 # Per family: where `course hint` sends a student whose code a mutant of that family reproduced. What to look
 # at, never the fix (tests/lessons/test_hints.py).
 MODULE_HINTS = {
+    "tie": "Is the head's weight the embedding's own Parameter (the same object), or a tensor with the same "
+           "values? Compare them with `is`.",
+    "softmax": "Which operations act on the logits before the softmax, and which on the probabilities after it?",
     "helper": "The function your code calls may be where it goes wrong: try it alone on a small case.",
     "branch": "Which cases does each `if` and each `a if c else b` in your code cover? Try an input for each "
               "case the text names and print which way it went.",

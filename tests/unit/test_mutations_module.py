@@ -205,3 +205,29 @@ def f(logits, top_k, offset=0):
                                 ".expand_as(probs))")
     _any(ops, "order-reversed", "return torch.tensor(sorted_probs).flip(0)")
     _any(ops, "offset-from-zero", "w = weight[:T]")
+
+
+def test_a_tied_weight_copied_and_a_temperature_after_the_softmax():
+    src = '''
+class f(nn.Module):
+    def __init__(self, v, d):
+        super().__init__()
+        self.wte = nn.Embedding(v, d)
+        self.lm_head = nn.Linear(d, v, bias=False)
+        self.lm_head.weight = self.wte.weight
+        nn.init.normal_(self.wte.weight, std=0.02)
+
+    def forward(self, logits, temperature):
+        logits = logits / temperature
+        probs = torch.softmax(logits, dim=-1)
+        return probs
+'''
+    ops = _by_op(src)
+    m = _any(ops, "tie-copied", "nn.init.normal_(self.wte.weight, std=0.02)\n        self.lm_head.weight = "
+                                "nn.Parameter(self.wte.weight.detach().clone())")
+    assert "not the same Parameter" in m.sentence
+    m = _any(ops, "softmax-divided-after", "probs = torch.softmax(logits, dim=-1) / temperature",
+             absent="logits = logits / temperature")
+    assert "after the softmax" in m.sentence
+    # a call that is a statement of its own is named by itself, not "in the result"
+    assert all(" in the result" not in m.sentence for m in ops.get("keyword-dropped", []))
