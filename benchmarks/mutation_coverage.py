@@ -6,6 +6,7 @@
 
 --fired: per lesson and exercise, which operator families fire on the solved defining cell and how many
 candidates (after the cap) it gives; pure ast, no torch run.
+--exact: per lesson, the catalogue mistakes whose code a candidate is exactly (ast-normalised); pure ast.
 --withheld: each catalogued mistake (edits) planted, graded in process with its own catalogue entry withheld
 and the engine's mutants (every candidate, or --budget seconds per exercise as the reference child runs
 them): named by a mutant (the library found it), by another catalogued mistake, structurally, or not at all;
@@ -47,6 +48,32 @@ def fired() -> None:
         fams = sorted({f for _, s, _ in rows for f in s})
         print(f"{lesson.id}: {len(fams)} operator families fire ({', '.join(fams)}); candidates per exercise "
               + ", ".join(f"{n} {c}" for n, _, c in rows))
+
+
+def exact(lessons: list[str]) -> None:
+    """Per lesson: the catalogue mistakes (edits) for which a candidate's code *is* the mistake's (the same
+    source after ast normalisation). Pure ast, no torch run: a lower bound on what --withheld can name, and
+    no proof of it (an earlier candidate with the same observations is named first)."""
+    import ast
+
+    import harness
+    from graders.engine import mistake_source
+    from graders.engine.mistakes import solved_cell
+    from graders.engine.mutations import mutants
+    from graders.registry import find_lesson
+
+    for lid in lessons:
+        hits, n = [], 0
+        for m in harness.mistakes_of(find_lesson(lid)):
+            if not m.edits:
+                continue
+            n += 1
+            want = ast.unparse(ast.parse(mistake_source(m, lid)))
+            op = next((c.operator for c in mutants(solved_cell(lid, m.exercise), m.exercise)
+                       if ast.unparse(ast.parse(c.source)) == want), None)
+            if op:
+                hits.append(f"{m.id}={op}")
+        print(f"{lid}: {len(hits)}/{n} catalogue mistakes are a candidate's exact code ({', '.join(hits)})")
 
 
 def _record(path: Path, lesson: str, row: dict) -> None:
@@ -165,6 +192,7 @@ def main() -> None:
     ap.add_argument("lessons", nargs="*", default=[])
     ap.add_argument("--fired", action="store_true")
     ap.add_argument("--withheld", action="store_true")
+    ap.add_argument("--exact", action="store_true", help="catalogue mistakes that are a candidate's exact code")
     ap.add_argument("--budget", type=float, default=float("inf"), help="seconds per exercise (default: all)")
     ap.add_argument("--json", type=Path, help="--withheld: merge each lesson's counts and rows into this file")
     ap.add_argument("--cost", action="store_true")
@@ -173,6 +201,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.fired:
         fired()
+    if args.exact:
+        exact(args.lessons)
     if args.withheld:
         withheld(args.lessons, args.budget, args.json)
     if args.cost:

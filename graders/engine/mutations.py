@@ -38,6 +38,8 @@ import copy
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from . import mutations_module as _module
+
 CAP = 40  # candidates per exercise, at most
 
 MODULES = {"math", "torch", "np", "numpy", "F", "nn", "tl", "triton"}
@@ -647,6 +649,7 @@ def _is_none_test(parents, node) -> bool:
 OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison, op_slice, op_sign, op_arguments,
                                    op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
                                    op_default)
+OPERATORS += _module.MODULE_OPERATORS  # lessons 06-10's families (mutations_module.py)
 
 # Per operator family: where `course hint` sends a student whose code a mutant of that family reproduced
 # (kinds.py `hint_for`, as `mutation:<family>`). What to look at, never the fix: a hint names no line of any
@@ -676,6 +679,7 @@ FAMILY_HINTS: dict[str, str] = {
     "default": "Call your code with a non-default value of each optional argument: is it used, or silently "
                "replaced?",
 }
+FAMILY_HINTS.update(_module.MODULE_HINTS)
 
 
 OPERATORS += __import__("graders.engine.mutations_shape", fromlist=["OPERATORS"]).OPERATORS  # layouts, layers (01-05)
