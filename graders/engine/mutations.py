@@ -38,11 +38,13 @@ import copy
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from . import mutations_module as _module
+from .mutation_ast import (MODULES, Site, _call_name, _const, _dims, _int_value, _is_neginf, _is_sqrt,  # noqa: F401
+                           _in_raise_guard, _names, _parents, _rename_call, _replace, _short, _target_of, _u,
+                           _without_kw)
+from . import mutations_module as _module, mutations_shape as _shape  # their families, appended below
 
 CAP = 40  # candidates per exercise, at most
 
-MODULES = {"math", "torch", "np", "numpy", "F", "nn", "tl", "triton"}
 REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "var", "std", "softmax", "log_softmax", "cumsum",
               "logsumexp", "norm", "argmax", "argmin", "prod", "cat", "stack", "topk", "sort", "flip", "all", "any"}
 
@@ -72,29 +74,10 @@ def _scope(tree: ast.Module, exercise: str) -> list[ast.AST]:
     return []
 
 
-def _parents(root: ast.AST) -> dict[int, tuple[ast.AST, str, int | None]]:
-    out = {}
-    for node in ast.walk(root):
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                for i, v in enumerate(value):
-                    if isinstance(v, ast.AST):
-                        out[id(v)] = (node, field, i)
-            elif isinstance(value, ast.AST):
-                out[id(value)] = (node, field, None)
-    return out
 
 
-def _replace(parents, old: ast.AST, new: ast.AST) -> None:
-    parent, field, i = parents[id(old)]
-    if i is None:
-        setattr(parent, field, new)
-    else:
-        getattr(parent, field)[i] = new
 
 
-# A site: (indices of nodes in _scope order, builder(node) -> replacement, operator id, sentence)
-Site = tuple[tuple[int, ...], Callable[[ast.AST], ast.AST], str, str]
 
 
 def _apply(tree: ast.Module, exercise: str, site: Site) -> str | None:
@@ -117,75 +100,20 @@ def _apply(tree: ast.Module, exercise: str, site: Site) -> str | None:
 # Naming what a site changes, in the code's own words
 
 
-def _u(node: ast.AST) -> str:
-    return ast.unparse(node)
 
 
-def _short(node: ast.AST, n: int = 40) -> str:
-    text = _u(node)
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _target_of(nodes: list[ast.AST], parents, node: ast.AST) -> str:
-    """What the statement holding `node` computes: `scores` for `scores = ...`, 'the result' for a return."""
-    cur = node
-    while id(cur) in parents:
-        parent = parents[id(cur)][0]
-        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            return f"`{_short(targets[0], 30).strip('()')}`"
-        if isinstance(parent, ast.Return):
-            return "the result"
-        if isinstance(parent, (ast.If, ast.While)) and cur is parent.test:
-            return f"the test `{_short(parent.test, 40)}`"
-        if isinstance(parent, (ast.FunctionDef, ast.ClassDef)):
-            break
-        cur = parent
-    return "the result"
 
 
-def _call_name(call: ast.Call) -> str:
-    f = call.func
-    if isinstance(f, ast.Attribute):
-        return f.attr
-    if isinstance(f, ast.Name):
-        return f.id
-    return ""
 
 
-def _int_value(node: ast.AST) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
-            and type(node.operand.value) is int:
-        return -node.operand.value
-    return None
 
 
-def _const(v) -> ast.AST:
-    if isinstance(v, (int, float)) and v < 0:
-        return ast.UnaryOp(ast.USub(), ast.Constant(-v))
-    return ast.Constant(v)
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _is_sqrt(node: ast.AST) -> ast.AST | None:
-    """The argument of a square root (math.sqrt(x), torch.sqrt(x), x.sqrt(), x ** 0.5), or None."""
-    if isinstance(node, ast.Call) and _call_name(node) == "sqrt":
-        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and \
-                node.func.value.id in MODULES and len(node.args) == 1:
-            return node.args[0]
-        if isinstance(node.func, ast.Attribute) and not node.args:
-            return node.func.value
-        if isinstance(node.func, ast.Name) and len(node.args) == 1:
-            return node.args[0]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) \
-            and node.right.value == 0.5:
-        return node.left
-    return None
 
 
 def _epsish(node: ast.AST) -> bool:
@@ -193,9 +121,6 @@ def _epsish(node: ast.AST) -> bool:
         isinstance(n, ast.Attribute) and "eps" in n.attr.lower() for n in ast.walk(node))
 
 
-def _dims(node: ast.AST) -> bool:
-    """Does this expression involve a variable (a size), not only constants and modules?"""
-    return bool(_names(node) - MODULES)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,9 +195,6 @@ def _other_axes(c: int) -> list[int]:
     return [c + 1] + ([c - 1] if c > 0 else [])
 
 
-def _without_kw(call: ast.Call, name: str) -> ast.Call:
-    call.keywords = [k for k in call.keywords if k.arg != name]
-    return call
 
 
 def op_diagonal(nodes, parents, ctx) -> Iterator[Site]:
@@ -306,12 +228,6 @@ def _shift_diagonal(call: ast.Call, delta: int) -> ast.Call:
     return call
 
 
-def _rename_call(call: ast.Call, name: str) -> ast.Call:
-    if isinstance(call.func, ast.Attribute):
-        call.func.attr = name
-    elif isinstance(call.func, ast.Name):
-        call.func.id = name
-    return call
 
 
 _BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
@@ -343,17 +259,6 @@ def _with_op(node: ast.Compare, op) -> ast.Compare:
     return node
 
 
-def _in_raise_guard(parents, node) -> bool:
-    """Is `node` the test of an `if` whose body raises (an argument's validation)?"""
-    cur = node
-    while id(cur) in parents:
-        parent = parents[id(cur)][0]
-        if isinstance(parent, ast.If) and parents[id(cur)][1] == "test":
-            return any(isinstance(s, ast.Raise) for s in parent.body)
-        if isinstance(parent, ast.stmt):
-            return False
-        cur = parent
-    return False
 
 
 def op_slice(nodes, parents, ctx) -> Iterator[Site]:
@@ -577,17 +482,6 @@ def _invert_first(call: ast.Call) -> ast.Call:
     return call
 
 
-def _is_neginf(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "float" and \
-            len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
-            str(node.args[0].value).strip().lower() in ("-inf", "-infinity"):
-        return True
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        o = node.operand
-        return (isinstance(o, ast.Attribute) and o.attr == "inf") or (
-            isinstance(o, ast.Call) and isinstance(o.func, ast.Name) and o.func.id == "float" and len(o.args) == 1
-            and isinstance(o.args[0], ast.Constant) and str(o.args[0].value).lower() in ("inf", "infinity"))
-    return False
 
 
 def op_neginf(nodes, parents, ctx) -> Iterator[Site]:
@@ -682,7 +576,9 @@ FAMILY_HINTS: dict[str, str] = {
 FAMILY_HINTS.update(_module.MODULE_HINTS)
 
 
-OPERATORS += __import__("graders.engine.mutations_shape", fromlist=["OPERATORS"]).OPERATORS  # layouts, layers (01-05)
+OPERATORS += _shape.OPERATORS  # layouts, layers (01-05)
+for _family, _text in _shape.HINTS.items():
+    FAMILY_HINTS.setdefault(_family, _text)
 
 # ----------------------------------------------------------------------------------------------
 # The candidates of one exercise
@@ -701,7 +597,7 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
     if not nodes:
         return []
     parents = _parents(tree)
-    ctx = {"exercise": exercise}
+    ctx = {"exercise": exercise, "operators": operators}  # (the helper families run every other one)
     queues = []
     for op in operators:
         try:
@@ -734,7 +630,7 @@ def fired(source: str, exercise: str, operators=OPERATORS) -> dict[str, int]:
     parents = _parents(tree)
     counts = {}
     for op in operators:
-        n = sum(1 for _ in op(nodes, parents, {"exercise": exercise}))
+        n = sum(1 for _ in op(nodes, parents, {"exercise": exercise, "operators": operators}))
         if n:
             counts[op.__name__.removeprefix("op_")] = n
     return counts

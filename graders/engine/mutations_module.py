@@ -35,8 +35,8 @@ sentence about the concept in the code's own names, never the reference's line):
   softmax     a division of the logits (a temperature) moved after the softmax
   size        a size read from the start of .shape instead of from its end
 
-Pure `ast`; no torch here. mutations.py imports this module to build its OPERATORS, so the helpers shared
-with it are reached through `_m()` at call time, never at import.
+Pure `ast`; no torch here. mutations.py imports this module to build its OPERATORS; the helpers shared with
+it live in mutation_ast.py (reached through `_m()`), so neither module imports the other both ways.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ import copy
 import re
 from typing import Iterator
 
+from . import mutation_ast
+
 ACTIVATIONS = ("silu", "gelu", "relu", "sigmoid", "tanh")
 _NORM = re.compile(r"(^|_)(ln|norm)|norm$|layernorm", re.I)
 _NO_DROP = {"range", "len", "min", "max", "isinstance", "getattr", "setattr", "hasattr", "zip", "enumerate",
@@ -53,9 +55,8 @@ _NO_DROP = {"range", "len", "min", "max", "isinstance", "getattr", "setattr", "h
 
 
 def _m():
-    from . import mutations  # lazy: mutations.py imports this module while it builds OPERATORS
-
-    return mutations
+    """The ast helpers shared with mutations.py (graders/engine/mutation_ast.py)."""
+    return mutation_ast
 
 
 def _u(node) -> str:
@@ -880,7 +881,7 @@ def op_helper(nodes, parents, ctx) -> Iterator[Site]:
     queues = []
     for h in helpers:
         h_nodes = list(ast.walk(h))
-        for op in M.OPERATORS:
+        for op in ctx.get("operators", ()):  # every family of mutations.OPERATORS (mutations.mutants passes them)
             if op is op_helper:
                 continue
             try:

@@ -632,11 +632,9 @@ def _delegates(nodes, parents) -> list[ast.AST]:
 def op_helpers(nodes, parents, ctx) -> Iterator[Site]:
     """Every other operator's sites in a definition the exercise delegates to: the mutant redefines it
     (a changed copy) right before the exercise's own definition."""
-    from .mutations import OPERATORS as ALL
-
     for helper in _delegates(nodes, parents):
         h_nodes = list(ast.walk(helper))
-        for op in ALL:
+        for op in ctx.get("operators", ()):  # every family of mutations.OPERATORS (mutations.mutants passes them)
             if op is op_helpers:
                 continue
             try:
@@ -686,10 +684,5 @@ HINTS = {
             "text asks?",
 }
 
-# Last, so that either module may be imported first: mutations.py imports OPERATORS (defined above) from here
-# at its end, and the operators read these names only when they run.
-from .mutations import FAMILY_HINTS, MODULES, Site, _call_name, _const, _int_value, _is_sqrt, \
-    _is_neginf, _names, _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402
-
-for _family, _text in HINTS.items():
-    FAMILY_HINTS.setdefault(_family, _text)
+from .mutation_ast import MODULES, Site, _call_name, _const, _int_value, _is_sqrt, _is_neginf, _names, \
+    _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402  (the shared ast helpers)

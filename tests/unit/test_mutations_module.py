@@ -21,8 +21,13 @@ def _body(m: M.Mutant) -> str:
     return ast.unparse(ast.parse(m.source))
 
 
+# An identical source claimed by another module's family earlier in the round-robin (mutations_shape.py):
+# one mutant per source, under the family that made it first; both sentences say the same edit.
+SAME_EDIT = {"offset-dropped": ("term-dropped",)}
+
+
 def _any(ops, op: str, text: str, absent: str | None = None) -> M.Mutant:
-    for m in ops.get(op, []):
+    for m in ops.get(op, []) + [m for alt in SAME_EDIT.get(op, ()) for m in ops.get(alt, [])]:
         b = _body(m)
         if text in b and (absent is None or absent not in b):
             return m
