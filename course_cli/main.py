@@ -866,7 +866,12 @@ def nbgrader_cmd(directory: str, course_id: str, pack: bool) -> None:
     from course_cli.instructor.nbgrader_course import make_course
 
     target = Path(directory).resolve()
-    done = make_course(target, course_id)
+    try:
+        done = make_course(target, course_id)
+    except OSError as exc:  # a folder, or a file we may not replace, where a course file goes
+        where = getattr(exc, "filename", None) or target
+        raise CourseError(for_terminal(f"could not write {where}: {exc.strerror or exc}: move it aside and run "
+                                       f"course nbgrader again")) from None
     for p in done["written"]:
         click.echo(f"wrote  {p.relative_to(target)}")
     for p in done["kept"]:
