@@ -484,7 +484,9 @@ def op_statistic(nodes, parents, ctx) -> Iterator[Site]:
 
 
 def op_cast_order(nodes, parents, ctx) -> Iterator[Site]:
-    """`y = y * w.float()` ... `return y.to(x.dtype)` → `return y.to(x.dtype) * w` in place of the product."""
+    """A product with a weight done in float32 before a returned cast back to the input's dtype, moved after
+    that cast (the weight applied in the low precision). No line of any solution is quoted here: this module
+    is in the child build a student's code can read (tests/e2e/test_child_build.py)."""
     back = {}
     for n in nodes:
         if isinstance(n, ast.Return) and _attr_call(n.value, "to") and isinstance(n.value.func.value, ast.Name):
