@@ -123,6 +123,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=
                 cut = scaled.sort(dim=-1, descending=True).values[:, top_k - 1:top_k]
                 scaled = torch.where(scaled >= cut, scaled, torch.full_like(scaled, -float("inf")))
             nxt = torch.multinomial(F.softmax(scaled, dim=-1), num_samples=1, generator=generator)
+        nxt = nxt.to(seq.dtype)  # token ids keep the prompt's dtype (int32 in, int32 out)
         seq = torch.cat((seq, nxt), dim=1)
         feed = nxt
     model.train(mode)
