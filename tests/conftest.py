@@ -123,6 +123,18 @@ def sandbox_matrix(tmp_path_factory):
     return SandboxMatrix((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "sandbox-matrix")
 
 
+def _fonts_listed() -> None:
+    """matplotlib lists the system's fonts (`fc-list`, a process) the first time it is imported on a machine
+    without its font cache, as a fresh CI machine with fontconfig is: a figure drawn in a fast test would then
+    start a process that is the library's one-time set-up, not the test's. Done once per worker, before the
+    guard below."""
+    if "matplotlib.font_manager" not in sys.modules:
+        try:
+            import matplotlib.font_manager  # noqa: F401
+        except ImportError:
+            pass
+
+
 class StartsAChild(AssertionError):
     """A fast-tier test started a process: it belongs in tests/e2e/."""
 
@@ -134,6 +146,7 @@ def _no_child_outside_e2e(request, monkeypatch):
     is the tier. subprocess keeps its own reference to fork_exec (3.11: `subprocess._fork_exec`): patched too."""
     if E2E in Path(str(request.node.fspath)).parents:
         return
+    _fonts_listed()
     import _posixsubprocess
     import subprocess
 
