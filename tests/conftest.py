@@ -174,3 +174,31 @@ def _quarantine(items) -> None:
             if item.nodeid.startswith(prefix):
                 item.add_marker(pytest.mark.xfail(reason=f"quarantined: {why}", strict=False))
 
+
+
+# Where a tier's time goes (docs/benchmarks.md "CI time per tier"): with COURSE_TEST_TIMES=DIR each worker appends
+# one JSON line per test to DIR/<worker>.jsonl: its wall clock, this process's CPU and its waited-for children's
+# CPU (a sandboxed child, a CLI run; not a detached warm server's forks). A test whose wall clock is far above its
+# CPU waits (a deadline, a server, a browser): such tests overlap when more workers than cores run them.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    folder = os.environ.get("COURSE_TEST_TIMES")
+    if not folder:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu():
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time(), kids.ru_utime + kids.ru_stime
+
+    wall, (own, kids) = time.perf_counter(), cpu()
+    yield
+    own2, kids2 = cpu()
+    line = {"test": item.nodeid, "wall": round(time.perf_counter() - wall, 3), "cpu": round(own2 - own, 3),
+            "children_cpu": round(kids2 - kids, 3)}
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with open(Path(folder) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
