@@ -17,6 +17,7 @@ A `-m` expression of your own (e.g. `-m lesson03`) selects across both tiers, an
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -56,6 +57,58 @@ def pytest_addoption(parser):
                      help="rewrite tests/golden/ from this run (a change meant to change verdicts)")
 
 
+def _grouped(config, items) -> None:
+    """A module's tests that share a module-scoped fixture (a graded corpus, a JupyterLab, an nbgrader course, an
+    installed venv, an Ubuntu root) run on one xdist worker, so the fixture is made once, not once per worker that
+    happens to get one of them; the other tests are spread one by one. Each worker writes {test id: module} for
+    such tests where the controller's scheduler (`pytest_xdist_make_scheduler` below) reads them: xdist's own
+    `--dist loadgroup` puts the group in the test's id, which pytest 9 no longer lets a plugin change (xdist 3.8
+    sets `item._nodeid`; pytest 9.2's `nodeid` is `str(item._id)`), so its groups never formed."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not config.getvalue("loadgroup"):  # a worker's `dist` is "no"; xdist keeps this flag
+        return
+    groups = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.scope in ("module", "class", "package") for chain in defs for d in chain):
+            groups[item.nodeid] = Path(str(item.fspath)).stem
+        for mark in item.iter_markers("xdist_group"):  # an explicit group, as xdist documents it
+            groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    folder = config._tmp_path_factory.getbasetemp().parent / "xdist-groups"
+    folder.mkdir(exist_ok=True)
+    tmp = folder / f".{worker}.json"
+    tmp.write_text(json.dumps(groups))
+    tmp.replace(folder / f"{worker}.json")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` (pyproject.toml's addopts): xdist's load-scope scheduler, with the groups the workers
+    wrote (`_grouped`) as scopes and every other test a scope of its own. Scopes are handed out biggest first
+    (xdist's --loadscope-reorder), so a module's shared fixture starts early rather than at the tail."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import json as _json
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = config._tmp_path_factory.getbasetemp() / "xdist-groups"
+
+    class FixtureGroups(LoadScopeScheduling):
+        groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # first called once every worker has collected (and written its file)
+                self.groups = {}
+                for path in sorted(folder.glob("gw*.json")):
+                    self.groups.update(_json.loads(path.read_text()))
+            return self.groups.get(nodeid, nodeid)
+
+    return FixtureGroups(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     import re
 
@@ -75,6 +128,7 @@ def pytest_collection_modifyitems(config, items):
         elif item.get_closest_marker("slow") is not None:
             misplaced.append(item.nodeid)
     _quarantine(items)
+    _grouped(config, items)
     if misplaced:
         raise pytest.UsageError("slow tests live in tests/e2e/ (the tier is the folder): move "
                                 + ", ".join(misplaced[:5]))
