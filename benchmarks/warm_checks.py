@@ -1,7 +1,7 @@
 """Warm checks against `python -c "import torch"`, every figure a ratio measured in one run (interleaved, so
 each ratio's two sides see the same machine load).
 
-    python benchmarks/warm_checks.py [--runs 5] [--lessons 01,02,...,09] [--write]
+    python benchmarks/warm_checks.py [--runs 5] [--lessons 01,02,...,09] [--write] [--quick]
 
   warm    `course check lesson01 --solution` with the workspace's warm server running   goal <= 0.3x
   first   the first check of each lesson after `course init` (references built, no server yet:
@@ -12,7 +12,8 @@ each ratio's two sides see the same machine load).
   cell    lesson 01's check cell in a real kernel (jupyter_client; no browser), warm and cold; and every
           lesson 10 check cell warm (the slowest and the median exercise)          goal <= 0.5 s, 1.5 s
 
---write puts the table into docs/benchmarks.md (its "Warm checks" section). The reference observations are
+--quick measures the warm and cold rows only (a minute, for a loaded machine); benchmarks/warm_phases.py says where
+a warm check's time goes. --write puts the table into docs/benchmarks.md (its "Warm checks" section). The reference observations are
 built first, as `course init` does; the warm server lives in a private temporary XDG_RUNTIME_DIR.
 """
 
@@ -102,7 +103,10 @@ def main() -> None:
     ap.add_argument("--lessons", default="01,02,03,04,05,06,07,08,09")
     ap.add_argument("--first-runs", type=int, default=3, help="runs of each lesson's first check (the median's shown)")
     ap.add_argument("--write", action="store_true", help="write the table into docs/benchmarks.md")
+    ap.add_argument("--quick", action="store_true", help="the warm and cold `course check` rows only")
     args = ap.parse_args()
+    if args.quick and args.write:
+        ap.error("--write needs the whole table (without --quick)")
 
     from course_cli.sandboxed import references
     from graders.registry import find_lesson
@@ -124,6 +128,16 @@ def main() -> None:
             imports.append(timed(torch_cmd, env))
             warm.append(timed(check01, env))
             cold.append(timed(check01 + ["--cold"], cold_env))
+        if args.quick:
+            i = statistics.median(imports)
+            print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load average "
+                  f"{os.getloadavg()[0]:.1f} at the end; medians of {args.runs} interleaved runs\n\n"
+                  "| what | seconds | import torch (s) | ratio | goal |\n|---|---|---|---|---|\n"
+                  f"| warm `course check lesson01 --solution` | {statistics.median(warm):.2f} | {i:.2f} | "
+                  f"{statistics.median(warm) / i:.2f}x | <= 0.3x |\n"
+                  f"| cold `course check lesson01 --solution --cold` | {statistics.median(cold):.2f} | {i:.2f} | "
+                  f"{statistics.median(cold) / i:.2f}x | <= 1.5x |")
+            return
         cells01 = check_cell_times(args.runs, env, "lesson01", ["softmax"])
         cell_warm, cell_cold = cells01["1"]["softmax"], cells01["0"]["softmax"]
         cells10 = check_cell_times(max(1, args.runs // 2), env, "lesson10", modes=("1",))["1"]

@@ -147,8 +147,10 @@ def grade(lesson: str, exercise: str, hidden: bool | None = None):
 
         hidden = not STUDENT_DISTRIBUTION
     stay_with(os.getpid())  # the warm grader ends with this kernel (or when idle)
+    from course_cli.student.workspace import find_workspace
+
     result = grade_cells(lesson_obj, graded_kernel_cells(lesson_obj), "(this notebook's kernel)", names,
-                         only_public=not hidden)
+                         only_public=not hidden, workspace=find_workspace())
     ex = next(e for e in result.exercises if e.id == exercise)
     blockers = blocked_by(lesson_obj.id, result).get(exercise)
     html_text, plain = exercise_html(ex, lesson_obj.id, blockers), exercise_plain(ex, lesson_obj.id, blockers)

@@ -25,8 +25,9 @@ def load_ipython_extension(ip) -> None:  # noqa: ARG001 (IPython's signature)
         if lesson is None:
             return
         from course_cli.sandboxed.warm import prestart, stay_with
+        from course_cli.student.workspace import find_workspace
 
         stay_with(os.getpid())  # the grader ends with this kernel (or when idle), as the check cell's does
-        prestart(lesson, detach=False)  # a kernel has threads: no fork, a child in its own session
+        prestart(lesson, find_workspace(), detach=False)  # a kernel has threads: no fork, a child in its own session
     except Exception:  # noqa: BLE001 - a warm grader is a convenience; the check cell starts one anyway
         pass

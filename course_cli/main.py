@@ -131,7 +131,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
 
     Example: course check lesson01 softmax
     """
-    from course_cli.student.workspace import notebook_path
+    from course_cli.student.workspace import find_workspace, notebook_path
 
     lesson_obj = _lesson(lesson)
     if exercise is not None:
@@ -151,7 +151,7 @@ def check(lesson: str, exercise: str | None, notebook: str | None, solution: boo
     if not cold:  # the warm grader imports torch while this process gets ready (the first check of a session)
         from course_cli.sandboxed.warm import start_early
 
-        start_early(lesson_obj, path)
+        start_early(lesson_obj, path, workspace if workspace is not None else find_workspace())
     from course_cli.render import make_console, render_result
     from course_cli.sandboxed.sandbox import SandboxUnavailable, fallback_notice
     from course_cli.student.checking import check_and_record
@@ -475,7 +475,7 @@ def lab(lesson: str | None, lab_args: tuple[str, ...], no_browser: bool, port: i
         from course_cli.sandboxed.warm import prestart, stay_with
 
         stay_with(os.getpid())  # JupyterLab takes this process over: the server ends with it
-        prestart(warm_for)
+        prestart(warm_for, workspace)
     os.execvpe(exe, argv, {**os.environ, **env})
 
 

@@ -20,10 +20,8 @@ handshake on every check). It exits after COURSE_WARM_IDLE seconds (900) without
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import hashlib
-import importlib.metadata
 import json
 import os
 import queue
@@ -57,16 +55,37 @@ _ENV_PREFIXES = ("COURSE_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_", "NVIDI
                  "LD_LIBRARY_PATH", "PYTORCH_", "MALLOC_ARENA_MAX")
 
 
+# The time stamps of the check a server grades (one at a time, on its worker thread), as phases: what the log
+# line after each check and the reply's "phases" report (benchmarks/warm_phases.py reads them). Off (None)
+# outside Server.grade (the tests' harness forks checks through Zygote.runner too).
+_MARKS: "list[tuple[str, float]] | None" = None
+
+
+def _mark(phase: str) -> None:
+    """The phase `phase` of the check in flight ended now."""
+    if _MARKS is not None:
+        _MARKS.append((phase, time.perf_counter()))
+
+
+def _phases() -> dict[str, float]:
+    """{phase: seconds} of the marks so far, each from the mark before it."""
+    return {name: round(t - _MARKS[i - 1][1], 4) for i, (name, t) in enumerate(_MARKS) if i}
+
+
 class WarmUnavailable(Exception):
     """The warm path cannot grade this check; it is graded cold instead."""
 
 
+def asked() -> bool:
+    """Warm checks are asked for (COURSE_WARM is not 0) and could run here (Linux, pidfds); a server that answers
+    proves the rest (it starts only where bubblewrap works), so a client asks no more before it connects."""
+    return settings.warm() and sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+
+
 def enabled() -> bool:
-    """Warm checks are on unless COURSE_WARM=0; they need Linux, pidfds and bubblewrap (checked by the server)."""
-    if not (settings.warm() and sys.platform.startswith("linux")
-            and hasattr(os, "pidfd_open")):
-        return False
-    return sandbox.bwrap_status()[0]  # tried once per process (and the cold path needs it anyway)
+    """Warm checks are on unless COURSE_WARM=0; they need Linux, pidfds and bubblewrap (a try of bwrap, once per
+    process: 20-50 ms here, asked only before a server is started)."""
+    return asked() and sandbox.bwrap_status()[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -80,11 +99,7 @@ def course_key() -> str:
     """The course's code as the server loaded it: every grader, CLI and solution file (path, size, mtime),
     the interpreter and torch's version. A check whose key differs restarts the server."""
     h = hashlib.sha256()
-    h.update(f"{sys.executable}\0{sys.version}\0{ROOT}\0".encode())
-    try:
-        h.update(importlib.metadata.version("torch").encode())
-    except Exception:
-        pass
+    h.update(f"{sys.executable}\0{sys.version}\0{ROOT}\0{_torch_stamp()}\0".encode())
     for sub, pattern in (("graders", "**/*.py"), ("course_cli", "**/*.py"), ("solutions", "*.ipynb"),
                          ("graders", "data/**/*.pt")):
         for p in sorted((ROOT / sub).glob(pattern)):
@@ -95,6 +110,19 @@ def course_key() -> str:
             h.update(f"{p.relative_to(ROOT)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     h.update(repr(_env_part()).encode())
     return h.hexdigest()[:24]
+
+
+def _torch_stamp() -> str:
+    """torch as installed: its version file's path, size and mtime (a reinstall rewrites it). Not
+    importlib.metadata's version: importing it cost the client 48 ms."""
+    for entry in sys.path:
+        p = Path(entry or ".") / "torch" / "version.py"
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        return f"{p}\0{st.st_size}\0{st.st_mtime_ns}"
+    return ""
 
 
 def socket_dir() -> Path:
@@ -200,13 +228,15 @@ def _alive(owner) -> bool:
     return _started(owner[0]) == owner[1]
 
 
-def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm: bool = True):
-    """grading.grade_notebook, through the warm server when it can be used (else cold, the same verdict), as a
-    student sees it (hidden checks: names and statuses, `results.for_students`)."""
-    if warm and enabled():
+def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm: bool = True,
+                   workspace: Path | None = None):
+    """grading.grade_notebook, through `workspace`'s warm server when it can be used (else cold, the same verdict),
+    as a student sees it (hidden checks: names and statuses, `results.for_students`). The caller names the
+    workspace (the student's side finds it: this module never imports it); without one, cold."""
+    if warm and workspace is not None and asked():
         req = {"op": "grade", "lesson": lesson.id, "path": str(path), "exercises": exercises,
                "only_public": only_public, "cwd": str(Path(path).resolve().parent)}
-        result = _grade_warm(req)
+        result = _grade_warm(req, workspace)
         if result is not None:
             return for_students(result)
     # lazy: a warm check never needs grading: +0.13 s to `course check`, +0.29 s to a kernel's prestart (load 19)
@@ -216,13 +246,13 @@ def grade_notebook(lesson, path, exercises=None, only_public: bool = False, warm
 
 
 def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: bool = False, cwd=None,
-                warm: bool = True):
-    """grading.grade_cells (a student's own check), through the warm server when it can be used, as a student sees
-    it (`results.for_students`)."""
-    if warm and enabled():
+                warm: bool = True, workspace: Path | None = None):
+    """grading.grade_cells (a student's own check), through `workspace`'s warm server when it can be used, as a
+    student sees it (`results.for_students`); without a workspace, cold."""
+    if warm and workspace is not None and asked():
         req = {"op": "grade", "lesson": lesson.id, "cells": cells, "notebook": notebook, "exercises": exercises,
                "only_public": only_public, "cwd": str(cwd) if cwd else None}
-        result = _grade_warm(req)
+        result = _grade_warm(req, workspace)
         if result is not None:
             return for_students(result)
     # lazy: a warm check never needs grading: +0.13 s to `course check`, +0.29 s to a kernel's prestart (load 19)
@@ -231,32 +261,32 @@ def grade_cells(lesson, cells, notebook: str = "", exercises=None, only_public: 
     return for_students(grading.grade_cells(lesson, cells, notebook, exercises, only_public=only_public, cwd=cwd))
 
 
-def _none_listening() -> "tuple[Path, str] | None":
-    """(socket path, course key) when warm checks are on here and no server of this workspace listens."""
-    if not enabled():
+def _none_listening(workspace: Path) -> "tuple[Path, str] | None":
+    """(socket path, course key) when warm checks are on here and no server of `workspace` listens."""
+    if not asked():
         return None
     try:
-        path = socket_path(_workspace())
+        path = socket_path(workspace)
         conn = _connect(path)
         if conn is not None:
             conn.close()
             return None
-        return path, course_key()
+        return (path, course_key()) if enabled() else None
     except (OSError, WarmUnavailable):
         return None
 
 
-def prestart(lesson, cwd=None, detach: bool = True) -> None:
+def prestart(lesson, workspace: Path, cwd=None, detach: bool = True) -> None:
     """Start the workspace's warm server for `lesson` if none is running, detached from this process (which
     `course lab` replaces with JupyterLab: `stay_with(os.getpid())` first makes the server end with it); never
     waits for it. detach=False (a kernel, which has threads): started as this process's child, in a session
     of its own, as a check cell starts it."""
-    found = _none_listening()
+    found = _none_listening(workspace)
     if found is None:
         return
     if not detach:
         try:
-            _spawn(*found, lesson.id, cwd)
+            _spawn(*found, lesson.id, cwd, workspace)
         except OSError:
             pass
         return
@@ -264,33 +294,26 @@ def prestart(lesson, cwd=None, detach: bool = True) -> None:
     if pid == 0:
         try:
             os.setsid()
-            _spawn(*found, lesson.id, cwd)
+            _spawn(*found, lesson.id, cwd, workspace)
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
 
 
-def start_early(lesson, notebook) -> None:
+def start_early(lesson, notebook, workspace: Path) -> None:
     """`course check`'s first step: start the workspace's warm server for `lesson` now if none is listening, so
     that it and its zygote import torch while this process imports the rest of the CLI and reads the notebook;
     the check that follows (grade_notebook) waits for this server instead of starting another."""
     global _EARLY
-    found = _none_listening()
+    found = _none_listening(workspace)
     if found is not None:
         try:
-            _EARLY = (found[0], _spawn(*found, lesson.id, str(Path(notebook).resolve().parent)))
+            _EARLY = (found[0], _spawn(*found, lesson.id, str(Path(notebook).resolve().parent), workspace))
         except OSError:
             pass
 
 
 _EARLY: "tuple[Path, subprocess.Popen] | None" = None  # the server start_early started, not yet waited for
-
-
-def _workspace() -> Path:
-    # lazy: the student layer above this one (the import contract's KNOWN exception); +0.13 s here (click)
-    from course_cli.student.workspace import find_workspace
-
-    return find_workspace()
 
 
 def _connect(path: Path):
@@ -307,11 +330,12 @@ def _connect(path: Path):
     return s
 
 
-def _spawn(path: Path, key: str, lesson: str | None, cwd: str | None) -> subprocess.Popen:
+def _spawn(path: Path, key: str, lesson: str | None, cwd: str | None, workspace: Path) -> subprocess.Popen:
     for p in list(_SPAWNED):  # reap servers this process started that have since exited
         if p.poll() is not None:
             _SPAWNED.remove(p)
-    argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key, lesson or "", cwd or ""]
+    argv = [sys.executable, "-m", "course_cli.sandboxed.warm", "serve", str(path), key, lesson or "", cwd or "",
+            "--workspace", str(Path(workspace).resolve())]
     if _OWNER:
         argv += [str(_OWNER[0]), _OWNER[1]]
     log = atomic.open_append(path.with_suffix(".log"))  # never through a link planted at its name
@@ -361,11 +385,11 @@ def _discard(path: Path) -> None:
         pass
 
 
-def _grade_warm(req: dict):
-    """The result from the warm server, or None (then the caller grades cold)."""
+def _grade_warm(req: dict, workspace: Path):
+    """The result from `workspace`'s warm server, or None (then the caller grades cold)."""
     global _EARLY
     try:
-        key, path = course_key(), socket_path(_workspace())
+        key, path = course_key(), socket_path(workspace)
     except (OSError, WarmUnavailable):
         return None
     for attempt in range(3):
@@ -374,7 +398,9 @@ def _grade_warm(req: dict):
             if attempt == 2:
                 return None
             early, _EARLY = (_EARLY if _EARLY and _EARLY[0] == path else None), None
-            proc = early[1] if early else _spawn(path, key, req["lesson"], req.get("cwd"))
+            if early is None and not enabled():  # no bubblewrap: no server could start (the cold path says why)
+                return None
+            proc = early[1] if early else _spawn(path, key, req["lesson"], req.get("cwd"), workspace)
             deadline = time.monotonic() + START_TIMEOUT
             while conn is None and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -442,6 +468,7 @@ class _ZygoteProc:
             self.zygote.broken = True
             raise WarmUnavailable(f"the zygote ended during a check ({msg})")
         self.returncode = msg["status"]
+        _mark("check")  # the check ran: its cells and probes, its observations written
         return self.returncode
 
     def kill(self) -> None:
@@ -522,6 +549,7 @@ class Zygote:
         if device != "cpu" or mistakes or module != self.lesson.module:
             return sandbox.start(module, cells, exercises, device, mistakes=mistakes, only_public=only_public,
                                  hidden_seed=hidden_seed, draws=draws, **cold)
+        _mark("grading")  # the Grading's own set-up (the reference's copy, the draws)
         return self.start(sandbox.make_job(module, cells, exercises, device, None, only_public=only_public,
                                            hidden_seed=hidden_seed, draws=draws))
 
@@ -535,6 +563,7 @@ class Zygote:
         lim = sandbox.limits()
         out_size = max(2**20, lim.write - lim.tmp - lim.shm)  # as a cold child's (sandbox.start)
         report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        _mark("job")
         try:
             send(self.sock, {"op": "check", "job": str(out / "job.json"), "out": str(out),
                              "limits": {"memory": lim.memory, "file": lim.file, "tmp": lim.tmp, "shm": lim.shm,
@@ -551,6 +580,7 @@ class Zygote:
             report.close()
             self.broken = True
             raise WarmUnavailable(f"the zygote did not start the check ({msg})")
+        _mark("fork")  # the zygote forked, made the check's namespaces and mounts, and its init
         ex_t = float(job["exercise_timeout"])
         work = min(lim.cell_timeout * max(1, len(job["cells"])) + ex_t * len(job["exercises"]),
                    lim.notebook_timeout)  # as sandbox.start's budget for a student's notebook
@@ -585,7 +615,19 @@ def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises,
     """grading.Grading with the zygote as its runner and the reference from memory: the cold grading's rules,
     its student's CPU child forked instead of started."""
     return _grading().Grading(lesson, cells, notebook, exercises, only_public, cwd, runner=zygote.runner,
-                              reference=copy.deepcopy(reference))
+                              reference=_for_one_grading(reference))
+
+
+def _for_one_grading(reference):
+    """The server's reference for one grading: dicts of its own where a grading writes (Grading._add_gpu adds
+    the GPU checks' observations to each exercise's and mistake's "checks"), the observations themselves shared,
+    since judging only reads them (tests/unit/test_reference_untouched.py holds it for every catalogued mistake).
+    A deep copy took 0.75-1.0 s a check here once the engine's mutants joined the mistakes (3,600 tensors)."""
+    def own(entries: dict) -> dict:
+        return {k: {**v, "checks": dict(v["checks"])} if isinstance(v.get("checks"), dict) else dict(v)
+                for k, v in entries.items()}
+
+    return type(reference)(own(reference.exercises), own(reference.mistakes), reference.draws, reference.mutation)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -594,8 +636,10 @@ def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises,
 class Server:
     MAX_ZYGOTES = 2
 
-    def __init__(self, path: Path, key: str):
+    def __init__(self, path: Path, key: str, workspace: Path | None = None):
         self.path, self.key = path, key
+        # followed only when it exists now (COURSE_WORKSPACE may name a folder not made yet: nothing to lose)
+        self.workspace = workspace if workspace is not None and workspace.is_dir() else None
         self.lock = threading.Lock()  # one check at a time: the zygote forks one child per job
         self.zygotes: dict[tuple, Zygote] = {}
         self.references: dict[str, object] = {}
@@ -664,7 +708,16 @@ class Server:
             except Exception as exc:
                 print(f"prewarm of {lesson_id} failed: {exc!r}", file=sys.stderr, flush=True)
 
-    def grade(self, req: dict) -> dict:
+    def grade(self, req: dict, received: float | None = None) -> dict:
+        global _MARKS
+        _MARKS = [("received", received or time.perf_counter())]
+        try:
+            return self._grade(req)
+        finally:
+            _MARKS = None
+
+    def _grade(self, req: dict) -> dict:
+        _mark("queued")
         grading = _grading()
         lesson = find_lesson(req["lesson"])
         exercises, only_public, cwd = req.get("exercises"), bool(req.get("only_public")), req.get("cwd") or None
@@ -679,6 +732,7 @@ class Server:
                 return {"result": to_wire(error_result(lesson, name, str(exc), not_graded=True))}
         else:
             cells, name = req["cells"], req.get("notebook", "")
+        _mark("read")  # the notebook read and its graded cells taken
         if time.monotonic() < self.disabled_until:
             return {"error": "warm checks failed here a moment ago; graded cold"}
         with self.lock:
@@ -690,9 +744,14 @@ class Server:
                 try:
                     result = _warm_grading(z, reference, lesson, cells, name, exercises, only_public,
                                            cwd).finish()
+                    _mark("judge")  # read back and judged
+                    wire = to_wire(result)
+                    _mark("wire")
+                    phases = _phases()
                     print(f"{time.strftime('%H:%M:%S')} {lesson.id}: {time.monotonic() - t0:.2f} s"
-                          f"{' (new zygote)' if fresh else ''}", file=sys.stderr, flush=True)
-                    return {"result": to_wire(result)}
+                          f"{' (new zygote)' if fresh else ''}\n  phases: "
+                          + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()), file=sys.stderr, flush=True)
+                    return {"result": wire, "phases": phases}
                 except WarmUnavailable as exc:
                     z.broken = True
                     why = str(exc)
@@ -726,7 +785,8 @@ class Server:
                 box: dict = {}
                 done = threading.Event()
                 self.busy += 1
-                self.queue.put((lambda: self.grade(msg), box, done))
+                received = time.perf_counter()
+                self.queue.put((lambda: self.grade(msg, received), box, done))
                 try:
                     while not done.wait(1.0):
                         _send(conn, {"op": "wait"})
@@ -774,6 +834,10 @@ class Server:
                         print(f"{time.strftime('%H:%M:%S')} the processes it served have ended: exiting",
                               file=sys.stderr, flush=True)
                         break
+                    gone = self.gone(ino)
+                    if gone:
+                        print(f"{time.strftime('%H:%M:%S')} {gone}: exiting", file=sys.stderr, flush=True)
+                        break
                     continue
                 self.last = time.monotonic()
                 threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
@@ -797,6 +861,19 @@ class Server:
                     log.unlink()
             except OSError:
                 pass
+
+
+    def gone(self, ino: int) -> str | None:
+        """Why no check can reach this server any more, else None: its socket was removed or replaced (its
+        folder deleted, a test's teardown, another server), or its workspace folder was deleted."""
+        try:
+            if os.stat(self.path).st_ino != ino:
+                return "its socket was replaced"
+        except OSError:
+            return "its socket is gone"
+        if self.workspace is not None and not self.workspace.is_dir():
+            return "its workspace is gone"
+        return None
 
 
 def _sweep_jobs() -> None:
@@ -834,12 +911,22 @@ def stop_all() -> int:
     return n
 
 
+USAGE = ("usage: python -m course_cli.sandboxed.warm serve SOCKET KEY [LESSON CWD [--workspace DIR] "
+         "[OWNER_PID OWNER_START]] | stop")
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["stop"]:
         print(f"stopped {stop_all()} warm grader(s)")
         return
+    workspace = None
+    if "--workspace" in argv:
+        i = argv.index("--workspace")
+        if i + 1 >= len(argv):
+            sys.exit(USAGE)
+        workspace, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
     if argv[:1] != ["serve"] or len(argv) < 3:
-        sys.exit("usage: python -m course_cli.sandboxed.warm serve SOCKET KEY [LESSON CWD [OWNER_PID OWNER_START]] | stop")
+        sys.exit(USAGE)
     path, key = Path(argv[1]), argv[2]
     lesson, cwd = (argv[3] or None, argv[4] or None) if len(argv) >= 5 else (None, None)
     owners = [[int(argv[5]), argv[6]]] if len(argv) >= 7 and argv[5].isdigit() else []
@@ -847,9 +934,19 @@ def main(argv: list[str]) -> None:
     if not sandbox.bwrap_status()[0]:
         print(f"warm checks need the sandbox: {sandbox.bwrap_status()[1]}", file=sys.stderr)
         return  # clients fall back to cold checks
-    server = Server(path, key)
+    server = Server(path, key, workspace)
     server.owners += owners
-    server.serve(lesson, cwd)
+    code = 0
+    try:
+        server.serve(lesson, cwd)
+    except SystemExit as exc:  # SIGTERM
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    # cleaned up by serve's own `finally`: no thread a library left running keeps this process alive after it
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ def check_and_record(lesson, path: Path | str, exercises: list[str] | None, work
     """Grade the notebook at `path` (sandboxed, as every check; through the workspace's warm grader when it can
     be, else cold: the same verdict) and record the attempt; (result, warnings)."""
     from course_cli.sandboxed.warm import grade_notebook
+    from course_cli.student.workspace import find_workspace
 
-    result = grade_notebook(lesson, path, exercises, only_public=only_public, warm=warm)
+    # the warm server is the workspace's: the one the check records into, else (--solution, --notebook) the one
+    # the command runs in
+    result = grade_notebook(lesson, path, exercises, only_public=only_public, warm=warm,
+                            workspace=workspace if workspace is not None else find_workspace())
     return result, (record(result, workspace, source) if record_it else [])

@@ -209,7 +209,9 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
     from course_cli.sandboxed.notebook import graded_cells, read_notebook
 
     monkeypatch.setenv("COURSE_WARM", "1")
-    warm.prestart(L01)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    warm.prestart(L01, ws)
     for _ in range(200):
         if list((run_dir / "attention-course").glob("w-*.pid")):
             break
@@ -217,7 +219,8 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
     pid = server_pid(run_dir)
     cells = graded_cells(read_notebook(L01.solution_path))
     cold = grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
-    warm_result = warm.grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True)
+    warm_result = warm.grade_cells(L01, cells, "(this notebook's kernel)", ["softmax"], only_public=True,
+                                   workspace=ws)
     assert warm_result.to_dict() == cold.to_dict() and warm_result.notes == cold.notes
     assert server_pid(run_dir) == pid and warm_checks(run_dir) == 1
     broken = [dict(c) for c in cells]
@@ -226,7 +229,7 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
         "\ndef softmax(x, dim=-1):\n    return x\n"
     from graders.engine.results import for_students  # warm.grade_cells is a student's seat: as students see it
 
-    assert warm.grade_cells(L01, broken, "k", ["softmax"]).to_dict() == \
+    assert warm.grade_cells(L01, broken, "k", ["softmax"], workspace=ws).to_dict() == \
         for_students(grade_cells(L01, broken, "k", ["softmax"])).to_dict()
 
 
@@ -284,10 +287,12 @@ def test_the_server_ends_with_the_process_it_follows(tmp_path, run_dir):
     nb = tmp_path / "solution.ipynb"
     nb.write_bytes(L01.solution_path.read_bytes())
     code = ("import os, sys, time\n"
+            "from pathlib import Path\n"
             "from course_cli.sandboxed import warm\n"
             "from graders.registry import find_lesson\n"
             "warm.stay_with(os.getpid())\n"
-            "print(warm.grade_notebook(find_lesson('lesson01'), sys.argv[1]).score, flush=True)\n"
+            "print(warm.grade_notebook(find_lesson('lesson01'), sys.argv[1], workspace=Path(sys.argv[1]).parent).score,"
+            " flush=True)\n"
             "time.sleep(600)\n")
     kernel = subprocess.Popen([sys.executable, "-c", code, str(nb)], env=_env(run_dir, COURSE_WARM_IDLE="900"),
                               stdout=subprocess.PIPE, text=True)
@@ -300,6 +305,33 @@ def test_the_server_ends_with_the_process_it_follows(tmp_path, run_dir):
         kernel.kill()
         kernel.wait()
     assert _gone(pid), "the server outlived the process it follows"
+
+
+@pytest.mark.slow
+def test_a_server_no_check_can_reach_exits(tmp_path, run_dir):
+    """About 40 `warm serve` processes were seen after an interrupted test run: servers whose run folder (their
+    socket's) or workspace had been deleted, each waiting out its idle limit (900 s) where no check could reach
+    it. A server now exits within seconds once its socket is removed (or replaced) or its workspace deleted."""
+    import shutil
+
+    nb = tmp_path / "solution.ipynb"
+    nb.write_bytes(L01.solution_path.read_bytes())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {"COURSE_WORKSPACE": str(ws), "COURSE_WARM_IDLE": "900"}
+    first = check(nb, run_dir, **env)
+    pid = server_pid(run_dir)
+    (sock,) = (run_dir / "attention-course").glob("w-*.sock")
+    sock.unlink()  # as `rm -r` of the run folder does
+    assert _gone(pid), "a server without its socket did not exit"
+    assert check(nb, run_dir, **env) == first  # a fresh server, at the same path
+    pid = server_pid(run_dir)
+    shutil.rmtree(ws)
+    assert _gone(pid), "a server whose workspace was deleted did not exit"
+    assert warm_checks(run_dir) == 2
+    log = "".join(f.read_text() for f in (run_dir / "attention-course").glob("w-*.log"))
+    assert "its socket is gone: exiting" in log and "its workspace is gone: exiting" in log, log
+    assert not list((run_dir / "attention-course").glob("w-*.pid"))
 
 
 def _gone(pid: int, seconds: float = 30.0) -> bool:

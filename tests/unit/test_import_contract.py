@@ -8,7 +8,9 @@ at module level and inside functions:
    settings and text rules, then the graders (registry, lessons), then the engine. So `graders` never imports
    `course_cli`, no lesson module imports the CLI, and the engine knows no lesson;
 3. the exceptions still open are listed (KNOWN), each with its reason, and each must still exist (one that is
-   fixed must leave the list).
+   fixed must leave the list);
+4. the sandbox (`course_cli.sandboxed`) reaches no room above it, not even through a KNOWN exception: its callers
+   hand it what it needs (the warm server's workspace: `warm.grade_notebook(..., workspace=)`).
 """
 
 from __future__ import annotations
@@ -48,9 +50,6 @@ LAYERS = [  # top first; a module's layer is the longest prefix listed
 ]
 
 KNOWN = {  # (importer, imported): why it is still there
-    ("course_cli.sandboxed.warm", "course_cli.student.workspace"):
-        "the warm client keys its server by the student's workspace (find_workspace); its callers in the student "
-        "layer should pass the workspace in",
     ("graders.engine.mistakes", "graders.registry"):
         "a mistake given as edits reads its lesson's solved notebook by id (the registry); the lesson module "
         "should hand the engine its solved cell",
@@ -122,6 +121,22 @@ def test_graders_never_import_course_cli_and_no_lesson_imports_the_cli():
             for m, deps in g.items() if m.startswith("graders") and any(d.startswith("course_cli") for d in deps)} == {}
 
 
+ROOMS = ("course_cli.student", "course_cli.classes", "course_cli.instructor", "course_cli.main", "course_cli.incell",
+         "course_cli.kernel_warm", "course_cli.render", "course_cli.figures")
+
+
+def sandbox_reaches_rooms(g: dict[str, set[str]]) -> list[str]:
+    """Every room above the sandbox that a `course_cli.sandboxed` module imports, at module level or inside a
+    function, directly or through other modules (KNOWN or not)."""
+    start = {m for m in g if m.startswith("course_cli.sandboxed")}
+    return sorted(m for m in closure(g, start) if m.startswith(ROOMS))
+
+
+def test_the_sandbox_never_reaches_a_room_above_it():
+    assert sandbox_reaches_rooms(graph()) == []
+    assert not [k for k in KNOWN if k[0].startswith("course_cli.sandboxed")]  # nor may one be excepted
+
+
 def test_each_known_exception_still_exists():
     g = graph()
     assert [k for k in KNOWN if k[1] not in g.get(k[0], ())] == []  # fixed: take it off KNOWN
@@ -138,3 +153,8 @@ def test_the_contract_catches_what_it_forbids():
                                      "graders.lesson01_sdpa (layer 5) imports course_cli.main (layer 0)"]
     assert layer_violations({**g, "course_cli.sandboxed.sandbox": {"course_cli.classes.batch"}}) == \
         ["course_cli.sandboxed.sandbox (layer 3) imports course_cli.classes.batch (layer 1)"]
+    # the edge this contract once excepted (the warm client finding the student's workspace) fails both rules
+    back = {**g, "course_cli.sandboxed.warm": g["course_cli.sandboxed.warm"] | {"course_cli.student.workspace"}}
+    assert layer_violations(back) == \
+        ["course_cli.sandboxed.warm (layer 3) imports course_cli.student.workspace (layer 1)"]
+    assert "course_cli.student.workspace" in sandbox_reaches_rooms(back)

@@ -103,8 +103,9 @@ def test_course_check_starts_its_server_first_and_then_waits_for_that_one(monkey
         def poll(self):
             return None
 
-    def spawn(path, key, lesson, cwd):
+    def spawn(path, key, lesson, cwd, workspace):
         spawned.append((lesson, cwd))
+        assert workspace == tmp_path  # the server is told its workspace (it exits when that folder is gone)
         return Started()
 
     def connect(path):
@@ -114,23 +115,23 @@ def test_course_check_starts_its_server_first_and_then_waits_for_that_one(monkey
         return socket.socketpair()[0]
 
     monkeypatch.setattr(warm, "enabled", lambda: True)
-    monkeypatch.setattr(warm, "_workspace", lambda: tmp_path)
-    monkeypatch.setattr(warm, "socket_path", lambda ws: tmp_path / "w.sock")
+    monkeypatch.setattr(warm, "asked", lambda: True)
+    monkeypatch.setattr(warm, "socket_path", lambda ws: tmp_path / "w.sock" if ws == tmp_path else 1 / 0)
     monkeypatch.setattr(warm, "_spawn", spawn)
     monkeypatch.setattr(warm, "_connect", connect)
     monkeypatch.setattr(warm, "_hello", lambda conn, key: {"key": key, "pid": -1})
     monkeypatch.setattr(warm, "_send", lambda conn, msg: None)
     monkeypatch.setattr(warm, "_recv", lambda conn, timeout: {"result": "the verdict"})
     monkeypatch.setattr(warm, "from_wire", lambda data: data)
-    warm.start_early(L01, tmp_path / "nb" / "lesson01.ipynb")
+    warm.start_early(L01, tmp_path / "nb" / "lesson01.ipynb", tmp_path)
     assert spawned == [("lesson01", str((tmp_path / "nb").resolve()))]
     req = {"op": "grade", "lesson": "lesson01", "path": "x", "cwd": str(tmp_path / "nb")}
-    assert warm._grade_warm(req) == "the verdict"
+    assert warm._grade_warm(req, tmp_path) == "the verdict"
     assert len(spawned) == 1 and warm._EARLY is None
     # with no early start (the check cell's path), the check starts the server itself
     listening.clear()
     spawned.clear()
-    assert warm._grade_warm(req) == "the verdict" and len(spawned) == 1
+    assert warm._grade_warm(req, tmp_path) == "the verdict" and len(spawned) == 1
 
 
 # ----------------------------------------------------------------------------------------------
@@ -154,6 +155,8 @@ def run_dir(monkeypatch):
 
 
 def _stop_servers(d: Path) -> None:
+    """Stop the servers of run folder `d`: SIGTERM, then SIGKILL after 5 s (a server left running here outlives
+    the test session; one that misses both still exits once `d` is deleted: its socket is gone)."""
     for pidfile in (d / "attention-course").glob("w-*.pid"):
         try:
             pid = int(pidfile.read_text())
@@ -161,6 +164,7 @@ def _stop_servers(d: Path) -> None:
             for _ in range(100):
                 os.kill(pid, 0)
                 time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError):
             pass
 
