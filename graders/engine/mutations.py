@@ -26,6 +26,10 @@ operators, in the order they are tried (round-robin, so a cap keeps every family
   neginf       -inf → -1e9, -inf → 0
   default      an optional argument ignored: its name replaced by its default (one use, or all of them)
 
+Every family also runs inside the definitions of the same cell the exercise hands its work to (`helpers`:
+an autograd Function it applies, a function it calls): such a mutant redefines the helper, changed, right
+before the exercise, and its sentence says where ("in `Fn` (or wherever your `f` does that work): ...").
+
 A mutant that does not compile or whose source equals the original is dropped; the child drops the ones
 whose observations pass every check (equivalent, for the checks) and keeps the first of those with equal
 observations. Pure `ast`; no torch here.
@@ -56,6 +60,7 @@ class Mutant:
     source: str
     operator: str  # "<family>-<variant>": the stable part of the diagnosis id, mutation:<operator>
     sentence: str  # the concept, with the code's own names; shown as the diagnosis when it reproduces
+    within: str | None = None  # the qualified name of the one function the change is inside, else None
 
     @property
     def family(self) -> str:
@@ -584,10 +589,127 @@ for _family, _text in _shape.HINTS.items():
 # The candidates of one exercise
 
 
+def helpers(nodes, parents, exercise: str) -> list[ast.AST]:
+    """The definitions of the exercise's own cell that it hands work to, in the order it first names them: an
+    autograd Function it `.apply`s, a class it returns an instance of, a function of the cell it calls."""
+    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
+    if not isinstance(module, ast.Module):
+        return []
+    defs = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not nodes[0]
+            and n.name != exercise}
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
+            name = f.value.id
+        elif isinstance(f, ast.Name) and (isinstance(defs.get(f.id), ast.FunctionDef)
+                                          or isinstance(parents.get(id(n), (None,))[0], ast.Return)):
+            name = f.id
+        else:
+            continue
+        if name in defs and defs[name] not in out:
+            out.append(defs[name])
+    return out
+
+
+def _helper_sites(op, helper: ast.AST, parents, exercise: str) -> list[Site]:
+    """`op`'s sites inside `helper`, each as a change of the exercise's own definition: the mutant redefines the
+    helper, changed, right before the exercise (so the exercise calls the changed copy); each variant at every
+    place before the next variant."""
+    h_nodes = list(ast.walk(helper))
+    sites = [s for s in op(h_nodes, parents, {"exercise": helper.name, "operators": ()}) if 0 not in s[0]]
+    order = list(dict.fromkeys(s[2] for s in sites))
+    out = []
+    for indices, build, operator, sentence in sorted(sites, key=lambda s: order.index(s[2])):
+        redefine = lambda d, indices=indices, build=build: _redefined(helper, indices, build, d)  # noqa: E731
+        redefine.within = _within(parents, [h_nodes[i] for i in indices])
+        out.append(((0,), redefine, operator, f"in `{helper.name}` (or wherever your `{exercise}` does that work): "
+                                                f"{sentence}"))
+    return out
+
+
+def _qualnames(tree: ast.Module) -> dict[int, str]:
+    """{id(def node): its qualified name as Python gives it (`C.m`, `f.<locals>.g`)}, for the defs whose name is
+    unique in the tree (a name defined twice is ambiguous: left out)."""
+    out: dict[int, str] = {}
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                out[id(child)] = name
+                walk(child, name + (".<locals>." if not isinstance(child, ast.ClassDef) else "."))
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    counts: dict[str, int] = {}
+    for name in out.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {k: v for k, v in out.items() if counts[v] == 1}
+
+
+def _within(parents, changed: list[ast.AST]) -> str | None:
+    """The qualified name of the innermost function holding every changed node (a changed def counts as
+    inside the scope that defines it), or None: code that runs at the cell's or a class's top level. A
+    check that never calls that function sees the change nowhere."""
+    root = None
+    for node in changed:
+        cur = node
+        while id(cur) in parents:
+            cur = parents[id(cur)][0]
+            if isinstance(cur, ast.ClassDef):
+                return None  # (a class body runs when the cell runs)
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+        else:
+            return None
+        if root is not None and cur is not root:
+            return None
+        root = cur
+    if root is None:
+        return None
+    top = root
+    while id(top) in parents:
+        top = parents[id(top)][0]
+    return _qualnames(top).get(id(root)) if isinstance(top, ast.Module) else None
+
+
+def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
+    twin = copy.deepcopy(helper)
+    nodes = list(ast.walk(twin))
+    parents = _parents(twin)
+    for i in indices:
+        _replace(parents, nodes[i], build(nodes[i]))
+    return ast.If(ast.Constant(True), [twin, exercise_def], [])
+
+
+def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
+    """Per operator, its sites: in the exercise's own definition first, then in each helper it hands work to."""
+    nodes = _scope(tree, exercise)
+    parents = _parents(tree)
+    ctx = {"exercise": exercise, "operators": operators}
+    around = helpers(nodes, parents, exercise)
+    queues = []
+    for op in operators:
+        q: list[Site] = []
+        for sites in (lambda: op(nodes, parents, ctx), *(lambda h=h: _helper_sites(op, h, parents, exercise)
+                                                        for h in around)):
+            try:
+                q += list(sites())
+            except (ValueError, TypeError, AttributeError, IndexError):
+                pass
+        queues.append(q)
+    return queues
+
+
 def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> list[Mutant]:
     """The candidate mutants of `exercise` in `source` (its solved defining cell): each a compilable source that
-    differs from the original, in a fixed order (round-robin over the operators, so a cap keeps every
-    family), at most `cap`."""
+    differs from the original and from every earlier candidate, in a fixed order (round-robin over the
+    operators, so a cap keeps every family; each operator's sites in the exercise itself before those in
+    its helpers), at most `cap`."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -597,13 +719,7 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
     if not nodes:
         return []
     parents = _parents(tree)
-    ctx = {"exercise": exercise, "operators": operators}  # (the helper families run every other one)
-    queues = []
-    for op in operators:
-        try:
-            queues.append(list(op(nodes, parents, ctx)))
-        except (ValueError, TypeError, AttributeError, IndexError):
-            queues.append([])
+    queues = _queues(tree, exercise, operators)
     out, seen = [], {original}
     while any(queues) and len(out) < cap:
         for q in queues:
@@ -613,7 +729,9 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
                 if src is None or src.strip() in seen:
                     continue
                 seen.add(src.strip())
-                out.append(Mutant(src, site[2], site[3]))
+                within = getattr(site[1], "within", "") if site[0] == (0,) and hasattr(site[1], "within") else \
+                    _within(parents, [nodes[i] for i in site[0]])
+                out.append(Mutant(src, site[2], site[3], within))
                 break
             if len(out) >= cap:
                 break
@@ -621,18 +739,16 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
 
 
 def fired(source: str, exercise: str, operators=OPERATORS) -> dict[str, int]:
-    """How many sites each operator finds in `exercise` (for benchmarks/mutation_coverage.py)."""
+    """How many sites each operator finds in `exercise` and the helpers it hands work to (for
+    benchmarks/mutation_coverage.py)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return {}
-    nodes = _scope(tree, exercise)
-    parents = _parents(tree)
     counts = {}
-    for op in operators:
-        n = sum(1 for _ in op(nodes, parents, {"exercise": exercise, "operators": operators}))
-        if n:
-            counts[op.__name__.removeprefix("op_")] = n
+    for op, q in zip(operators, _queues(tree, exercise, operators)):
+        if q:
+            counts[op.__name__.removeprefix("op_")] = len(q)
     return counts
 
 
@@ -679,6 +795,13 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     counts["candidates"] = len(cands)
     checks = [(c, cfg) for c in CHECKS_OF(module).of(exercise) for cfg in c.configs if cfg in configs
               and not (only_public and c.hidden)]
+    reach = None
+    if len({m.within for m in cands}) > 1:  # changes in different functions: which checks call which
+        try:
+            with (alarm(max(budget - (time.perf_counter() - started), 0.001)) if alarm else contextlib.nullcontext()):
+                reach = _reach(module, ns, exercise, configs, only_public, hidden_seed)
+        except _probe.ExerciseTimeout:
+            pass
     kept: dict = {}
     for n, m in enumerate(cands):
         left = budget - (time.perf_counter() - started)
@@ -689,9 +812,14 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         _probe.register_source(name, m.source)  # triton reads a kernel's source
         m_ns = dict(ns)
         try:
+            unreached = [c for c in CHECKS_OF(module).of(exercise) if reach and m.within
+                         and reach.get(c.name) is not None and m.within not in reach[c.name]]
             with (alarm(left) if alarm else contextlib.nullcontext()):
                 exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
-                obs = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed)
+                obs = _probe.probe_exercise(_without(module, unreached), m_ns, exercise, configs, only_public,
+                                            hidden_seed)
+            if unreached:
+                counts["reused"] = counts.get("reused", 0) + _reuse(obs, reference, unreached)
         except _probe.ExerciseTimeout:
             counts["skipped"] = len(cands) - n
             break
@@ -710,6 +838,90 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     counts["kept"] = len(kept)
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
+
+
+def _reach(module, ns: dict, exercise: str, configs, only_public: bool, hidden_seed) -> dict | None:
+    """{check name: the qualified names of the solved cell's functions it calls, or None: all of them (a check
+    on a GPU)}, traced on the solved namespace one check at a time (the same seeds, so the same inputs as
+    every candidate's); None when the cell's functions cannot be told apart (no code of the exercise's cell
+    is seen running)."""
+    import sys
+    import threading
+
+    from . import probe as _probe
+    from .checks import CHECKS_OF
+
+    filename = _filename(ns.get(exercise))
+    if filename is None:
+        return None
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == filename:
+            seen.add(frame.f_code.co_qualname)
+
+    out: dict[str, set[str] | None] = {}
+    before = sys.getprofile()
+    for check in CHECKS_OF(module).of(exercise):
+        if any(cfg.device != "cpu" for cfg in check.configs if cfg in configs):
+            out[check.name] = None  # (a GPU's backward runs on the engine's own threads, which no profile sees)
+            continue
+        others = [c for c in CHECKS_OF(module).of(exercise) if c.name != check.name]
+        seen = set()
+        sys.setprofile(profile)
+        threading.setprofile(profile)
+        try:
+            _probe.probe_exercise(_without(module, others), dict(ns), exercise, configs, only_public, hidden_seed)
+        finally:
+            sys.setprofile(before)
+            threading.setprofile(None)
+        out[check.name] = seen
+    if not any(name.split(".")[0] == exercise for names in out.values() if names for name in names):
+        return None  # the exercise's own code never seen: its cell's file name is not the one traced
+    return out
+
+
+def _filename(obj) -> str | None:
+    """The file name the solved cell's code was compiled under, from the exercise's function or a method."""
+    code = getattr(obj, "__code__", None)
+    if code is None and isinstance(obj, type):
+        for v in vars(obj).values():
+            code = getattr(getattr(v, "__func__", v), "__code__", None)
+            if code is not None:
+                break
+    return code.co_filename if code is not None else None
+
+
+def _without(module, checks: list):
+    """`module` as probe_exercise reads it, less `checks` (the same objects: their seeds are unchanged)."""
+    if not checks:
+        return module
+    import types
+
+    from .checks import CHECKS_OF
+
+    kept = copy.copy(CHECKS_OF(module))
+    kept[:] = [c for c in CHECKS_OF(module) if all(c is not d for d in checks)]
+    proxy = types.ModuleType(module.__name__)
+    proxy.__dict__.update(vars(module))
+    proxy.CHECKS = kept
+    return proxy
+
+
+def _reuse(obs: dict, reference: dict, unreached: list) -> int:
+    """Put the reference's observations in place of `unreached` checks' (checks that never call the function a
+    mutant changes observe the reference's code there, on the same inputs); the checks in the reference's
+    order. Returns how many check results were reused."""
+    r_checks = reference.get("checks", {})
+    keys = {c.key(cfg) for c in unreached for cfg in c.configs} & set(r_checks)
+    merged = {k: (r_checks[k] if k in keys else obs["checks"][k]) for k in r_checks
+              if k in keys or k in obs["checks"]}
+    merged.update({k: v for k, v in obs["checks"].items() if k not in merged})
+    obs["checks"] = merged
+    names = {c.name for c in unreached}
+    obs["mutated"] = (obs.get("mutated", []) + [m for m in reference.get("mutated", [])
+                                                if m.split(": ", 1)[0] in names])[:5]
+    return len(keys)
 
 
 def _shows(checks, obs: dict, reference: dict) -> bool:

@@ -6,17 +6,9 @@ from __future__ import annotations
 import ast
 
 from graders.engine import mutations as M
+from mutation_sites import body as _body, by_op as _by_op
 
 
-def _by_op(src: str, name: str = "f") -> dict[str, list[M.Mutant]]:
-    out: dict[str, list[M.Mutant]] = {}
-    for m in M.mutants(src, name):
-        out.setdefault(m.operator, []).append(m)
-    return out
-
-
-def _body(m: M.Mutant) -> str:
-    return ast.unparse(ast.parse(m.source))
 
 
 SDPA = '''
@@ -128,3 +120,68 @@ def test_a_mutant_id_is_stable_and_not_catalogued():
 
     assert pickle.loads(pickle.dumps(text)).ident == "mutation:scale-linear"
     assert copy.deepcopy(text).ident == "mutation:scale-linear"
+
+
+HELPED = '''
+def mask_of(t):
+    return torch.ones(t, t).tril()
+
+
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x - x.mean(dim=-1, keepdim=True) - x.amax(dim=-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g - g.mean(dim=-1, keepdim=True)
+
+
+def unused(x):
+    return x.tril()
+
+
+def f(x):
+    m = mask_of(x.shape[-1])
+    return Fn.apply(x) * m
+'''
+
+
+def test_helpers_are_one_family_for_every_operator():
+    """The definitions f hands work to (an autograd Function it applies, a function it calls) get every
+    operator's sites, each sentence saying where; a definition f never calls gets none."""
+    import ast as _ast
+
+    tree = _ast.parse(HELPED)
+    assert [h.name for h in M.helpers(M._scope(tree, "f"), M._parents(tree), "f")] == ["mask_of", "Fn"]
+    ops = _by_op(HELPED)
+    (swapped,) = [m for m in ops["diagonal-triangle-swapped"]]
+    assert "torch.ones(t, t).triu()" in _body(swapped) and "x.tril()" in _body(swapped)  # `unused` untouched
+    assert swapped.sentence.startswith("in `mask_of` (or wherever your `f` does that work): the result keeps the upper")
+    terms = ops["term-dropped"]
+    assert any("return x - x.amax(dim=-1, keepdim=True)" in _body(m) for m in terms)
+    assert all(m.sentence.startswith("in `Fn` (or wherever your `f` does that work): ") for m in terms)
+    redefined = _ast.parse(terms[0].source).body[-1]  # the changed Function, redefined right before f
+    assert isinstance(redefined, _ast.If) and [n.name for n in redefined.body] == ["Fn", "f"]
+
+
+def test_a_helpers_sites_sit_in_their_own_familys_turn():
+    """Round-robin over the operators, each operator's sites in f before those in its helpers: a helper's
+    term is among the first round's candidates (one per operator that fires), not after every other
+    family's sites in the helper."""
+    first_round = len(M.fired(HELPED, "f"))
+    order = [m.family for m in M.mutants(HELPED, "f", cap=10_000)]
+    assert "term" in order[:first_round] and len(order) > first_round
+
+
+def test_each_candidate_knows_the_one_function_it_changes():
+    """`within`: the qualified name of the function holding the change (what a check must call to see it);
+    None for a change at a class's or the cell's top level."""
+    cands = M.mutants(HELPED, "f", cap=10_000)
+    within = {(m.operator, m.within) for m in cands}
+    assert ("term-dropped", "Fn.forward") in within and ("term-dropped", "Fn.backward") in within
+    assert ("diagonal-triangle-swapped", "mask_of") in within
+    assert all(m.within in {"f", "mask_of", "Fn.forward", "Fn.backward", None} for m in cands)
+    src = "class f:\n    scale = math.sqrt(d)\n\n    def forward(self, x):\n        return x / math.sqrt(x.shape[-1])\n"
+    by = {m.sentence: m.within for m in M.mutants(src, "f", cap=10_000) if m.family == "scale"}
+    assert None in by.values() and "f.forward" in by.values()  # the class attribute runs with the cell
