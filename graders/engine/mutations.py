@@ -60,7 +60,6 @@ class Mutant:
     source: str
     operator: str  # "<family>-<variant>": the stable part of the diagnosis id, mutation:<operator>
     sentence: str  # the concept, with the code's own names; shown as the diagnosis when it reproduces
-    within: str | None = None  # the qualified name of the one function the change is inside, else None
 
     @property
     def family(self) -> str:
@@ -619,62 +618,11 @@ def _helper_sites(op, helper: ast.AST, parents, exercise: str) -> list[Site]:
     helper, changed, right before the exercise (so the exercise calls the changed copy); each variant at every
     place before the next variant."""
     h_nodes = list(ast.walk(helper))
-    sites = [s for s in op(h_nodes, parents, {"exercise": helper.name, "operators": ()}) if 0 not in s[0]]
+    sites = [s for s in op(h_nodes, parents, {"exercise": helper.name}) if 0 not in s[0]]
     order = list(dict.fromkeys(s[2] for s in sites))
-    out = []
-    for indices, build, operator, sentence in sorted(sites, key=lambda s: order.index(s[2])):
-        redefine = lambda d, indices=indices, build=build: _redefined(helper, indices, build, d)  # noqa: E731
-        redefine.within = _within(parents, [h_nodes[i] for i in indices])
-        out.append(((0,), redefine, operator, f"in `{helper.name}` (or wherever your `{exercise}` does that work): "
-                                                f"{sentence}"))
-    return out
-
-
-def _qualnames(tree: ast.Module) -> dict[int, str]:
-    """{id(def node): its qualified name as Python gives it (`C.m`, `f.<locals>.g`)}, for the defs whose name is
-    unique in the tree (a name defined twice is ambiguous: left out)."""
-    out: dict[int, str] = {}
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = prefix + child.name
-                out[id(child)] = name
-                walk(child, name + (".<locals>." if not isinstance(child, ast.ClassDef) else "."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    counts: dict[str, int] = {}
-    for name in out.values():
-        counts[name] = counts.get(name, 0) + 1
-    return {k: v for k, v in out.items() if counts[v] == 1}
-
-
-def _within(parents, changed: list[ast.AST]) -> str | None:
-    """The qualified name of the innermost function holding every changed node (a changed def counts as
-    inside the scope that defines it), or None: code that runs at the cell's or a class's top level. A
-    check that never calls that function sees the change nowhere."""
-    root = None
-    for node in changed:
-        cur = node
-        while id(cur) in parents:
-            cur = parents[id(cur)][0]
-            if isinstance(cur, ast.ClassDef):
-                return None  # (a class body runs when the cell runs)
-            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                break
-        else:
-            return None
-        if root is not None and cur is not root:
-            return None
-        root = cur
-    if root is None:
-        return None
-    top = root
-    while id(top) in parents:
-        top = parents[id(top)][0]
-    return _qualnames(top).get(id(root)) if isinstance(top, ast.Module) else None
+    return [((0,), (lambda d, indices=indices, build=build: _redefined(helper, indices, build, d)), operator,
+             f"in `{helper.name}` (or wherever your `{exercise}` does that work): {sentence}")
+            for indices, build, operator, sentence in sorted(sites, key=lambda s: order.index(s[2]))]
 
 
 def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
@@ -690,7 +638,7 @@ def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     """Per operator, its sites: in the exercise's own definition first, then in each helper it hands work to."""
     nodes = _scope(tree, exercise)
     parents = _parents(tree)
-    ctx = {"exercise": exercise, "operators": operators}
+    ctx = {"exercise": exercise}
     around = helpers(nodes, parents, exercise)
     queues = []
     for op in operators:
@@ -715,10 +663,8 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
     except SyntaxError:
         return []
     original = ast.unparse(tree)
-    nodes = _scope(tree, exercise)
-    if not nodes:
+    if not _scope(tree, exercise):
         return []
-    parents = _parents(tree)
     queues = _queues(tree, exercise, operators)
     out, seen = [], {original}
     while any(queues) and len(out) < cap:
@@ -729,9 +675,7 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
                 if src is None or src.strip() in seen:
                     continue
                 seen.add(src.strip())
-                within = getattr(site[1], "within", "") if site[0] == (0,) and hasattr(site[1], "within") else \
-                    _within(parents, [nodes[i] for i in site[0]])
-                out.append(Mutant(src, site[2], site[3], within))
+                out.append(Mutant(src, site[2], site[3]))
                 break
             if len(out) >= cap:
                 break
@@ -795,13 +739,6 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     counts["candidates"] = len(cands)
     checks = [(c, cfg) for c in CHECKS_OF(module).of(exercise) for cfg in c.configs if cfg in configs
               and not (only_public and c.hidden)]
-    reach = None
-    if len({m.within for m in cands}) > 1:  # changes in different functions: which checks call which
-        try:
-            with (alarm(max(budget - (time.perf_counter() - started), 0.001)) if alarm else contextlib.nullcontext()):
-                reach = _reach(module, ns, exercise, configs, only_public, hidden_seed)
-        except _probe.ExerciseTimeout:
-            pass
     kept: dict = {}
     for n, m in enumerate(cands):
         left = budget - (time.perf_counter() - started)
@@ -812,14 +749,9 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         _probe.register_source(name, m.source)  # triton reads a kernel's source
         m_ns = dict(ns)
         try:
-            unreached = [c for c in CHECKS_OF(module).of(exercise) if reach and m.within
-                         and reach.get(c.name) is not None and m.within not in reach[c.name]]
             with (alarm(left) if alarm else contextlib.nullcontext()):
                 exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
-                obs = _probe.probe_exercise(_without(module, unreached), m_ns, exercise, configs, only_public,
-                                            hidden_seed)
-            if unreached:
-                counts["reused"] = counts.get("reused", 0) + _reuse(obs, reference, unreached)
+                obs = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed)
         except _probe.ExerciseTimeout:
             counts["skipped"] = len(cands) - n
             break
@@ -838,90 +770,6 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     counts["kept"] = len(kept)
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
-
-
-def _reach(module, ns: dict, exercise: str, configs, only_public: bool, hidden_seed) -> dict | None:
-    """{check name: the qualified names of the solved cell's functions it calls, or None: all of them (a check
-    on a GPU)}, traced on the solved namespace one check at a time (the same seeds, so the same inputs as
-    every candidate's); None when the cell's functions cannot be told apart (no code of the exercise's cell
-    is seen running)."""
-    import sys
-    import threading
-
-    from . import probe as _probe
-    from .checks import CHECKS_OF
-
-    filename = _filename(ns.get(exercise))
-    if filename is None:
-        return None
-    seen: set[str] = set()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename == filename:
-            seen.add(frame.f_code.co_qualname)
-
-    out: dict[str, set[str] | None] = {}
-    before = sys.getprofile()
-    for check in CHECKS_OF(module).of(exercise):
-        if any(cfg.device != "cpu" for cfg in check.configs if cfg in configs):
-            out[check.name] = None  # (a GPU's backward runs on the engine's own threads, which no profile sees)
-            continue
-        others = [c for c in CHECKS_OF(module).of(exercise) if c.name != check.name]
-        seen = set()
-        sys.setprofile(profile)
-        threading.setprofile(profile)
-        try:
-            _probe.probe_exercise(_without(module, others), dict(ns), exercise, configs, only_public, hidden_seed)
-        finally:
-            sys.setprofile(before)
-            threading.setprofile(None)
-        out[check.name] = seen
-    if not any(name.split(".")[0] == exercise for names in out.values() if names for name in names):
-        return None  # the exercise's own code never seen: its cell's file name is not the one traced
-    return out
-
-
-def _filename(obj) -> str | None:
-    """The file name the solved cell's code was compiled under, from the exercise's function or a method."""
-    code = getattr(obj, "__code__", None)
-    if code is None and isinstance(obj, type):
-        for v in vars(obj).values():
-            code = getattr(getattr(v, "__func__", v), "__code__", None)
-            if code is not None:
-                break
-    return code.co_filename if code is not None else None
-
-
-def _without(module, checks: list):
-    """`module` as probe_exercise reads it, less `checks` (the same objects: their seeds are unchanged)."""
-    if not checks:
-        return module
-    import types
-
-    from .checks import CHECKS_OF
-
-    kept = copy.copy(CHECKS_OF(module))
-    kept[:] = [c for c in CHECKS_OF(module) if all(c is not d for d in checks)]
-    proxy = types.ModuleType(module.__name__)
-    proxy.__dict__.update(vars(module))
-    proxy.CHECKS = kept
-    return proxy
-
-
-def _reuse(obs: dict, reference: dict, unreached: list) -> int:
-    """Put the reference's observations in place of `unreached` checks' (checks that never call the function a
-    mutant changes observe the reference's code there, on the same inputs); the checks in the reference's
-    order. Returns how many check results were reused."""
-    r_checks = reference.get("checks", {})
-    keys = {c.key(cfg) for c in unreached for cfg in c.configs} & set(r_checks)
-    merged = {k: (r_checks[k] if k in keys else obs["checks"][k]) for k in r_checks
-              if k in keys or k in obs["checks"]}
-    merged.update({k: v for k, v in obs["checks"].items() if k not in merged})
-    obs["checks"] = merged
-    names = {c.name for c in unreached}
-    obs["mutated"] = (obs.get("mutated", []) + [m for m in reference.get("mutated", [])
-                                                if m.split(": ", 1)[0] in names])[:5]
-    return len(keys)
 
 
 def _shows(checks, obs: dict, reference: dict) -> bool:

@@ -173,15 +173,3 @@ def test_a_helpers_sites_sit_in_their_own_familys_turn():
     order = [m.family for m in M.mutants(HELPED, "f", cap=10_000)]
     assert "term" in order[:first_round] and len(order) > first_round
 
-
-def test_each_candidate_knows_the_one_function_it_changes():
-    """`within`: the qualified name of the function holding the change (what a check must call to see it);
-    None for a change at a class's or the cell's top level."""
-    cands = M.mutants(HELPED, "f", cap=10_000)
-    within = {(m.operator, m.within) for m in cands}
-    assert ("term-dropped", "Fn.forward") in within and ("term-dropped", "Fn.backward") in within
-    assert ("diagonal-triangle-swapped", "mask_of") in within
-    assert all(m.within in {"f", "mask_of", "Fn.forward", "Fn.backward", None} for m in cands)
-    src = "class f:\n    scale = math.sqrt(d)\n\n    def forward(self, x):\n        return x / math.sqrt(x.shape[-1])\n"
-    by = {m.sentence: m.within for m in M.mutants(src, "f", cap=10_000) if m.family == "scale"}
-    assert None in by.values() and "f.forward" in by.values()  # the class attribute runs with the cell
