@@ -23,7 +23,8 @@ operators, in the order they are tried (round-robin, so a cap keeps every family
   residual     x + f(x) → f(x)
   repeat       repeat_interleave ↔ tiling (torch.cat([x] * n))
   mask         masked_fill / where with the mask inverted
-  neginf       -inf → -1e9, -inf → 0
+  neginf       -inf → -1e9, -inf → 0; -inf → -1e9 with the fills by other masks (the all -inf row's special
+               case) left out (op_finite_unguarded, tried after every other family)
   default      an optional argument ignored: its name replaced by its default (one use, or all of them)
 
 Every family also runs inside the definitions of the same cell the exercise hands its work to (`helpers`:
@@ -544,6 +545,35 @@ def _is_none_test(parents, node) -> bool:
     return isinstance(parent, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in parent.ops)
 
 
+def op_finite_unguarded(nodes, parents, ctx) -> Iterator[Site]:
+    """-inf → -1e9 where a mask removes scores that a softmax reads later, with every fill by another mask
+    of the same code left out: a finite fill never meets a row of -inf only, so the code written with one has
+    no special case for a row with nothing left (what a student who fills with -1e9 writes)."""
+    fills = [i for i, n in enumerate(nodes) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "masked_fill" and len(n.args) == 2]
+    softmaxes = [n.lineno for n in nodes if isinstance(n, ast.Call) and _call_name(n) in ("softmax", "log_softmax")]
+    for i in fills:
+        node = nodes[i]
+        if not _is_neginf(node.args[1]) or not any(line > node.lineno for line in softmaxes):
+            continue
+        mask = _u(node.args[0])
+        others = [j for j in fills if _u(nodes[j].args[0]) != mask]
+        if not others:
+            continue
+        what = _target_of(nodes, parents, node)
+        names = ", ".join(dict.fromkeys(_short(nodes[j].args[0], 16) for j in others))
+        yield (i, *others), (lambda c, mask=mask: _finite_fill(c) if _u(c.args[0]) == mask else c.func.value), \
+            "neginf-finite-unguarded", \
+            (f"the entries of {what} that {_short(node.args[0], 16)} removes are set to -1e9, not -inf, and the "
+             f"masked_fill by {names} is left out everywhere: a row with every entry removed then gets equal weights "
+             f"(the average of all values), not what that fill gave it")
+
+
+def _finite_fill(call: ast.Call) -> ast.Call:
+    call.args[1] = _const(-1e9)
+    return call
+
+
 OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison, op_slice, op_sign, op_arguments,
                                    op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
                                    op_default)
@@ -581,6 +611,7 @@ FAMILY_HINTS.update(_module.MODULE_HINTS)
 
 
 OPERATORS += _shape.OPERATORS  # layouts, layers (01-05)
+OPERATORS += (op_finite_unguarded,)  # (after every other family: it adds to the neginf family's turn, last)
 for _family, _text in _shape.HINTS.items():
     FAMILY_HINTS.setdefault(_family, _text)
 

@@ -173,3 +173,22 @@ def test_a_helpers_sites_sit_in_their_own_familys_turn():
     order = [m.family for m in M.mutants(HELPED, "f", cap=10_000)]
     assert "term" in order[:first_round] and len(order) > first_round
 
+
+
+def test_a_finite_fill_comes_without_the_all_removed_rows_special_case():
+    """-inf → -1e9 where the mask removes scores a softmax reads, with the fills by another mask (the rows with
+    nothing left) left out; not where there is no other mask, nor where no softmax follows."""
+    src = '''
+def f(q, k, mask):
+    scores = q @ k.transpose(-2, -1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    visible = mask.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~visible, 0.0)
+    return torch.softmax(scores, dim=-1).masked_fill(~visible, 0.0)
+'''
+    (m,) = _by_op(src)["neginf-finite-unguarded"]
+    b = _body(m)
+    assert "scores.masked_fill(~mask, -1000000000.0)" in b and "~visible" not in b.replace("visible = ", "")
+    assert "`scores` that ~mask removes are set to -1e9" in m.sentence and "by ~visible is left out" in m.sentence
+    assert "neginf-finite-unguarded" not in _by_op(SDPA)  # one mask only
+    assert "neginf-finite-unguarded" not in _by_op(src.replace("torch.softmax(scores, dim=-1)", "scores"))
