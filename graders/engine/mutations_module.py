@@ -608,7 +608,7 @@ def op_ratio(nodes, parents, ctx) -> Iterator[Site]:
         if M._is_sqrt(node.right) is not None or M._is_sqrt(node.left) is not None:
             continue  # the scale family's
         what = _what(nodes, parents, node)
-        a, b = _s(node.left, 20), _s(node.right, 20)
+        a, b = (f"({_s(x, 20)})" if isinstance(x, ast.BinOp) else _s(x, 20) for x in (node.left, node.right))
         if M._dims(node.left) and M._dims(node.right) and isinstance(node.right, ast.BinOp):
             yield (i,), (lambda n: ast.BinOp(n.right, ast.Div(), n.left)), "ratio-inverted", \
                 f"the ratio in {what} is upside down: {b} / {a}, not {a} / {b}"

@@ -148,7 +148,8 @@ def test_online_offset_window_and_the_rest():
     _any(ops, "size-from-start", "T = x.shape[1]")
     _any(ops, "copy-rebound", "param.data = ours[name]")
     _any(ops, "gqa-tiled", "k, v = (k.repeat(1, n, 1, 1), v.repeat(1, n, 1, 1))")
-    _any(ops, "ratio-inverted", "scale ** ((dim - 2) / dim)")
+    m = _any(ops, "ratio-inverted", "scale ** ((dim - 2) / dim)")
+    assert "upside down: (dim - 2) / dim, not dim / (dim - 2)" in m.sentence  # the terms grouped as computed
     _any(ops, "ratio-multiplied", "inv = inv * scale")
     _any(ops, "step-missing", "pass")
 
