@@ -254,9 +254,14 @@ def op_comparison(nodes, parents, ctx) -> Iterator[Site]:
             (f"the comparison of {left} with {right} {'includes' if incl else 'excludes'} the boundary "
              f"({_SYMBOL[new]}): an off-by-one at {right}")
         neg = _NEGATED[op]
-        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", \
-            (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it selects the "
-             f"positions it should leave out")
+        parent = parents.get(id(node), (None,))[0]
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is node:  # a branch, not a selection
+            sentence = (f"the test of {left} against {right} is the wrong way round ({_SYMBOL[neg]}): what runs "
+                        f"under it runs in the cases it should skip, and not in the cases it is for")
+        else:
+            sentence = (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it "
+                        f"selects the positions it should leave out")
+        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", sentence
 
 
 def _with_op(node: ast.Compare, op) -> ast.Compare:

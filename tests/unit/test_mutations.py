@@ -192,3 +192,11 @@ def f(q, k, mask):
     assert "`scores` that ~mask removes are set to -1e9" in m.sentence and "by ~visible is left out" in m.sentence
     assert "neginf-finite-unguarded" not in _by_op(SDPA)  # one mask only
     assert "neginf-finite-unguarded" not in _by_op(src.replace("torch.softmax(scores, dim=-1)", "scores"))
+
+
+def test_a_negated_test_of_a_branch_speaks_of_the_branch_not_of_positions():
+    src = "def f(x, n, limit):\n    if n > limit:\n        x = x[-limit:]\n    return x[x > 0]\n"
+    by = {_body(m).split("\n")[1].strip(): m.sentence for m in _by_op(src)["comparison-negated"]}
+    assert "the wrong way round (<=): what runs under it runs in the cases it should skip" in by["if n <= limit:"]
+    (other,) = [s for k, s in by.items() if k != "if n <= limit:"]
+    assert "selects the positions it should leave out" in other
