@@ -24,7 +24,7 @@ operators, in the order they are tried (round-robin, so a cap keeps every family
   repeat       repeat_interleave ↔ tiling (torch.cat([x] * n))
   mask         masked_fill / where with the mask inverted
   neginf       -inf → -1e9, -inf → 0; -inf → -1e9 with the fills by other masks (the all -inf row's special
-               case) left out (op_finite_unguarded, tried after every other family)
+               case) left out (op_finite_unguarded, tried after the module families)
   default      an optional argument ignored: its name replaced by its default (one use, or all of them)
 
 Every family also runs inside the definitions of the same cell the exercise hands its work to (`helpers`:
@@ -615,8 +615,9 @@ FAMILY_HINTS: dict[str, str] = {
 FAMILY_HINTS.update(_module.MODULE_HINTS)
 
 
+OPERATORS += (op_finite_unguarded,)  # (after the module families: a second turn of the neginf family)
+op_finite_unguarded.families = ("neginf",)
 OPERATORS += _shape.OPERATORS  # layouts, layers (01-05)
-OPERATORS += (op_finite_unguarded,)  # (after every other family: it adds to the neginf family's turn, last)
 for _family, _text in _shape.HINTS.items():
     FAMILY_HINTS.setdefault(_family, _text)
 
