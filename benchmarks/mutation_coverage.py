@@ -9,8 +9,9 @@ candidates (after the cap) it gives; pure ast, no torch run.
 --exact: per lesson, the catalogue mistakes whose code a candidate is exactly (ast-normalised); pure ast.
 --withheld: each catalogued mistake (edits) planted, graded in process with its own catalogue entry withheld
 and the engine's mutants (every candidate, or --budget seconds per exercise as the reference child runs
-them): named by a mutant (the library found it), by another catalogued mistake, structurally, or not at all;
-`--json FILE` merges each lesson's counts and per-mistake outcome into FILE (docs/data/mutation_coverage.json).
+them): named by a mutant (the library found it), by another catalogued mistake, structurally, as a fact
+(no cause), or not at all; `--json FILE` merges each lesson's counts and per-mistake outcome into FILE
+(docs/data/mutation_coverage.json).
 --cost: against `--before` (a checkout of the code before, e.g. `git archive main | tar -x -C /tmp/base`),
 in one run, interleaved: the reference build (`course check LESSON --solution` with an empty cache), the
 cache file's size, and `course check` of a notebook with one catalogued mistake and of the solved notebook
@@ -34,9 +35,10 @@ sys.path[:0] = [str(HERE), str(HERE / "tests")]
 
 def fired() -> None:
     from graders.engine.mistakes import solved_cell
-    from graders.engine.mutations import fired as sites, mutants
+    from graders.engine.mutations import CAP, fired as sites, mutants
     from graders.registry import LESSONS
 
+    every = []
     for lesson in LESSONS:
         rows = []
         for ex in lesson.exercises:
@@ -45,9 +47,13 @@ def fired() -> None:
             except LookupError:
                 continue
             rows.append((ex.name, sites(src, ex.name), len(mutants(src, ex.name))))
+            every.append(rows[-1][2])
         fams = sorted({f for _, s, _ in rows for f in s})
         print(f"{lesson.id}: {len(fams)} operator families fire ({', '.join(fams)}); candidates per exercise "
               + ", ".join(f"{n} {c}" for n, _, c in rows))
+    every.sort()
+    print(f"all: {len(every)} exercises, candidates per exercise min {every[0]}, median "
+          f"{every[len(every) // 2]}, max {every[-1]}; {sum(c >= CAP for c in every)} at the cap of {CAP}")
 
 
 def exact(lessons: list[str]) -> None:
@@ -106,7 +112,7 @@ def withheld(lessons: list[str], budget: float, json_path: Path | None = None) -
         import graders.engine.mutations as gm
         gm.probe_mutants = bounded
     tmp = Path(tempfile.mkdtemp())
-    total = {"mutant": 0, "catalogue": 0, "structural": 0, "none": 0, "passed": 0}
+    total = {"mutant": 0, "catalogue": 0, "structural": 0, "fact": 0, "none": 0, "passed": 0}
     for lid in lessons:
         lesson = find_lesson(lid)
         counts = dict.fromkeys(total, 0)
@@ -119,8 +125,8 @@ def withheld(lessons: list[str], budget: float, json_path: Path | None = None) -
                                    withheld=[m.id])
             ident = ex.diagnosis_id or ""
             kind = ("passed" if ex.status == "passed" else "mutant" if ident.startswith("mutation:")
-                    else "structural" if ident.startswith("structural:") else "none" if not ident or ident == "other"
-                    else "catalogue")
+                    else "structural" if ident.startswith("structural:") else "fact" if ident.startswith("fact:")
+                    else "none" if not ident or ident == "other" else "catalogue")
             counts[kind] += 1
             rows.append({"exercise": m.exercise, "mistake": m.id, "status": ex.status, "outcome": kind,
                          "diagnosis_id": ident or None})
@@ -133,9 +139,10 @@ def withheld(lessons: list[str], budget: float, json_path: Path | None = None) -
         kept = sum(v["kept"] for v in cand.values())
         tried = sum(v["tried"] for v in cand.values())
         skipped = sum(v["skipped"] for v in cand.values())
+        reused = sum(v.get("reused", 0) for v in cand.values())
         print(f"{lid}: {counts['mutant']}/{n} catalogue mistakes named by a mutant ({', '.join(named)}); "
-              f"by another catalogue entry {counts['catalogue']}, structural {counts['structural']}, none "
-              f"{counts['none']}; mutants tried {tried}, kept {kept}, skipped {skipped}", flush=True)
+              f"by another catalogue entry {counts['catalogue']}, structural {counts['structural']}, a fact "
+              f"{counts['fact']}, none {counts['none']}; mutants tried {tried}, kept {kept}, skipped {skipped}; check results reused {reused}", flush=True)
         if json_path is not None:
             import torch
 

@@ -23,8 +23,13 @@ operators, in the order they are tried (round-robin, so a cap keeps every family
   residual     x + f(x) → f(x)
   repeat       repeat_interleave ↔ tiling (torch.cat([x] * n))
   mask         masked_fill / where with the mask inverted
-  neginf       -inf → -1e9, -inf → 0
+  neginf       -inf → -1e9, -inf → 0; -inf → -1e9 with the fills by other masks (the all -inf row's special
+               case) left out (op_finite_unguarded, tried after the module families)
   default      an optional argument ignored: its name replaced by its default (one use, or all of them)
+
+Every family also runs inside the definitions of the same cell the exercise hands its work to (`helpers`:
+an autograd Function it applies, a function it calls): such a mutant redefines the helper, changed, right
+before the exercise, and its sentence says where ("in `Fn` (or wherever your `f` does that work): ...").
 
 A mutant that does not compile or whose source equals the original is dropped; the child drops the ones
 whose observations pass every check (equivalent, for the checks) and keeps the first of those with equal
@@ -249,9 +254,14 @@ def op_comparison(nodes, parents, ctx) -> Iterator[Site]:
             (f"the comparison of {left} with {right} {'includes' if incl else 'excludes'} the boundary "
              f"({_SYMBOL[new]}): an off-by-one at {right}")
         neg = _NEGATED[op]
-        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", \
-            (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it selects the "
-             f"positions it should leave out")
+        parent = parents.get(id(node), (None,))[0]
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is node:  # a branch, not a selection
+            sentence = (f"the test of {left} against {right} is the wrong way round ({_SYMBOL[neg]}): what runs "
+                        f"under it runs in the cases it should skip, and not in the cases it is for")
+        else:
+            sentence = (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it "
+                        f"selects the positions it should leave out")
+        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", sentence
 
 
 def _with_op(node: ast.Compare, op) -> ast.Compare:
@@ -540,6 +550,35 @@ def _is_none_test(parents, node) -> bool:
     return isinstance(parent, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot)) for o in parent.ops)
 
 
+def op_finite_unguarded(nodes, parents, ctx) -> Iterator[Site]:
+    """-inf → -1e9 where a mask removes scores that a softmax reads later, with every fill by another mask
+    of the same code left out: a finite fill never meets a row of -inf only, so the code written with one has
+    no special case for a row with nothing left (what a student who fills with -1e9 writes)."""
+    fills = [i for i, n in enumerate(nodes) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "masked_fill" and len(n.args) == 2]
+    softmaxes = [n.lineno for n in nodes if isinstance(n, ast.Call) and _call_name(n) in ("softmax", "log_softmax")]
+    for i in fills:
+        node = nodes[i]
+        if not _is_neginf(node.args[1]) or not any(line > node.lineno for line in softmaxes):
+            continue
+        mask = _u(node.args[0])
+        others = [j for j in fills if _u(nodes[j].args[0]) != mask]
+        if not others:
+            continue
+        what = _target_of(nodes, parents, node)
+        names = ", ".join(dict.fromkeys(_short(nodes[j].args[0], 16) for j in others))
+        yield (i, *others), (lambda c, mask=mask: _finite_fill(c) if _u(c.args[0]) == mask else c.func.value), \
+            "neginf-finite-unguarded", \
+            (f"the entries of {what} that {_short(node.args[0], 16)} removes are set to -1e9, not -inf, and the "
+             f"masked_fill by {names} is left out everywhere: a row with every entry removed then gets equal weights "
+             f"(the average of all values), not what that fill gave it")
+
+
+def _finite_fill(call: ast.Call) -> ast.Call:
+    call.args[1] = _const(-1e9)
+    return call
+
+
 OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison, op_slice, op_sign, op_arguments,
                                    op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
                                    op_default)
@@ -576,6 +615,8 @@ FAMILY_HINTS: dict[str, str] = {
 FAMILY_HINTS.update(_module.MODULE_HINTS)
 
 
+OPERATORS += (op_finite_unguarded,)  # (after the module families: a second turn of the neginf family)
+op_finite_unguarded.families = ("neginf",)
 OPERATORS += _shape.OPERATORS  # layouts, layers (01-05)
 for _family, _text in _shape.HINTS.items():
     FAMILY_HINTS.setdefault(_family, _text)
@@ -584,26 +625,84 @@ for _family, _text in _shape.HINTS.items():
 # The candidates of one exercise
 
 
+def helpers(nodes, parents, exercise: str) -> list[ast.AST]:
+    """The definitions of the exercise's own cell that it hands work to, in the order it first names them: an
+    autograd Function it `.apply`s, a class it returns an instance of, a function of the cell it calls."""
+    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
+    if not isinstance(module, ast.Module):
+        return []
+    defs = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not nodes[0]
+            and n.name != exercise}
+    out = []
+    for n in nodes:
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
+            name = f.value.id
+        elif isinstance(f, ast.Name) and (isinstance(defs.get(f.id), ast.FunctionDef)
+                                          or isinstance(parents.get(id(n), (None,))[0], ast.Return)):
+            name = f.id
+        else:
+            continue
+        if name in defs and defs[name] not in out:
+            out.append(defs[name])
+    return out
+
+
+def _helper_sites(op, helper: ast.AST, parents, exercise: str) -> list[Site]:
+    """`op`'s sites inside `helper`, each as a change of the exercise's own definition: the mutant redefines the
+    helper, changed, right before the exercise (so the exercise calls the changed copy); each variant at every
+    place before the next variant."""
+    h_nodes = list(ast.walk(helper))
+    sites = [s for s in op(h_nodes, parents, {"exercise": helper.name}) if 0 not in s[0]]
+    order = list(dict.fromkeys(s[2] for s in sites))
+    return [((0,), (lambda d, indices=indices, build=build: _redefined(helper, indices, build, d)), operator,
+             f"in `{helper.name}` (or wherever your `{exercise}` does that work): {sentence}")
+            for indices, build, operator, sentence in sorted(sites, key=lambda s: order.index(s[2]))]
+
+
+def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
+    twin = copy.deepcopy(helper)
+    nodes = list(ast.walk(twin))
+    parents = _parents(twin)
+    for i in indices:
+        _replace(parents, nodes[i], build(nodes[i]))
+    return ast.If(ast.Constant(True), [twin, exercise_def], [])
+
+
+def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
+    """Per operator, its sites: in the exercise's own definition first, then in each helper it hands work to."""
+    nodes = _scope(tree, exercise)
+    parents = _parents(tree)
+    ctx = {"exercise": exercise}
+    around = helpers(nodes, parents, exercise)
+    queues = []
+    for op in operators:
+        q: list[Site] = []
+        for sites in (lambda: op(nodes, parents, ctx), *(lambda h=h: _helper_sites(op, h, parents, exercise)
+                                                        for h in around)):
+            try:
+                q += list(sites())
+            except (ValueError, TypeError, AttributeError, IndexError):
+                pass
+        queues.append(q)
+    return queues
+
+
 def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> list[Mutant]:
     """The candidate mutants of `exercise` in `source` (its solved defining cell): each a compilable source that
-    differs from the original, in a fixed order (round-robin over the operators, so a cap keeps every
-    family), at most `cap`."""
+    differs from the original and from every earlier candidate, in a fixed order (round-robin over the
+    operators, so a cap keeps every family; each operator's sites in the exercise itself before those in
+    its helpers), at most `cap`."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     original = ast.unparse(tree)
-    nodes = _scope(tree, exercise)
-    if not nodes:
+    if not _scope(tree, exercise):
         return []
-    parents = _parents(tree)
-    ctx = {"exercise": exercise, "operators": operators}  # (the helper families run every other one)
-    queues = []
-    for op in operators:
-        try:
-            queues.append(list(op(nodes, parents, ctx)))
-        except (ValueError, TypeError, AttributeError, IndexError):
-            queues.append([])
+    queues = _queues(tree, exercise, operators)
     out, seen = [], {original}
     while any(queues) and len(out) < cap:
         for q in queues:
@@ -621,18 +720,16 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
 
 
 def fired(source: str, exercise: str, operators=OPERATORS) -> dict[str, int]:
-    """How many sites each operator finds in `exercise` (for benchmarks/mutation_coverage.py)."""
+    """How many sites each operator finds in `exercise` and the helpers it hands work to (for
+    benchmarks/mutation_coverage.py)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return {}
-    nodes = _scope(tree, exercise)
-    parents = _parents(tree)
     counts = {}
-    for op in operators:
-        n = sum(1 for _ in op(nodes, parents, {"exercise": exercise, "operators": operators}))
-        if n:
-            counts[op.__name__.removeprefix("op_")] = n
+    for op, q in zip(operators, _queues(tree, exercise, operators)):
+        if q:
+            counts[op.__name__.removeprefix("op_")] = len(q)
     return counts
 
 

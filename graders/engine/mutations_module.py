@@ -4,7 +4,6 @@ The families mutations.py registers beside its own (`MODULE_OPERATORS`, `MODULE_
 exactly as mutations.py's operators do (indices into the exercise's scope, a builder, an operator id, a
 sentence about the concept in the code's own names, never the reference's line):
 
-  helper      any family above, in a function the exercise's cell defines beside it and calls
   branch      an `if` on a flag never or always taken; a clause of an `and` test dropped; a conditional
               expression that always gives one of its two values
   keyword     a keyword argument dropped (the callee's default), all of a call's, or the same one from every
@@ -35,7 +34,8 @@ sentence about the concept in the code's own names, never the reference's line):
   softmax     a division of the logits (a temperature) moved after the softmax
   size        a size read from the start of .shape instead of from its end
 
-Pure `ast`; no torch here. mutations.py imports this module to build its OPERATORS; the helpers shared with
+Every family also runs inside the definitions of the cell the exercise hands its work to (mutations.py
+`helpers`). Pure `ast`; no torch here. mutations.py imports this module to build its OPERATORS; the helpers shared with
 it live in mutation_ast.py (reached through `_m()`), so neither module imports the other both ways.
 """
 
@@ -608,7 +608,7 @@ def op_ratio(nodes, parents, ctx) -> Iterator[Site]:
         if M._is_sqrt(node.right) is not None or M._is_sqrt(node.left) is not None:
             continue  # the scale family's
         what = _what(nodes, parents, node)
-        a, b = _s(node.left, 20), _s(node.right, 20)
+        a, b = (f"({_s(x, 20)})" if isinstance(x, ast.BinOp) else _s(x, 20) for x in (node.left, node.right))
         if M._dims(node.left) and M._dims(node.right) and isinstance(node.right, ast.BinOp):
             yield (i,), (lambda n: ast.BinOp(n.right, ast.Div(), n.left)), "ratio-inverted", \
                 f"the ratio in {what} is upside down: {b} / {a}, not {a} / {b}"
@@ -869,47 +869,9 @@ def op_softmax(nodes, parents, ctx) -> Iterator[Site]:
                 f"division must reshape the distribution, not scale its sum"
 
 
-def op_helper(nodes, parents, ctx) -> Iterator[Site]:
-    """Every other family's sites in a function the exercise's cell defines beside it and calls (a mask
-    helper): the mutant redefines the helper, changed, just before the exercise."""
-    M = _m()
-    if not nodes or id(nodes[0]) not in parents or not isinstance(parents[id(nodes[0])][0], ast.Module):
-        return
-    called = {n.func.id for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    helpers = [h for h in parents[id(nodes[0])][0].body if isinstance(h, ast.FunctionDef) and h.name in called
-               and h.name != ctx["exercise"]]
-    queues = []
-    for h in helpers:
-        h_nodes = list(ast.walk(h))
-        for op in ctx.get("operators", ()):  # every family of mutations.OPERATORS (mutations.mutants passes them)
-            if op is op_helper:
-                continue
-            try:
-                sites = [s for s in op(h_nodes, parents, {"exercise": h.name}) if 0 not in s[0]]
-            except (ValueError, TypeError, AttributeError, IndexError):
-                continue
-            order = list(dict.fromkeys(s[2] for s in sites))  # each variant at every place before the next variant
-            queues.append([(h, s) for s in sorted(sites, key=lambda s: order.index(s[2]))])
-    while any(queues):
-        for q in queues:
-            if q:
-                h, (indices, build, operator, sentence) = q.pop(0)
-                yield (0,), (lambda node, h=h, indices=indices, build=build: _with_helper(node, h, indices, build)), \
-                    operator, f"in `{h.name}`, {sentence}"
-
-
-def _with_helper(node: ast.AST, helper: ast.FunctionDef, indices, build) -> ast.AST:
-    twin = copy.deepcopy(helper)
-    twin_nodes = list(ast.walk(twin))
-    twin_parents = _m()._parents(twin)
-    for i in indices:
-        _m()._replace(twin_parents, twin_nodes[i], build(twin_nodes[i]))
-    return ast.If(ast.Constant(True), [twin, node], [])
-
-
 Site = tuple  # (indices, builder, operator id, sentence), as mutations.py's
 
-MODULE_OPERATORS = (op_helper, op_branch, op_keyword, op_call, op_activation, op_norm, op_dropout, op_term, op_offset, op_rope,
+MODULE_OPERATORS = (op_branch, op_keyword, op_call, op_activation, op_norm, op_dropout, op_term, op_offset, op_rope,
                     op_ratio, op_online, op_step, op_window, op_topk, op_rounding, op_reduction, op_factor, op_order, op_gqa,
                     op_copy, op_size, op_tie, op_softmax)
 
@@ -919,7 +881,6 @@ MODULE_HINTS = {
     "tie": "Is the head's weight the embedding's own Parameter (the same object), or a tensor with the same "
            "values? Compare them with `is`.",
     "softmax": "Which operations act on the logits before the softmax, and which on the probabilities after it?",
-    "helper": "The function your code calls may be where it goes wrong: try it alone on a small case.",
     "branch": "Which cases does each `if` and each `a if c else b` in your code cover? Try an input for each "
               "case the text names and print which way it went.",
     "keyword": "Check each call's keyword arguments against the text: which settings does it ask for, and which "

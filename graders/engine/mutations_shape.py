@@ -22,8 +22,9 @@ under the cap. In the order they are tried:
   device     device= dropped (made on the default device)
   fill       masked_fill with one mask dropped everywhere (what that mask selects is never set)
   diagonal   tril/triu's offset dropped (the triangle's edge on the main diagonal)
-  (helpers)  every operator above and mutations.py's, inside a definition of the same cell the exercise
-             delegates to (`Fn.apply(...)`, `return helper(...)`): the mutant redefines it before the exercise
+
+(Every family also runs inside the definitions of the cell the exercise hands its work to: mutations.py
+`helpers`.)
 
 Pure `ast`; no torch here.
 """
@@ -603,70 +604,14 @@ def op_diagonal_offset(nodes, parents, ctx) -> Iterator[Site]:
                          f"diagonal, without the offset {_short(kw.value, 20)}")
 
 
-# ----------------------------------------------------------------------------------------------
-# helpers: the cell's own class or function the exercise hands its work to
-
-
-def _delegates(nodes, parents) -> list[ast.AST]:
-    """The definitions of the exercise's cell that it delegates to: `Fn.apply(...)` (an autograd Function)
-    and `return helper(...)`."""
-    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
-    if not isinstance(module, ast.Module):
-        return []
-    defs = {n.name: n for n in module.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not nodes[0]
-            and not n.decorator_list}
-    out = []
-    for n in nodes:
-        if not isinstance(n, ast.Call):
-            continue
-        f = n.func
-        if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
-            name = f.value.id
-        elif isinstance(f, ast.Name) and isinstance(parents.get(id(n), (None,))[0], ast.Return):
-            name = f.id
-        else:
-            continue
-        if name in defs and defs[name] not in out:
-            out.append(defs[name])
-    return out
-
-
-def op_helpers(nodes, parents, ctx) -> Iterator[Site]:
-    """Every other operator's sites in a definition the exercise delegates to: the mutant redefines it
-    (a changed copy) right before the exercise's own definition."""
-    for helper in _delegates(nodes, parents):
-        h_nodes = list(ast.walk(helper))
-        for op in ctx.get("operators", ()):  # every family of mutations.OPERATORS (mutations.mutants passes them)
-            if op is op_helpers:
-                continue
-            try:
-                sites = list(op(h_nodes, parents, {"exercise": helper.name}))
-            except (ValueError, TypeError, AttributeError, IndexError):
-                continue
-            where = f"; this is in `{helper.name}`, or wherever `{ctx['exercise']}` does its work"
-            for indices, build, operator, sentence in sites:
-                yield (0,), (lambda d, helper=helper, indices=indices, build=build:
-                             _redefined(helper, indices, build, d)), operator, sentence + where
-
-
-def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If:
-    twin = copy.deepcopy(helper)
-    nodes = list(ast.walk(twin))
-    parents = _parents(twin)
-    for i in indices:
-        _replace(parents, nodes[i], build(nodes[i]))
-    return ast.If(ast.Constant(True), [twin, exercise_def], [])
-
-
 OPERATORS = (op_layout, op_layer, op_scale_size, op_returned, op_fallback, op_flag, op_axis_more, op_axes_kept, op_term,
-             op_parameter, op_statistic, op_cast_order, op_device, op_fill, op_diagonal_offset,
-             op_helpers)
+             op_parameter, op_statistic, op_cast_order, op_device, op_fill, op_diagonal_offset)
 
 # The families each operator's ids belong to (`<family>-<variant>`), where the function's name is not the family
-# (tests/unit/test_hints_follow_cause.py: every family has a hint); op_helpers speaks with the others' ids.
+# (tests/unit/test_hints_follow_cause.py: every family has a hint).
 for _op, _families in ((op_layout, ("layout", "repeat")), (op_scale_size, ("scale",)), (op_fallback, ("default",)),
                        (op_flag, ("default",)), (op_axis_more, ("axis",)), (op_axes_kept, ("axis",)),
-                       (op_cast_order, ("cast",)), (op_diagonal_offset, ("diagonal",)), (op_helpers, ())):
+                       (op_cast_order, ("cast",)), (op_diagonal_offset, ("diagonal",))):
     _op.families = _families
 
 HINTS = {
@@ -687,4 +632,4 @@ HINTS = {
 }
 
 from .mutation_ast import MODULES, Site, _call_name, _const, _int_value, _is_sqrt, _is_neginf, _names, \
-    _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402  (the shared ast helpers)
+    _rename_call, _short, _target_of, _u, _without_kw  # noqa: E402  (the shared ast helpers)

@@ -6,17 +6,9 @@ from __future__ import annotations
 import ast
 
 from graders.engine import mutations as M
+from mutation_sites import body as _body, by_op as _by_op
 
 
-def _by_op(src: str, name: str = "f") -> dict[str, list[M.Mutant]]:
-    out: dict[str, list[M.Mutant]] = {}
-    for m in M.mutants(src, name):
-        out.setdefault(m.operator, []).append(m)
-    return out
-
-
-def _body(m: M.Mutant) -> str:
-    return ast.unparse(ast.parse(m.source))
 
 
 SDPA = '''
@@ -128,3 +120,83 @@ def test_a_mutant_id_is_stable_and_not_catalogued():
 
     assert pickle.loads(pickle.dumps(text)).ident == "mutation:scale-linear"
     assert copy.deepcopy(text).ident == "mutation:scale-linear"
+
+
+HELPED = '''
+def mask_of(t):
+    return torch.ones(t, t).tril()
+
+
+class Fn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x - x.mean(dim=-1, keepdim=True) - x.amax(dim=-1, keepdim=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g - g.mean(dim=-1, keepdim=True)
+
+
+def unused(x):
+    return x.tril()
+
+
+def f(x):
+    m = mask_of(x.shape[-1])
+    return Fn.apply(x) * m
+'''
+
+
+def test_helpers_are_one_family_for_every_operator():
+    """The definitions f hands work to (an autograd Function it applies, a function it calls) get every
+    operator's sites, each sentence saying where; a definition f never calls gets none."""
+    import ast as _ast
+
+    tree = _ast.parse(HELPED)
+    assert [h.name for h in M.helpers(M._scope(tree, "f"), M._parents(tree), "f")] == ["mask_of", "Fn"]
+    ops = _by_op(HELPED)
+    (swapped,) = [m for m in ops["diagonal-triangle-swapped"]]
+    assert "torch.ones(t, t).triu()" in _body(swapped) and "x.tril()" in _body(swapped)  # `unused` untouched
+    assert swapped.sentence.startswith("in `mask_of` (or wherever your `f` does that work): the result keeps the upper")
+    terms = ops["term-dropped"]
+    assert any("return x - x.amax(dim=-1, keepdim=True)" in _body(m) for m in terms)
+    assert all(m.sentence.startswith("in `Fn` (or wherever your `f` does that work): ") for m in terms)
+    redefined = _ast.parse(terms[0].source).body[-1]  # the changed Function, redefined right before f
+    assert isinstance(redefined, _ast.If) and [n.name for n in redefined.body] == ["Fn", "f"]
+
+
+def test_a_helpers_sites_sit_in_their_own_familys_turn():
+    """Round-robin over the operators, each operator's sites in f before those in its helpers: a helper's
+    term is among the first round's candidates (one per operator that fires), not after every other
+    family's sites in the helper."""
+    first_round = len(M.fired(HELPED, "f"))
+    order = [m.family for m in M.mutants(HELPED, "f", cap=10_000)]
+    assert "term" in order[:first_round] and len(order) > first_round
+
+
+
+def test_a_finite_fill_comes_without_the_all_removed_rows_special_case():
+    """-inf → -1e9 where the mask removes scores a softmax reads, with the fills by another mask (the rows with
+    nothing left) left out; not where there is no other mask, nor where no softmax follows."""
+    src = '''
+def f(q, k, mask):
+    scores = q @ k.transpose(-2, -1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    visible = mask.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~visible, 0.0)
+    return torch.softmax(scores, dim=-1).masked_fill(~visible, 0.0)
+'''
+    (m,) = _by_op(src)["neginf-finite-unguarded"]
+    b = _body(m)
+    assert "scores.masked_fill(~mask, -1000000000.0)" in b and "~visible" not in b.replace("visible = ", "")
+    assert "`scores` that ~mask removes are set to -1e9" in m.sentence and "by ~visible is left out" in m.sentence
+    assert "neginf-finite-unguarded" not in _by_op(SDPA)  # one mask only
+    assert "neginf-finite-unguarded" not in _by_op(src.replace("torch.softmax(scores, dim=-1)", "scores"))
+
+
+def test_a_negated_test_of_a_branch_speaks_of_the_branch_not_of_positions():
+    src = "def f(x, n, limit):\n    if n > limit:\n        x = x[-limit:]\n    return x[x > 0]\n"
+    by = {_body(m).split("\n")[1].strip(): m.sentence for m in _by_op(src)["comparison-negated"]}
+    assert "the wrong way round (<=): what runs under it runs in the cases it should skip" in by["if n <= limit:"]
+    (other,) = [s for k, s in by.items() if k != "if n <= limit:"]
+    assert "selects the positions it should leave out" in other

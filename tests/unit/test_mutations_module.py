@@ -7,18 +7,10 @@ from __future__ import annotations
 import ast
 
 from graders.engine import mutations as M
+from mutation_sites import body as _body, by_op as _by_op
 from graders.engine import mutations_module as MM
 
 
-def _by_op(src: str, name: str = "f") -> dict[str, list[M.Mutant]]:
-    out: dict[str, list[M.Mutant]] = {}
-    for m in M.mutants(src, name, cap=10_000):
-        out.setdefault(m.operator, []).append(m)
-    return out
-
-
-def _body(m: M.Mutant) -> str:
-    return ast.unparse(ast.parse(m.source))
 
 
 # An identical source claimed by another module's family earlier in the round-robin (mutations_shape.py):
@@ -156,7 +148,8 @@ def test_online_offset_window_and_the_rest():
     _any(ops, "size-from-start", "T = x.shape[1]")
     _any(ops, "copy-rebound", "param.data = ours[name]")
     _any(ops, "gqa-tiled", "k, v = (k.repeat(1, n, 1, 1), v.repeat(1, n, 1, 1))")
-    _any(ops, "ratio-inverted", "scale ** ((dim - 2) / dim)")
+    m = _any(ops, "ratio-inverted", "scale ** ((dim - 2) / dim)")
+    assert "upside down: (dim - 2) / dim, not dim / (dim - 2)" in m.sentence  # the terms grouped as computed
     _any(ops, "ratio-multiplied", "inv = inv * scale")
     _any(ops, "step-missing", "pass")
 
@@ -190,7 +183,7 @@ class f(nn.Module):
 '''
     ops = _by_op(src)
     m = _any(ops, "comparison-boundary", "mask = mask & (j >= i - window)")
-    assert m.sentence.startswith("in `window_mask`, ")
+    assert m.sentence.startswith("in `window_mask` (or wherever your `f` does that work): ")
     last = ast.parse(m.source).body[-1]  # the changed helper, redefined just before the exercise
     assert isinstance(last, ast.If) and [type(n) for n in last.body] == [ast.FunctionDef, ast.ClassDef]
     assert "j >= i - window" in ast.unparse(last.body[0]) and "j > i - window" in ast.unparse(ast.parse(m.source).body[0])
