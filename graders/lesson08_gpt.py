@@ -21,7 +21,7 @@ from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 from .engine.checks import Arg, Domain
-from .interface import PASSED, arguments, layout_first, state_layout
+from .interface import PASSED, UPDATE_CALLED, arguments, layout_first, state_layout, update
 from .engine.probe import relaid, seed_global
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
@@ -170,13 +170,17 @@ def _config_domain_judge(s, r, ctx):
 
 # The declared domain of GPTConfig: every field at its default, at the smallest valid value and just outside
 # its range (0, a width not divisible by the heads, dropout 1.0 and below 0), bias off, and a second config
-# built first. A valid config keeps its values; an invalid one raises ValueError naming a field it breaks.
+# built first, by keyword or positionally in the fields' order. A valid config keeps its values; an invalid one
+# raises ValueError naming a field it breaks.
 CONFIG_DOMAIN = Domain(
     args=(Arg("vocab_size", (50257, 1, 0)), Arg("block_size", (1024, 1, 0)), Arg("n_layer", (12, 1, 0)),
           Arg("n_head, n_embd", ("12, 768", "1, 1", "4, 32", "0, 768", "5, 768", "4, 0")),
           Arg("dropout", (0.0, 0.999, 1.0, -0.1)), Arg("bias", (True, False)),
-          Arg("instances", ("one", "after another config was built"))),
+          Arg("instances", ("one", "after another config was built")), PASSED),
     tensors=False, examples=4)
+
+# The fields in the order the lesson's table (and the dataclass it gives) lists them: a positional call's order.
+_CONFIG_ORDER = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias")
 
 
 @CHECKS.domain("GPTConfig", CONFIG_DOMAIN, _config_domain_judge)
@@ -189,9 +193,10 @@ def config_domain(ctx, ex):
               n_embd=embd, dropout=ex["dropout"], bias=ex["bias"])
     if ex["instances"] != "one":
         ctx.call(ctx.target, **TINY, dropout=0.1, bias=not ex["bias"])
-    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw)}
+    args, kwargs = arguments(_CONFIG_ORDER, kw, {}, ex["passed"])
+    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw) if kwargs else ", ".join(map(repr, args))}
     try:
-        made = ctx.call(ctx.target, **kw)
+        made = ctx.call(ctx.target, *args, **kwargs)
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
@@ -599,11 +604,13 @@ def kv_separate(ctx):
 
 # The declared domain of KVCache: batch, heads and head widths from 1 up, steps of several new positions and
 # of one, one layer to four, keys and values of different dtypes (float16 included) and layouts, each varied
-# alone, and two caches filled in turn (no state shared between instances).
+# alone, two caches filled in turn (no state shared between instances), and `update(layer_idx, k, v)` called
+# positionally, as a model does, or by its parameters' names.
 KV_DOMAIN = Domain(
     args=(Arg("B, H, Dh", ("2, 3, 5", "1, 1, 1", "1, 2, 64")),
           Arg("steps (new positions)", ("3, 2, 1", "1", "1, 1, 1, 1, 1", "7, 4")),
-          Arg("layer_idx", ("0, 1", "0", "0, 1, 2, 3")), Arg("instances", ("one", "two caches filled in turn"))),
+          Arg("layer_idx", ("0, 1", "0", "0, 1, 2, 3")), Arg("instances", ("one", "two caches filled in turn")),
+          UPDATE_CALLED),
     dtypes=(("k", ("float32", "float64", "float16")), ("v", ("float32", "float64", "float16"))),
     layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
     examples=5)
@@ -623,7 +630,7 @@ def kv_domain(ctx, ex):
             for layer in layers:
                 k = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of k"])), ex["layout of k"])
                 v = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of v"])), ex["layout of v"])
-                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                k_all, v_all = ctx.unpack(update(ctx, cache, ex, layer, k, v), 2, "a pair (k_all, v_all)")
                 obs[f"{tag}keys of layer {layer} after step {step}"] = k_all
                 obs[f"{tag}values of layer {layer} after step {step}"] = v_all
             obs[f"{tag}len after step {step}"] = len(cache)

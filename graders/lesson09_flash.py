@@ -671,10 +671,11 @@ def kv_dtypes(ctx):
 
 # The declared domains of the two counters: every argument at 1 (the lower edge), a default and a large value
 # (past 2⁵³ in products), causal with Tq < Tk (the defaults: a KV cache's prefill), Tq = Tk and Tq > Tk; every
-# dtype a cache is kept in, integers included, and the defaults (batch, dtype) left out or given.
+# dtype a cache is kept in, integers included, and the defaults (batch, dtype) left out or given; the optional
+# arguments (causal; batch, dtype) by keyword or positionally in the signature's order.
 FLOPS_DOMAIN = Domain(
     args=(Arg("causal", (False, True)), Arg("t_q", (5, 1, 12, 20, 1000003)), Arg("t_k", (12, 1, 999983)),
-          Arg("b", (2, 1, 7)), Arg("h", (3, 1, 64)), Arg("d", (8, 1, 128))), tensors=False, examples=8)
+          Arg("b", (2, 1, 7)), Arg("h", (3, 1, 64)), Arg("d", (8, 1, 128)), PASSED), tensors=False, examples=8)
 
 
 def _same_int(key=None):
@@ -690,9 +691,13 @@ def flops_domain(ctx, ex):
     sizes = (ex["b"], ex["h"], ex["t_q"], ex["t_k"], ex["d"])
     call = f"attention_flops({', '.join(map(str, sizes))}"
     obs = {}
-    if not ex["causal"]:  # the default left out; the causal count of the same sizes too, in every example
-        obs[call + ")"] = ctx.call(ctx.target, *sizes)
-    obs[call + ", causal=True)"] = ctx.call(ctx.target, *sizes, causal=True)
+    # the default left out (by keyword) or given as False (in the signature's order); the causal count of the same
+    # sizes too, in every example
+    cases = ({}, {"causal": True}) if not ex["causal"] else ({"causal": True},)
+    for given in cases:
+        args, kwargs = arguments(("causal",), given, {"causal": False}, ex["passed"])
+        text = "".join(f", {a!r}" for a in args) + "".join(f", {k}={v!r}" for k, v in kwargs.items())
+        obs[call + text + ")"] = ctx.call(ctx.target, *sizes, *args, **kwargs)
     return obs
 
 

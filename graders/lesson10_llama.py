@@ -20,7 +20,7 @@ from .engine.compare import close
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
-from .interface import PASSED, arguments, layout_first, state_layout
+from .interface import PASSED, UPDATE_CALLED, arguments, layout_first, state_layout, update
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
                         kv_steps, kv_updates, precision_judge, training_steps,
@@ -569,23 +569,30 @@ def rolling_model(ctx):
 
 
 def _rolling_bad_judge(s, r, ctx):
-    return expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
+    for window in (0, -3):
+        msg = expect_value_error(s[f"window={window}"], f"RollingKVCache({window})", "window")
+        if msg:
+            return msg
+    return None
 
 
 @CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True,
               rule="ValueError for a window below 1, the message naming window")
 def rolling_bad(ctx):
-    return {"window=0": ctx.raised(ctx.target, 0)}
+    return {"window=0": ctx.raised(ctx.target, 0), "window=-3": ctx.raised(ctx.target, -3)}
 
 
 # The declared domain of RollingKVCache: windows from 1 to past every position given, chunks that pass the window
 # one at a time or all at once, one to three layers, any (B, H, Dh), float32 or float64, k and v each laid out
-# any way, and two caches used in turn (each keeps its own positions: no state shared between instances).
+# any way, and two caches used in turn (each keeps its own positions: no state shared between instances); the
+# cache made as `RollingKVCache(window)` or `RollingKVCache(window=...)`, and `update(layer_idx, k, v)` called
+# positionally or by its parameters' names.
 _ROLLING_STEPS = {"3, 2, 1, 4, 1": (3, 2, 1, 4, 1), "one at a time, 9 times": (1,) * 9,
                   "12 at once, then 1, 1": (12, 1, 1), "5, 5, 5": (5, 5, 5)}
 ROLLING_DOMAIN = Domain(
     args=(Arg("window", (4, 1, 3, 32)), Arg("steps", tuple(_ROLLING_STEPS)), Arg("layer_idx", ("0, 1", "0", "0, 1, 2")),
-          Arg("B, H, Dh", ("2, 3, 5", "1, 1, 8")), Arg("caches", ("one", "two, used in turn"))),
+          Arg("B, H, Dh", ("2, 3, 5", "1, 1, 8")), Arg("caches", ("one", "two, used in turn")),
+          Arg("window given", ("positionally", "by keyword (window=)")), UPDATE_CALLED),
     dtypes=(("k, v", ("float32", "float64")),),
     layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
     examples=4)
@@ -608,14 +615,16 @@ def rolling_domain(ctx, ex):
     layers = [int(n) for n in ex["layer_idx"].split(", ")]
     dtype = getattr(torch, ex["dtype of k, v"])
     names = ("A", "B") if ex["caches"] != "one" else ("A",)
-    caches = {name: ctx.call(ctx.target, ex["window"]) for name in names}
+    by_name = ex["window given"] != "positionally"
+    caches = {name: ctx.call(ctx.target, window=ex["window"]) if by_name else ctx.call(ctx.target, ex["window"])
+              for name in names}
     obs, lengths = {}, {name: [] for name in names}
     for step, t in enumerate(_ROLLING_STEPS[ex["steps"]]):
         for name, cache in caches.items():  # in turn: A's layers, then B's, step by step
             for layer in layers:
                 k = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of k"])
                 v = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of v"])
-                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                k_all, v_all = ctx.unpack(update(ctx, cache, ex, layer, k, v), 2, "a pair (k_all, v_all)")
                 obs[f"cache {name}: keys returned for layer {layer} at step {step + 1}"] = k_all
                 obs[f"cache {name}: values returned for layer {layer} at step {step + 1}"] = v_all
             lengths[name].append(len(cache))
@@ -657,17 +666,52 @@ def config_fields(ctx):
 
 # The declared domain of LlamaConfig: every field at a non-default value and at the edges of its valid range
 # (sizes of 1, MHA and MQA, a head size of 2, an odd n_head, a window of 1 and past block_size, a tiny norm_eps),
-# each of which must be accepted and kept as given.
+# each of which must be accepted and kept as given; and just past each rule the exercise states (a size of 0,
+# an n_embd not divisible by n_head whose floor quotient is even, an odd head size, an n_kv_head that does not
+# divide n_head, a window of 0 and below, a norm_eps of 0 and below), each of which must raise ValueError naming
+# a field it breaks. Built by keyword, or positionally in the fields' order.
 CONFIG_DOMAIN = Domain(
-    args=(Arg("vocab_size", (67, 1, 128256)), Arg("block_size", (24, 1, 8192)), Arg("n_layer", (2, 1, 32)),
-          Arg("n_head, n_kv_head, n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "1, 1, 2", "3, 3, 12", "32, 8, 4096")),
-          Arg("hidden_dim", (52, 1, 14336)), Arg("rope_base", (10000.0, 500000.0, 10.0)),
-          Arg("norm_eps", (1e-5, 1e-6, 1e-12, 0.5)), Arg("window", (None, 1, 24, 4096)),
-          Arg("tie_embeddings", (False, True))),
+    args=(Arg("vocab_size", (67, 1, 128256, 0)), Arg("block_size", (24, 1, 8192, 0)), Arg("n_layer", (2, 1, 32, 0)),
+          Arg("n_head, n_kv_head, n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "1, 1, 2", "3, 3, 12", "32, 8, 4096",
+                                            "0, 1, 36", "6, 0, 36", "6, 2, 0", "6, 2, 40", "6, 2, 30", "6, 4, 36")),
+          Arg("hidden_dim", (52, 1, 14336, 0)), Arg("rope_base", (10000.0, 500000.0, 10.0)),
+          Arg("norm_eps", (1e-5, 1e-6, 1e-12, 0.5, 0.0, -1e-5)), Arg("window", (None, 1, 24, 4096, 0, -2)),
+          Arg("tie_embeddings", (False, True)), PASSED),
     examples=6, tensors=False)
+
+# The fields in the order the lesson lists them (and the dataclass it gives): a positional call's order.
+_CONFIG_ORDER = ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "hidden_dim", "rope_base",
+                 "norm_eps", "window", "tie_embeddings")
+
+
+def _invalid_fields(kw: dict) -> list[str]:
+    """The fields the exercise's rules reject in `kw`, derived from the rules as the lesson states them."""
+    bad = [n for n in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "hidden_dim")
+           if kw[n] < 1]
+    if kw["n_head"] >= 1 and kw["n_embd"] >= 1 and (kw["n_embd"] % kw["n_head"] or (kw["n_embd"] // kw["n_head"]) % 2):
+        bad.append("n_embd")  # not divisible by n_head, or an odd head size
+    if kw["n_head"] >= 1 and kw["n_kv_head"] >= 1 and kw["n_head"] % kw["n_kv_head"]:
+        bad.append("n_kv_head")
+    if kw["window"] is not None and kw["window"] < 1:
+        bad.append("window")
+    if not kw["norm_eps"] > 0:
+        bad.append("norm_eps")
+    return bad
 
 
 def _config_domain_judge(s, r, ctx):
+    bad, call = r["invalid fields"], r["call"]
+    if bad:
+        names = " or ".join(f"`{b}`" for b in bad)
+        if s.get("error") != "ValueError":
+            got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
+            return f"LlamaConfig({call}) should raise ValueError naming {names}, but {got}"
+        if not any(b in s.get("error message", "") for b in bad):
+            return (f"LlamaConfig({call}) raised ValueError, but its message names none of {names}: "
+                    f"{s['error message']!r}")
+        return None
+    if s.get("error") != "nothing":
+        return f"LlamaConfig({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
     if s["fields"] != r["fields"]:
         diff = [f"{k}={s['fields'].get(k)!r} (given {v!r})" for k, v in r["fields"].items() if s["fields"].get(k) != v]
         return "a valid config should keep every field as given: " + ", ".join(diff)
@@ -679,9 +723,18 @@ def config_domain(ctx, ex):
     import dataclasses
 
     heads, kv, d = (int(n) for n in ex["n_head, n_kv_head, n_embd"].split(", "))
-    kwargs = {k: v for k, v in ex.items() if k != "n_head, n_kv_head, n_embd"}
-    made = ctx.call(ctx.target, **kwargs, n_head=heads, n_kv_head=kv, n_embd=d)
-    return {"fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
+    kw = {k: v for k, v in ex.items() if k not in ("n_head, n_kv_head, n_embd", "passed")}
+    kw = {**kw, "n_head": heads, "n_kv_head": kv, "n_embd": d}
+    args, kwargs = arguments(_CONFIG_ORDER, kw, {}, ex["passed"])
+    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw) if kwargs else ", ".join(map(repr, args))}
+    try:
+        made = ctx.call(ctx.target, *args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
+        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
+    return {**obs, "error": "nothing", "error message": "",
+            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1342,7 +1395,8 @@ def costs_values(ctx):
 
 # The declared domain of decoder_costs: every config field at a non-default value (the ones that change no cost
 # too), sizes from 1 to Llama 3 8B's, MHA and MQA, a tied head, 1 token to 15T, and the KV cache in any dtype:
-# 8 bytes (float64) down to 1 (int8, float8).
+# 8 bytes (float64) down to 1 (int8, float8), or the default (bfloat16) left out; `dtype` given by keyword or
+# positionally in the signature's order.
 COSTS_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1, 128256)), Arg("config.block_size", (24, 1, 8192)),
           Arg("config.n_layer", (2, 1, 32)),
@@ -1350,7 +1404,7 @@ COSTS_DOMAIN = Domain(
           Arg("config.hidden_dim", (52, 1, 14336)), Arg("config.tie_embeddings", (False, True)),
           Arg("config.rope_base, config.norm_eps, config.window", ("10000.0, 1e-05, None", "500000.0, 1e-06, 4")),
           Arg("tokens", (1000, 1, 15 * 10 ** 12)),
-          Arg("dtype", ("bfloat16", "float32", "float16", "float64", "int8", "float8_e4m3fn"))),
+          Arg("dtype", ("bfloat16", "float32", "float16", "float64", "int8", "float8_e4m3fn", "omitted")), PASSED),
     examples=6, tensors=False)
 
 
@@ -1362,7 +1416,9 @@ def costs_domain(ctx, ex):
                   n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=ex["config.hidden_dim"],
                   tie_embeddings=ex["config.tie_embeddings"], rope_base=float(base), norm_eps=float(eps),
                   window=None if window == "None" else int(window))
-    costs = ctx.call(ctx.target, cfg, ex["tokens"], dtype=getattr(torch, ex["dtype"]))
+    given = {} if ex["dtype"] == "omitted" else {"dtype": getattr(torch, ex["dtype"])}
+    args, kwargs = arguments(("dtype",), given, {"dtype": torch.bfloat16}, ex["passed"])
+    costs = ctx.call(ctx.target, cfg, ex["tokens"], *args, **kwargs)
     return {"costs": {"the costs": dict(costs) if isinstance(costs, dict) else costs}}
 
 

@@ -88,7 +88,10 @@ CHANGED = [("lesson01", "softmax"), ("lesson04", "LayerNorm"), ("lesson04", "bat
            ("lesson06", "LearnedPositionalEmbedding"), ("lesson07", "MLP"), ("lesson07", "TransformerBlock"),
            ("lesson08", "GPT"), ("lesson08", "generate"), ("lesson09", "flash_attention"),
            ("lesson09", "kv_cache_bytes"), ("lesson10", "SwiGLU"), ("lesson10", "LlamaAttention"),
-           ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits")]
+           ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits"),
+           ("lesson01", "scaled_dot_product_attention"), ("lesson08", "GPTConfig"), ("lesson08", "KVCache"),
+           ("lesson09", "attention_flops"), ("lesson10", "RollingKVCache"), ("lesson10", "LlamaConfig"),
+           ("lesson10", "decoder_costs")]
 
 
 @pytest.mark.parametrize("lesson_id, exercise", CHANGED, ids=[f"{l}-{e}" for l, e in CHANGED])
@@ -259,3 +262,76 @@ def test_rmsnorm_module_without_the_float32_upcast_fails_its_domain_in_float16()
 def test_triton_rms_norm_with_a_block_capped_at_1024_fails_on_rows_of_3000():
     edits = {"BLOCK=triton.next_power_of_2(n_cols))": "BLOCK=min(triton.next_power_of_2(n_cols), 1024))"}
     _domain_failure("lesson05", "rms_norm_triton", edits, D=3000)
+
+
+# ----------------------------------------------------------------------------------------------
+# the leftovers of positional calls (issue 44 item 6): attention's mask, the configs built positionally, the
+# caches' constructor and update by position or by name, decoder_costs' dtype, attention_flops' causal. Each
+# signature edit below passes every keyword call the checks made before.
+
+_CONFIG_SWAP = {"    n_head: int = 12\n    n_embd: int = 768\n": "    n_embd: int = 768\n    n_head: int = 12\n"}
+_LLAMA_SWAP = {"    n_kv_head: int\n    n_embd: int\n": "    n_embd: int\n    n_kv_head: int\n"}
+_UPDATE_NAMES = {"k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor,":
+                 "key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor,",
+                 "        ### BEGIN SOLUTION\n        if layer_idx == len(self.keys):":
+                 "        ### BEGIN SOLUTION\n        k, v = key, value\n        if layer_idx == len(self.keys):"}
+
+CALLS = [
+    ("lesson01", "scaled_dot_product_attention",  # mask keyword-only
+     {"v: torch.Tensor,\n                                 mask: torch.Tensor | None = None)":
+      "v: torch.Tensor, *,\n                                 mask: torch.Tensor | None = None)"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson08", "GPTConfig", _CONFIG_SWAP, {"passed": PASSED.values[1]}, "is a valid config, but it raised"),
+    ("lesson10", "LlamaConfig", _LLAMA_SWAP, {"passed": PASSED.values[1]}, "LlamaConfig(67, 24, 2, 6, 2, 36, 52"),
+    ("lesson08", "KVCache", _UPDATE_NAMES, {"update called": "by keyword (layer_idx=, k=, v=)"}, "layer_idx"),
+    ("lesson10", "RollingKVCache", _UPDATE_NAMES, {"update called": "by keyword (layer_idx=, k=, v=)"}, "layer_idx"),
+    ("lesson10", "RollingKVCache", {"def __init__(self, window: int):": "def __init__(self, size: int):\n        window = size"},
+     {"window given": "by keyword (window=)"}, "window"),
+    ("lesson09", "attention_flops", {"d: int, causal: bool = False) -> int:": "d: int, *, causal: bool = False) -> int:"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson10", "decoder_costs", {"dtype: torch.dtype = torch.bfloat16) -> dict:": "*, dtype: torch.dtype = torch.bfloat16) -> dict:"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson10", "decoder_costs",  # a default other than the stated bfloat16: every call gave dtype before
+     {"dtype: torch.dtype = torch.bfloat16) -> dict:": "dtype: torch.dtype = torch.float32) -> dict:"},
+     {"dtype": "omitted"}, "kv_bytes_per_token"),
+]
+
+
+@pytest.mark.parametrize("lesson_id, exercise, edits, simplest, named", CALLS,
+                         ids=[f"{l}-{e}-{next(iter(s))}" for l, e, _, s, _ in CALLS])
+def test_a_call_the_keyword_checks_never_made_fails_on_the_domain(lesson_id, exercise, edits, simplest, named):
+    msg = _domain_failure(lesson_id, exercise, edits, **simplest)
+    assert named in msg, msg
+
+
+# ----------------------------------------------------------------------------------------------
+# a config field's stated validation, just past each rule (lesson 10's LlamaConfig; lesson 08's drew it already)
+
+_LLAMA_RULES = [
+    # only the head size's parity: n_embd=40, n_head=6 (not divisible, floor quotient 6) is accepted
+    ({"        if self.n_embd % self.n_head:\n": "        if False:\n"},
+     {"n_head, n_kv_head, n_embd": "6, 2, 40"}, "naming `n_embd`, but it raised nothing"),
+    # norm_eps == 0 read as "not positive": a negative norm_eps is accepted
+    ({"if not self.norm_eps > 0:": "if self.norm_eps == 0:"}, {"norm_eps": -1e-5}, "`norm_eps`"),
+    # a window of 0 rejected, a negative one accepted
+    ({"if self.window is not None and self.window < 1:": "if self.window == 0:"}, {"window": -2}, "`window`"),
+    # n_head left out of the sizes' loop: n_head=0 reaches n_embd % n_head, a ZeroDivisionError, not ValueError
+    ({"(\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_kv_head\", \"n_embd\", \"hidden_dim\")":
+      "(\"vocab_size\", \"block_size\", \"n_layer\", \"n_kv_head\", \"n_embd\", \"hidden_dim\")"},
+     {"n_head, n_kv_head, n_embd": "0, 1, 36"}, "ZeroDivisionError"),
+]
+
+
+@pytest.mark.lesson10
+@pytest.mark.parametrize("edits, simplest, named", _LLAMA_RULES, ids=["divisible", "norm_eps<0", "window<0", "n_head=0"])
+def test_llama_config_missing_a_stated_validation_fails_on_the_domain(edits, simplest, named):
+    msg = _domain_failure("lesson10", "LlamaConfig", edits, **simplest)
+    assert named in msg, msg
+
+
+@pytest.mark.lesson10
+def test_rolling_cache_rejecting_only_window_0_fails_for_a_negative_window():
+    res = _judged("lesson10", "RollingKVCache", {"if window < 1:": "if window == 0:"})
+    failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
+    assert set(failed) == {"ValueError for a window below 1"}, failed
+    assert "RollingKVCache(-3)" in failed["ValueError for a window below 1"], failed
