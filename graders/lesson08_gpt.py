@@ -151,23 +151,6 @@ def _invalid_fields(kw: dict) -> list[str]:
     return bad
 
 
-def _config_domain_judge(s, r, ctx):
-    bad, call = r["invalid fields"], r["call"]
-    if bad:
-        names = " or ".join(f"`{b}`" for b in bad)
-        if s.get("error") != "ValueError":
-            got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
-            return f"GPTConfig({call}) should raise ValueError naming {names}, but {got}"
-        if not any(b in s.get("error message", "") for b in bad):
-            return f"GPTConfig({call}) raised ValueError, but its message names none of {names}: {s['error message']!r}"
-        return None
-    if s.get("error") != "nothing":
-        return f"GPTConfig({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
-    if s["fields"] != r["fields"]:
-        return f"GPTConfig({call}) should keep those values, got {s['fields']}"
-    return None
-
-
 # The declared domain of GPTConfig: every field at its default, at the smallest valid value and just outside
 # its range (0, a width not divisible by the heads, dropout 1.0 and below 0), bias off, and a second config
 # built first, by keyword or positionally in the fields' order. A valid config keeps its values; an invalid one
@@ -183,26 +166,15 @@ CONFIG_DOMAIN = Domain(
 _CONFIG_ORDER = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias")
 
 
-@CHECKS.domain("GPTConfig", CONFIG_DOMAIN, _config_domain_judge)
+@CHECKS.domain("GPTConfig", CONFIG_DOMAIN, lm.config_domain_judge("GPTConfig"))
 def config_domain(ctx, ex):
     _own_draws(ctx, ex)
-    import dataclasses
-
     heads, embd = (int(n) for n in ex["n_head, n_embd"].split(", "))
     kw = dict(vocab_size=ex["vocab_size"], block_size=ex["block_size"], n_layer=ex["n_layer"], n_head=heads,
               n_embd=embd, dropout=ex["dropout"], bias=ex["bias"])
     if ex["instances"] != "one":
         ctx.call(ctx.target, **TINY, dropout=0.1, bias=not ex["bias"])
-    args, kwargs = arguments(_CONFIG_ORDER, kw, {}, ex["passed"])
-    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw) if kwargs else ", ".join(map(repr, args))}
-    try:
-        made = ctx.call(ctx.target, *args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
-        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
-    return {**obs, "error": "nothing", "error message": "",
-            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
+    return lm.config_made(ctx, _Config, _CONFIG_ORDER, kw, ex["passed"], _invalid_fields(kw))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -699,42 +699,12 @@ def _invalid_fields(kw: dict) -> list[str]:
     return bad
 
 
-def _config_domain_judge(s, r, ctx):
-    bad, call = r["invalid fields"], r["call"]
-    if bad:
-        names = " or ".join(f"`{b}`" for b in bad)
-        if s.get("error") != "ValueError":
-            got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
-            return f"LlamaConfig({call}) should raise ValueError naming {names}, but {got}"
-        if not any(b in s.get("error message", "") for b in bad):
-            return (f"LlamaConfig({call}) raised ValueError, but its message names none of {names}: "
-                    f"{s['error message']!r}")
-        return None
-    if s.get("error") != "nothing":
-        return f"LlamaConfig({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
-    if s["fields"] != r["fields"]:
-        diff = [f"{k}={s['fields'].get(k)!r} (given {v!r})" for k, v in r["fields"].items() if s["fields"].get(k) != v]
-        return "a valid config should keep every field as given: " + ", ".join(diff)
-    return None
-
-
-@CHECKS.domain("LlamaConfig", CONFIG_DOMAIN, _config_domain_judge)
+@CHECKS.domain("LlamaConfig", CONFIG_DOMAIN, lm.config_domain_judge("LlamaConfig"))
 def config_domain(ctx, ex):
-    import dataclasses
-
     heads, kv, d = (int(n) for n in ex["n_head, n_kv_head, n_embd"].split(", "))
     kw = {k: v for k, v in ex.items() if k not in ("n_head, n_kv_head, n_embd", "passed")}
     kw = {**kw, "n_head": heads, "n_kv_head": kv, "n_embd": d}
-    args, kwargs = arguments(_CONFIG_ORDER, kw, {}, ex["passed"])
-    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw) if kwargs else ", ".join(map(repr, args))}
-    try:
-        made = ctx.call(ctx.target, *args, **kwargs)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
-        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
-    return {**obs, "error": "nothing", "error message": "",
-            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
+    return lm.config_made(ctx, _Config, _CONFIG_ORDER, kw, ex["passed"], _invalid_fields(kw))
 
 
 # ----------------------------------------------------------------------------------------------
