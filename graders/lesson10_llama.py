@@ -236,13 +236,16 @@ def hidden_values(ctx):
 
 def _hidden_bad_judge(s, r, ctx):
     return (expect_value_error(s["d_model=0"], "swiglu_hidden_dim(0)", "d_model")
-            or expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of"))
+            or expect_value_error(s["d_model=-8"], "swiglu_hidden_dim(-8)", "d_model")
+            or expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of")
+            or expect_value_error(s["multiple_of=-4"], "swiglu_hidden_dim(64, multiple_of=-4)", "multiple_of"))
 
 
 @CHECKS.probe("swiglu_hidden_dim", "ValueError for d_model or multiple_of below 1", _hidden_bad_judge, CPU,
               hidden=True, rule="ValueError for a d_model or multiple_of below 1, the message naming the argument")
 def hidden_bad(ctx):
-    return {"d_model=0": ctx.raised(ctx.target, 0), "multiple_of=0": ctx.raised(ctx.target, 64, 0)}
+    return {"d_model=0": ctx.raised(ctx.target, 0), "d_model=-8": ctx.raised(ctx.target, -8),
+            "multiple_of=0": ctx.raised(ctx.target, 64, 0), "multiple_of=-4": ctx.raised(ctx.target, 64, -4)}
 
 
 # The declared domain of swiglu_hidden_dim: widths from 1 to Llama 3 70B's, every multiple_of from 1 (no rounding,
@@ -1308,8 +1311,13 @@ def filter_domain(ctx, ex):
     return obs
 
 
+# just past each stated range, on both sides where it has two (min_p above 1 as well as below 0)
+_FILTER_BAD = (("top_k=0", "top_k"), ("top_k=-2", "top_k"), ("top_p=0", "top_p"), ("top_p=-0.5", "top_p"),
+               ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p"), ("min_p=1.5", "min_p"))
+
+
 def _filter_bad_judge(s, r, ctx):
-    for key, name in (("top_k=0", "top_k"), ("top_p=0", "top_p"), ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p")):
+    for key, name in _FILTER_BAD:
         msg = expect_value_error(s[key], f"filter_logits(..., {key})", name)
         if msg:
             return msg
@@ -1324,7 +1332,7 @@ def filter_bad(ctx):
     logits = ctx.randn(2, 9)
     return {key: ctx.raised(ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
                                                           if "." in key else int(key.split("=")[1])})
-            for key in ("top_k=0", "top_p=0", "top_p=1.5", "min_p=-0.1")}
+            for key, _ in _FILTER_BAD}
 
 
 # ----------------------------------------------------------------------------------------------

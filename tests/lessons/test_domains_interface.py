@@ -335,3 +335,35 @@ def test_rolling_cache_rejecting_only_window_0_fails_for_a_negative_window():
     failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
     assert set(failed) == {"ValueError for a window below 1"}, failed
     assert "RollingKVCache(-3)" in failed["ValueError for a window below 1"], failed
+
+
+# ----------------------------------------------------------------------------------------------
+# every ValueError the text states, with a value just past each side of the range (lesson 10)
+
+_BAD_VALUES = [
+    ("filter_logits", {"if min_p is not None and not 0.0 <= min_p <= 1.0:": "if min_p is not None and min_p < 0.0:"},
+     "ValueError for top_k < 1, top_p outside (0, 1], min_p outside [0, 1]", "min_p=1.5"),
+    ("swiglu_hidden_dim", {"if d_model < 1:": "if d_model == 0:"}, "ValueError for d_model or multiple_of below 1",
+     "swiglu_hidden_dim(-8)"),
+]
+
+
+@pytest.mark.lesson10
+@pytest.mark.parametrize("exercise, edits, check, named", _BAD_VALUES, ids=[e for e, *_ in _BAD_VALUES])
+def test_a_range_checked_on_one_side_only_fails_past_the_other(exercise, edits, check, named):
+    res = _judged("lesson10", exercise, edits)
+    failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
+    assert set(failed) == {check}, failed
+    assert named in failed[check], failed
+
+
+# ----------------------------------------------------------------------------------------------
+# a module's state_dict: LearnedPositionalEmbedding's table is `weight`, as the exercise names it (lesson 06)
+
+@pytest.mark.lesson06
+def test_a_position_table_under_another_name_fails_on_the_state_dict():
+    edits = {"self.weight = nn.Parameter(torch.empty(max_len, d_model))": "self.table = nn.Parameter(torch.empty(max_len, d_model))",
+             "nn.init.normal_(self.weight,": "nn.init.normal_(self.table,",
+             "self.weight[offset:offset + T]": "self.table[offset:offset + T]"}
+    msg = _domain_failure("lesson06", "LearnedPositionalEmbedding", edits)
+    assert "LearnedPositionalEmbedding's state_dict differs" in msg and "lacks weight (16, 12)" in msg, msg
