@@ -91,7 +91,8 @@ CHANGED = [("lesson01", "softmax"), ("lesson04", "LayerNorm"), ("lesson04", "bat
            ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits"),
            ("lesson01", "scaled_dot_product_attention"), ("lesson08", "GPTConfig"), ("lesson08", "KVCache"),
            ("lesson09", "attention_flops"), ("lesson10", "RollingKVCache"), ("lesson10", "LlamaConfig"),
-           ("lesson10", "decoder_costs")]
+           ("lesson10", "decoder_costs"), ("lesson09", "flash_attention"), ("lesson06", "LearnedPositionalEmbedding"),
+           ("lesson10", "swiglu_hidden_dim")]
 
 
 @pytest.mark.parametrize("lesson_id, exercise", CHANGED, ids=[f"{l}-{e}" for l, e in CHANGED])
@@ -367,3 +368,15 @@ def test_a_position_table_under_another_name_fails_on_the_state_dict():
              "self.weight[offset:offset + T]": "self.table[offset:offset + T]"}
     msg = _domain_failure("lesson06", "LearnedPositionalEmbedding", edits)
     assert "LearnedPositionalEmbedding's state_dict differs" in msg and "lacks weight (16, 12)" in msg, msg
+
+
+# ----------------------------------------------------------------------------------------------
+# internal precision with half inputs: flash_attention's lse is float32 whatever q's dtype (lesson 09)
+
+@pytest.mark.lesson09
+def test_flash_attention_with_lse_in_the_inputs_dtype_fails_for_half_inputs():
+    """Before: every check judged lse's values with its dtype left out, and only the battery gave half inputs."""
+    edits = {"lse = torch.empty(BH, Tq, device=q.device)  # float32":
+             "lse = torch.empty(BH, Tq, device=q.device, dtype=q.dtype)"}
+    msg = _domain_failure("lesson09", "flash_attention", edits, **{"dtype of q, k, v": "float16"})
+    assert "lse" in msg and "float32" in msg, msg
