@@ -471,7 +471,8 @@ _GPT_HINTS = {
 # arguments (targets or not, a cache fed a prompt then single tokens, or single tokens from empty), a batch of
 # 1, one token and a sequence of exactly block_size, idx int64 or int32 in any layout, float64 parameters, and a second model
 # built, or another length run, before this one's forward; torch's default device set to meta (idx on the CPU)
-# shows a tensor made without device=idx.device, as a GPU would.
+# shows a tensor made without device=idx.device, as a GPU would; targets and cache by keyword or positionally
+# (None given explicitly).
 GPT_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1, 300)), Arg("config.block_size", (16, 1, 40)),
           Arg("config.n_layer", (2, 1, 3)), Arg("config.n_head, config.n_embd", ("4, 32", "1, 8", "8, 16")),
@@ -479,7 +480,7 @@ GPT_DOMAIN = Domain(
           Arg("config.bias", (True, False)), Arg("B", (2, 1)), Arg("T", ("5", "1", "block_size")),
           Arg("targets", (None, "given")), Arg("cache", (None, "a prompt, then one at a time", "one at a time")),
           Arg("calls", ("one", "after another GPT was built", "after a forward of another length")),
-          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta"))),
+          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta")), PASSED),
     dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -507,16 +508,21 @@ def gpt_domain(ctx, ex):
     if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
         with torch.device("meta"):
             return {"logits": forward(ctx, model, idx)[0], **layout}
-    logits, loss = forward(ctx, model, idx, **kwargs)
+    args, kwargs = arguments(("targets", "cache"), kwargs, {"targets": None, "cache": None}, ex["passed"])
+    logits, loss = forward(ctx, model, idx, *args, **kwargs)
     obs = {"logits": logits, **layout}
     if ex["targets"]:
         obs["loss"] = loss
     else:
         obs["loss is None without targets"] = loss is None
+    if ex["passed"] != PASSED.values[0]:  # both given, in the signature's order: (idx, targets, cache)
+        both = forward(ctx, model, idx, _tokens(ctx, B, T, vocab=V), Cache())
+        obs.update({"logits of model(idx, targets, cache)": both[0], "loss of model(idx, targets, cache)": both[1]})
     if ex["cache"]:
         cache = Cache()
         first = T // 2 + 1 if ex["cache"].startswith("a prompt") else 1
-        pieces = [forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
+        args, kwargs = arguments(("targets", "cache"), {"cache": cache}, {"targets": None}, ex["passed"])
+        pieces = [forward(ctx, model, chunk, *args, **kwargs)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
         obs.update({"logits through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)})
     if mode == "train":
         model.train()

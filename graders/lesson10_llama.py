@@ -381,12 +381,21 @@ def attn_domain(ctx, ex):
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(attn, x, **kwargs), **layout}
+        return {"output": _forward_call(ctx, attn, x, kwargs, ex["passed"]), **layout}
     cache = _Rolling(ex["window"]) if ex["window"] else Cache()
     if ex["cache"] != "cache, 0 cached":  # 3 cached
         for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
             ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(attn, x, cache=cache, **kwargs), **layout}
+    return {"output": _forward_call(ctx, attn, x, {"cache": cache, **kwargs}, ex["passed"]), **layout}
+
+
+def _forward_call(ctx, module, x, given: dict, passed: str):
+    """`module(x, ...)` with the forward arguments `given` of (cache, layer_idx, start): by keyword, or all three
+    positionally in the signature's order, the ones not given at their defaults (cache and start None, given
+    explicitly: the course's own block and model pass them so)."""
+    args, kwargs = arguments(("cache", "layer_idx", "start"), given, {"cache": None, "layer_idx": 0, "start": None},
+                             passed)
+    return ctx.call(module, x, *args, **kwargs)
 
 
 def _absolute_judge(s, r, ctx):
@@ -759,7 +768,8 @@ BLOCK_DOMAIN = Domain(
           Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
           Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
           Arg("config.window", (None, 2)), Arg("T", (5, 1, 24)), Arg("cache", ("none", "cache, 3 cached")),
-          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000"))),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000")),
+          PASSED),
     layouts=(("x", ("contiguous", "transposed")),), examples=2)
 
 
@@ -775,11 +785,11 @@ def block_domain(ctx, ex):
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(block, x, **kwargs), **layout}
+        return {"output": _forward_call(ctx, block, x, kwargs, ex["passed"]), **layout}
     cache = _Rolling(ex["config.window"]) if ex["config.window"] else Cache()
     for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
         ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(block, x, cache=cache, **kwargs), **layout}
+    return {"output": _forward_call(ctx, block, x, {"cache": cache, **kwargs}, ex["passed"]), **layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -908,7 +918,7 @@ def llama_block_size(ctx):
 # goes, a window from 1 to past the sequence, a tied head), a batch of 1, sequences from 1 token to block_size,
 # targets or none, a cache fed in pieces of other lengths or after 7 cached positions (the start offset), two
 # models used in turn, each with its own cache (no state shared between instances), token ids in int64 or int32,
-# laid out any way.
+# laid out any way; targets and cache by keyword or positionally (None given explicitly).
 LLAMA_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1)), Arg("config.block_size", (24, 40)), Arg("config.n_layer", (1, 2)),
           Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
@@ -917,7 +927,7 @@ LLAMA_DOMAIN = Domain(
           Arg("config.window", (None, 1, 3, 64)), Arg("config.tie_embeddings", (False, True)),
           Arg("B", (2, 1)), Arg("T", (5, 1, 17)), Arg("targets", ("none", "given")),
           Arg("cache", ("none", "pieces of 3, 1, then the rest", "7 cached, then all T")),
-          Arg("models", ("one", "two, used in turn"))),
+          Arg("models", ("one", "two, used in turn")), PASSED),
     dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=2)
 
 
@@ -954,13 +964,18 @@ def llama_domain(ctx, ex):
     obs: dict = {}
     for a, b in cuts:
         for name in names:  # in turn: each model its own piece, its own cache
-            kwargs = {"cache": caches[name]} if caches else {}
+            given = {"cache": caches[name]} if caches else {}
             if targets:
-                kwargs["targets"] = targets[name][:, a:b]
-            logits, loss = forward(ctx, models[name], idx[name][:, a:b], **kwargs)
+                given["targets"] = targets[name][:, a:b]
+            args, kwargs = arguments(("targets", "cache"), given, {"targets": None, "cache": None}, ex["passed"])
+            logits, loss = forward(ctx, models[name], idx[name][:, a:b], *args, **kwargs)
             obs.setdefault(f"logits of model {name}", []).append(logits)
             if targets:
                 obs.setdefault(f"loss of model {name}, per call", []).append(loss.reshape(1))
+    if ex["passed"] != PASSED.values[0]:  # both given, in the signature's order: (idx, targets, cache)
+        both = forward(ctx, models["A"], idx["A"], _tokens(ctx, B, T, vocab=V), _Rolling(window) if window else Cache())
+        obs.update({"logits of model(idx, targets, cache)": [both[0]], "loss of model(idx, targets, cache)":
+                    [both[1].reshape(1) if isinstance(both[1], torch.Tensor) else both[1]]})
     return {**{k: torch.cat(v, dim=1 if k.startswith("logits") else 0) for k, v in obs.items()},
             "state_dict": state_layout(models["A"])}
 

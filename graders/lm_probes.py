@@ -57,9 +57,9 @@ def tokens(ctx, *shape, vocab: int):
     return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
 
 
-def forward(ctx, model, idx, **kwargs):
+def forward(ctx, model, idx, *args, **kwargs):
     """The model's (logits, loss), with a clear error when it returns anything else."""
-    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+    return ctx.unpack(ctx.call(model, idx, *args, **kwargs), 2, "a pair (logits, loss)")
 
 
 def call_text(kwargs: dict) -> str:

@@ -380,3 +380,28 @@ def test_flash_attention_with_lse_in_the_inputs_dtype_fails_for_half_inputs():
              "lse = torch.empty(BH, Tq, device=q.device, dtype=q.dtype)"}
     msg = _domain_failure("lesson09", "flash_attention", edits, **{"dtype of q, k, v": "float16"})
     assert "lse" in msg and "float32" in msg, msg
+
+
+# ----------------------------------------------------------------------------------------------
+# forward's optional arguments positionally, None given explicitly (lessons 08, 10): the course's own block and
+# model pass `start` and `cache` so
+
+_START_SENTINEL = {"start: int | None = None) -> torch.Tensor:": "start: int = -1) -> torch.Tensor:",
+                   "if start is None:": "if start == -1:"}
+_FORWARD = [
+    ("lesson10", "LlamaAttention", _START_SENTINEL, "TypeError"),
+    ("lesson10", "LlamaBlock",  # a sentinel of its own, turned into "none" before handing it to the attention
+     {"start: int | None = None) -> torch.Tensor:": "start: int = -1) -> torch.Tensor:",
+      "self.attn(self.ln1(x), cache, layer_idx, start)": "self.attn(self.ln1(x), cache, layer_idx, start if start >= 0 else None)"},
+     "TypeError"),
+    ("lesson08", "GPT", {"idx: torch.Tensor, targets: torch.Tensor | None = None,\n                cache=None)":
+                         "idx: torch.Tensor, cache=None,\n                targets: torch.Tensor | None = None)"}, ""),
+    ("lesson10", "Llama", {"idx: torch.Tensor, targets: torch.Tensor | None = None,\n                cache=None)":
+                           "idx: torch.Tensor, cache=None,\n                targets: torch.Tensor | None = None)"}, ""),
+]
+
+
+@pytest.mark.parametrize("lesson_id, exercise, edits, named", _FORWARD, ids=[f"{l}-{e}" for l, e, _, _ in _FORWARD])
+def test_a_forward_that_only_takes_keywords_fails_in_the_signature_order(lesson_id, exercise, edits, named):
+    msg = _domain_failure(lesson_id, exercise, edits, passed=PASSED.values[1])
+    assert named in msg, msg
