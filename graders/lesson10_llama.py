@@ -9,6 +9,7 @@ parent.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .engine.compare import close
+from .engine.compare import close, tolerance
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
@@ -356,7 +357,8 @@ def attn_cache(ctx):
 
 # The declared domain of LlamaAttention: every __init__ argument (rope_base and window included) and every
 # forward argument (a cache, a layer past 0, an explicit start), sizes from one position up, x laid out any way;
-# the calls a LlamaBlock and a Llama make (composition) are among them.
+# the calls a LlamaBlock and a Llama make (composition) are among them; at start 5000 the module and x in
+# bfloat16 too (the positions, and RoPE's angles, computed in float32 whatever x's dtype, as lesson 06 does).
 ATTN_DOMAIN = Domain(
     args=(Arg("d_model, num_heads", ("36, 6", "24, 2", "8, 2")), Arg("num_kv_heads", (2, 1, "num_heads")),
           Arg("rope_base", (10000.0, 500000.0, 10.0)), Arg("window", (None, 1, 3)),
@@ -366,7 +368,17 @@ ATTN_DOMAIN = Domain(
     layouts=(("x", ("contiguous", "transposed", "strided")),), examples=3)
 
 
-@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, layout_first(same("output"), who="LlamaAttention"))
+def _attn_domain_judge(s, r, ctx):
+    """The output as the reference's; at position 5000 also in bfloat16 (module and x), within bfloat16's
+    tolerance: positions held in x's dtype round to multiples of 32 there, and RoPE turns by the wrong angles."""
+    msg = same("output")(s, r, ctx)
+    if msg or "output, module and x in bfloat16" not in r:
+        return msg
+    return close(s.get("output, module and x in bfloat16"), r["output, module and x in bfloat16"],
+                 "output, module and x in bfloat16", tol=tolerance(torch.bfloat16).scaled(4))
+
+
+@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, layout_first(_attn_domain_judge, who="LlamaAttention"))
 def attn_domain(ctx, ex):
     ctx.manual_seed()
     d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
@@ -381,7 +393,12 @@ def attn_domain(ctx, ex):
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": _forward_call(ctx, attn, x, kwargs, ex["passed"]), **layout}
+        obs = {"output": _forward_call(ctx, attn, x, kwargs, ex["passed"]), **layout}
+        if ex["start"] == "given: 5000":  # half precision where positions in x's dtype lose their digits
+            half = copy.deepcopy(attn).to(torch.bfloat16)
+            obs["output, module and x in bfloat16"] = _forward_call(ctx, half, x.to(torch.bfloat16), kwargs,
+                                                                    ex["passed"])
+        return obs
     cache = _Rolling(ex["window"]) if ex["window"] else Cache()
     if ex["cache"] != "cache, 0 cached":  # 3 cached
         for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model

@@ -405,3 +405,12 @@ _FORWARD = [
 def test_a_forward_that_only_takes_keywords_fails_in_the_signature_order(lesson_id, exercise, edits, named):
     msg = _domain_failure(lesson_id, exercise, edits, passed=PASSED.values[1])
     assert named in msg, msg
+
+
+@pytest.mark.lesson10
+def test_llama_attention_with_positions_in_x_dtype_fails_in_bfloat16_at_position_5000():
+    """Before: the attention's checks gave x in float32 only, where positions in x's dtype are exact."""
+    edits = {"positions = torch.arange(start, start + T, device=x.device)  # (T,)":
+             "positions = torch.arange(start, start + T, device=x.device, dtype=x.dtype)  # (T,)"}
+    msg = _domain_failure("lesson10", "LlamaAttention", edits, start="given: 5000")
+    assert "output, module and x in bfloat16" in msg, msg
