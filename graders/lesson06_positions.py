@@ -21,7 +21,7 @@ from .engine.checks import Arg, Domain
 from .engine.compare import Tolerance, close, tolerance
 from .engine.probe import relaid
 from .engine import CPU_AND_GPU, Checks, Mistake, WrongResult, raises_value_error, same
-from .interface import PASSED, arguments, layout_first, state_layout
+from .interface import PASSED, arguments
 
 CHECKS = Checks("lesson06")
 
@@ -223,7 +223,9 @@ def learned_grad(ctx):
 # any leading dims ((T, D), (B, T, D), (B, H, T, D)), one position, offsets from 0 to the table's last rows
 # (offset + T = max_len exactly), x in float32, float64 or bfloat16 while the table stays float32 (the output
 # is x's dtype), any layout; calls repeated with another length and offset, and a second instance alongside;
-# offset by keyword or in the signature's order; its state_dict is the one table, named weight.
+# offset by keyword or in the signature's order. (Its state_dict is not held to the one key `weight`: the text's
+# "call it weight, as nn.Embedding does" also reads as an nn.Embedding submodule, `emb.weight`, which
+# tests/lessons/test_lesson06.py accepts as a correct alternative.)
 LEARNED_DOMAIN = Domain(
     args=(Arg("max_len", (16, 1, 64)), Arg("d_model", (12, 1, 256)), Arg("leading dims", ("2", "none", "2, 3")),
           Arg("T", (5, 1, "max_len − offset")), Arg("offset", (0, 3, "max_len − T")),
@@ -245,17 +247,15 @@ def _fit(max_len: int, T, offset) -> tuple[int, int]:
     return T, min(offset, max_len - T)
 
 
-@CHECKS.domain("LearnedPositionalEmbedding", LEARNED_DOMAIN,
-               layout_first(_same_present("output", "output of the second call"), who="LearnedPositionalEmbedding"))
+@CHECKS.domain("LearnedPositionalEmbedding", LEARNED_DOMAIN, _same_present("output", "output of the second call"))
 def learned_domain(ctx, ex):
     max_len, d = ex["max_len"], ex["d_model"]
     T, offset = _fit(max_len, ex["T"], ex["offset"])
     dtype = getattr(torch, ex["dtype of x"])
     module, _ = _module_with_known_table(ctx, max_len, d)  # a float32 table
-    layout = state_layout(module)  # the table is `weight`, as nn.Embedding's: the name a checkpoint loads through
     x = relaid(ctx.randn(*_dims(ex["leading dims"]), T, d).to(dtype), ex["layout of x"])
     args, kwargs = arguments(("offset",), {"offset": offset}, {}, ex["passed"])
-    obs = {"output": ctx.call(module, x, *args, **kwargs), "state_dict": layout}
+    obs = {"output": ctx.call(module, x, *args, **kwargs)}
     second = ctx.randn(2, 1, d).to(dtype)  # one position, at the table's first row
     if ex["calls"] == "then another length":
         obs["output of the second call"] = ctx.call(module, second)

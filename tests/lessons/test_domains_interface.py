@@ -91,7 +91,7 @@ CHANGED = [("lesson01", "softmax"), ("lesson04", "LayerNorm"), ("lesson04", "bat
            ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits"),
            ("lesson01", "scaled_dot_product_attention"), ("lesson08", "GPTConfig"), ("lesson08", "KVCache"),
            ("lesson09", "attention_flops"), ("lesson10", "RollingKVCache"), ("lesson10", "LlamaConfig"),
-           ("lesson10", "decoder_costs"), ("lesson09", "flash_attention"), ("lesson06", "LearnedPositionalEmbedding"),
+           ("lesson10", "decoder_costs"), ("lesson09", "flash_attention"),
            ("lesson10", "swiglu_hidden_dim")]
 
 
@@ -356,18 +356,6 @@ def test_a_range_checked_on_one_side_only_fails_past_the_other(exercise, edits, 
     failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
     assert set(failed) == {check}, failed
     assert named in failed[check], failed
-
-
-# ----------------------------------------------------------------------------------------------
-# a module's state_dict: LearnedPositionalEmbedding's table is `weight`, as the exercise names it (lesson 06)
-
-@pytest.mark.lesson06
-def test_a_position_table_under_another_name_fails_on_the_state_dict():
-    edits = {"self.weight = nn.Parameter(torch.empty(max_len, d_model))": "self.table = nn.Parameter(torch.empty(max_len, d_model))",
-             "nn.init.normal_(self.weight,": "nn.init.normal_(self.table,",
-             "self.weight[offset:offset + T]": "self.table[offset:offset + T]"}
-    msg = _domain_failure("lesson06", "LearnedPositionalEmbedding", edits)
-    assert "LearnedPositionalEmbedding's state_dict differs" in msg and "lacks weight (16, 12)" in msg, msg
 
 
 # ----------------------------------------------------------------------------------------------
