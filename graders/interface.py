@@ -3,7 +3,8 @@
 A student's code is called by others in two ways the keyword calls of the checks never show: positionally, in
 the order the curriculum's signature gives (`causal_mask(4, 6, "cpu")`), and through a checkpoint, whose keys
 and shapes are the module's `state_dict`. The domain checks draw both (`PASSED` is the choice they draw;
-`state_layout` what they observe of a module; `layout_first` the judge that reads it before anything else).
+`state_layout` what they observe of a module; `layout_first` the judge that reads it before anything else), and a
+cache's `update` by position or by its parameters' names (`UPDATE_CALLED`, `update`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,18 @@ from .engine.checks import Arg
 # The drawn choice of how the arguments reach the exercise: by name (the default), or every optional parameter
 # positionally in the signature's order, those not given at their stated defaults.
 PASSED = Arg("passed", ("by keyword", "in the signature's order"))
+
+
+# How a cache's `update(layer_idx, k, v)` is called: positionally, as the course's models call it (the usual), or
+# by the names the signature gives its parameters.
+UPDATE_CALLED = Arg("update called", ("positionally", "by keyword (layer_idx=, k=, v=)"))
+
+
+def update(ctx, cache, ex: dict, layer_idx: int, k, v):
+    """`cache.update(layer_idx, k, v)` through `ctx.call`, the way the example `ex` draws (UPDATE_CALLED)."""
+    if ex.get(UPDATE_CALLED.name, UPDATE_CALLED.values[0]) == UPDATE_CALLED.values[0]:
+        return ctx.call(cache.update, layer_idx, k, v)
+    return ctx.call(cache.update, layer_idx=layer_idx, k=k, v=v)
 
 
 def arguments(order: tuple[str, ...], given: dict, defaults: dict, passed: str) -> tuple[tuple, dict]:

@@ -265,12 +265,13 @@ def sdpa_vs_torch(ctx):
 # The declared domain of attention: ranks 2 to 5 (no leading dim, batch, batch and heads, three), Tq ≠ Tk both
 # ways, lengths of 1 and a long key axis (512), dv ≠ dk and dk = 1 or 64, masks of every broadcast shape, q, k, v
 # in each floating dtype (the output and weights keep it), each of q, k, v and the mask laid out on its own.
-# Every example is called twice: without a mask, and with the mask drawn.
+# Every example is called twice: without a mask, and with the mask drawn; by keyword (`mask=` left out, then
+# given), or positionally in the signature's order (`mask` None, then the mask: `(q, k, v, None)`).
 SDPA_DOMAIN = Domain(
     args=(Arg("leading dims", ("2, 3", "none", "2", "2, 1, 3")),
           Arg("Tq, Tk", ("4, 6", "6, 4", "1, 1", "1, 7", "5, 5", "3, 512")),
           Arg("dk, dv", ("8, 5", "8, 8", "1, 3", "64, 2")),
-          Arg("mask", ("(Tq, Tk)", "(B, 1, 1, Tk)", "(..., Tq, Tk)", "(Tk,)"))),
+          Arg("mask", ("(Tq, Tk)", "(B, 1, 1, Tk)", "(..., Tq, Tk)", "(Tk,)")), PASSED),
     dtypes=(("q, k, v", ("float32", "float64", "float16", "bfloat16")),),
     layouts=tuple((n, ("contiguous", "transposed", "strided")) for n in ("q", "k", "v", "mask")), examples=5)
 
@@ -301,8 +302,11 @@ def sdpa_domain(ctx, ex):
     q, k, v = (relaid(ctx.randn(*lead, t, d).to(dt), ex[f"layout of {n}"])
                for n, t, d in (("q", tq, dk), ("k", tk, dk), ("v", tk, dv)))
     mask = relaid(_sdpa_mask(ctx, ex["mask"], lead, tq, tk), ex["layout of mask"])
-    out, weights = _attend(ctx, q, k, v)
-    out_m, weights_m = _attend(ctx, q, k, v, mask)
+    pairs = []
+    for given in ({}, {"mask": mask}):
+        args, kwargs = arguments(("mask",), given, {"mask": None}, ex["passed"])
+        pairs.append(ctx.unpack(ctx.call(ctx.target, q, k, v, *args, **kwargs), 2, "a pair (output, weights)"))
+    (out, weights), (out_m, weights_m) = pairs
     return {"output": out, "weights": weights, "output, masked": out_m, "weights, masked": weights_m}
 
 

@@ -223,7 +223,9 @@ def learned_grad(ctx):
 # any leading dims ((T, D), (B, T, D), (B, H, T, D)), one position, offsets from 0 to the table's last rows
 # (offset + T = max_len exactly), x in float32, float64 or bfloat16 while the table stays float32 (the output
 # is x's dtype), any layout; calls repeated with another length and offset, and a second instance alongside;
-# offset by keyword or in the signature's order.
+# offset by keyword or in the signature's order. (Its state_dict is not held to the one key `weight`: the text's
+# "call it weight, as nn.Embedding does" also reads as an nn.Embedding submodule, `emb.weight`, which
+# tests/lessons/test_lesson06.py accepts as a correct alternative.)
 LEARNED_DOMAIN = Domain(
     args=(Arg("max_len", (16, 1, 64)), Arg("d_model", (12, 1, 256)), Arg("leading dims", ("2", "none", "2, 3")),
           Arg("T", (5, 1, "max_len − offset")), Arg("offset", (0, 3, "max_len − T")),

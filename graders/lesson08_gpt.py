@@ -21,7 +21,7 @@ from .engine.compare import close
 from .engine import (CPU, CPU_AND_GPU, Checks, Mistake, WrongResult, expect_value_error, raises_value_error,
                      same)
 from .engine.checks import Arg, Domain
-from .interface import PASSED, arguments, layout_first, state_layout
+from .interface import PASSED, UPDATE_CALLED, arguments, layout_first, state_layout, update
 from .engine.probe import relaid, seed_global
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
@@ -151,53 +151,30 @@ def _invalid_fields(kw: dict) -> list[str]:
     return bad
 
 
-def _config_domain_judge(s, r, ctx):
-    bad, call = r["invalid fields"], r["call"]
-    if bad:
-        names = " or ".join(f"`{b}`" for b in bad)
-        if s.get("error") != "ValueError":
-            got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
-            return f"GPTConfig({call}) should raise ValueError naming {names}, but {got}"
-        if not any(b in s.get("error message", "") for b in bad):
-            return f"GPTConfig({call}) raised ValueError, but its message names none of {names}: {s['error message']!r}"
-        return None
-    if s.get("error") != "nothing":
-        return f"GPTConfig({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
-    if s["fields"] != r["fields"]:
-        return f"GPTConfig({call}) should keep those values, got {s['fields']}"
-    return None
-
-
 # The declared domain of GPTConfig: every field at its default, at the smallest valid value and just outside
 # its range (0, a width not divisible by the heads, dropout 1.0 and below 0), bias off, and a second config
-# built first. A valid config keeps its values; an invalid one raises ValueError naming a field it breaks.
+# built first, by keyword or positionally in the fields' order. A valid config keeps its values; an invalid one
+# raises ValueError naming a field it breaks.
 CONFIG_DOMAIN = Domain(
     args=(Arg("vocab_size", (50257, 1, 0)), Arg("block_size", (1024, 1, 0)), Arg("n_layer", (12, 1, 0)),
           Arg("n_head, n_embd", ("12, 768", "1, 1", "4, 32", "0, 768", "5, 768", "4, 0")),
           Arg("dropout", (0.0, 0.999, 1.0, -0.1)), Arg("bias", (True, False)),
-          Arg("instances", ("one", "after another config was built"))),
+          Arg("instances", ("one", "after another config was built")), PASSED),
     tensors=False, examples=4)
 
+# The fields in the order the lesson's table (and the dataclass it gives) lists them: a positional call's order.
+_CONFIG_ORDER = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias")
 
-@CHECKS.domain("GPTConfig", CONFIG_DOMAIN, _config_domain_judge)
+
+@CHECKS.domain("GPTConfig", CONFIG_DOMAIN, lm.config_domain_judge("GPTConfig"))
 def config_domain(ctx, ex):
     _own_draws(ctx, ex)
-    import dataclasses
-
     heads, embd = (int(n) for n in ex["n_head, n_embd"].split(", "))
     kw = dict(vocab_size=ex["vocab_size"], block_size=ex["block_size"], n_layer=ex["n_layer"], n_head=heads,
               n_embd=embd, dropout=ex["dropout"], bias=ex["bias"])
     if ex["instances"] != "one":
         ctx.call(ctx.target, **TINY, dropout=0.1, bias=not ex["bias"])
-    obs = {"invalid fields": _invalid_fields(kw), "call": call_text(kw)}
-    try:
-        made = ctx.call(ctx.target, **kw)
-    except NotImplementedError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
-        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
-    return {**obs, "error": "nothing", "error message": "",
-            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
+    return lm.config_made(ctx, _Config, _CONFIG_ORDER, kw, ex["passed"], _invalid_fields(kw))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -494,7 +471,8 @@ _GPT_HINTS = {
 # arguments (targets or not, a cache fed a prompt then single tokens, or single tokens from empty), a batch of
 # 1, one token and a sequence of exactly block_size, idx int64 or int32 in any layout, float64 parameters, and a second model
 # built, or another length run, before this one's forward; torch's default device set to meta (idx on the CPU)
-# shows a tensor made without device=idx.device, as a GPU would.
+# shows a tensor made without device=idx.device, as a GPU would; targets and cache by keyword or positionally
+# (None given explicitly).
 GPT_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1, 300)), Arg("config.block_size", (16, 1, 40)),
           Arg("config.n_layer", (2, 1, 3)), Arg("config.n_head, config.n_embd", ("4, 32", "1, 8", "8, 16")),
@@ -502,7 +480,7 @@ GPT_DOMAIN = Domain(
           Arg("config.bias", (True, False)), Arg("B", (2, 1)), Arg("T", ("5", "1", "block_size")),
           Arg("targets", (None, "given")), Arg("cache", (None, "a prompt, then one at a time", "one at a time")),
           Arg("calls", ("one", "after another GPT was built", "after a forward of another length")),
-          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta"))),
+          Arg("model dtype", ("float32", "float64")), Arg("default device", ("cpu", "meta")), PASSED),
     dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=5)
 
 
@@ -530,16 +508,21 @@ def gpt_domain(ctx, ex):
     if ex["default device"] == "meta":  # idx stays on the CPU: a tensor made without device= lands on meta
         with torch.device("meta"):
             return {"logits": forward(ctx, model, idx)[0], **layout}
-    logits, loss = forward(ctx, model, idx, **kwargs)
+    args, kwargs = arguments(("targets", "cache"), kwargs, {"targets": None, "cache": None}, ex["passed"])
+    logits, loss = forward(ctx, model, idx, *args, **kwargs)
     obs = {"logits": logits, **layout}
     if ex["targets"]:
         obs["loss"] = loss
     else:
         obs["loss is None without targets"] = loss is None
+    if ex["passed"] != PASSED.values[0]:  # both given, in the signature's order: (idx, targets, cache)
+        both = forward(ctx, model, idx, _tokens(ctx, B, T, vocab=V), Cache())
+        obs.update({"logits of model(idx, targets, cache)": both[0], "loss of model(idx, targets, cache)": both[1]})
     if ex["cache"]:
         cache = Cache()
         first = T // 2 + 1 if ex["cache"].startswith("a prompt") else 1
-        pieces = [forward(ctx, model, chunk, cache=cache)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
+        args, kwargs = arguments(("targets", "cache"), {"cache": cache}, {"targets": None}, ex["passed"])
+        pieces = [forward(ctx, model, chunk, *args, **kwargs)[0] for chunk in (idx[:, :first], *idx[:, first:].split(1, 1))]
         obs.update({"logits through the cache": torch.cat(pieces, dim=1), "cached positions": len(cache)})
     if mode == "train":
         model.train()
@@ -599,11 +582,13 @@ def kv_separate(ctx):
 
 # The declared domain of KVCache: batch, heads and head widths from 1 up, steps of several new positions and
 # of one, one layer to four, keys and values of different dtypes (float16 included) and layouts, each varied
-# alone, and two caches filled in turn (no state shared between instances).
+# alone, two caches filled in turn (no state shared between instances), and `update(layer_idx, k, v)` called
+# positionally, as a model does, or by its parameters' names.
 KV_DOMAIN = Domain(
     args=(Arg("B, H, Dh", ("2, 3, 5", "1, 1, 1", "1, 2, 64")),
           Arg("steps (new positions)", ("3, 2, 1", "1", "1, 1, 1, 1, 1", "7, 4")),
-          Arg("layer_idx", ("0, 1", "0", "0, 1, 2, 3")), Arg("instances", ("one", "two caches filled in turn"))),
+          Arg("layer_idx", ("0, 1", "0", "0, 1, 2, 3")), Arg("instances", ("one", "two caches filled in turn")),
+          UPDATE_CALLED),
     dtypes=(("k", ("float32", "float64", "float16")), ("v", ("float32", "float64", "float16"))),
     layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
     examples=5)
@@ -623,7 +608,7 @@ def kv_domain(ctx, ex):
             for layer in layers:
                 k = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of k"])), ex["layout of k"])
                 v = relaid(ctx.randn(B, H, t, Dh, dtype=getattr(torch, ex["dtype of v"])), ex["layout of v"])
-                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                k_all, v_all = ctx.unpack(update(ctx, cache, ex, layer, k, v), 2, "a pair (k_all, v_all)")
                 obs[f"{tag}keys of layer {layer} after step {step}"] = k_all
                 obs[f"{tag}values of layer {layer} after step {step}"] = v_all
             obs[f"{tag}len after step {step}"] = len(cache)

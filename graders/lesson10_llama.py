@@ -9,6 +9,7 @@ parent.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -16,11 +17,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .engine.compare import close
+from .engine.compare import close, tolerance
 from .engine import CPU, CPU_AND_GPU, GPU_ONLY, Checks, Mistake, WrongResult, expect_value_error, same
 from .engine.checks import Arg, Domain
 from .engine.probe import relaid
-from .interface import PASSED, arguments, layout_first, state_layout
+from .interface import PASSED, UPDATE_CALLED, arguments, layout_first, state_layout, update
 from . import lm_probes as lm
 from .lm_probes import (Cache, cache_judge, call_text, causal_judge, fill_by_name, forward, future_changed,
                         kv_steps, kv_updates, precision_judge, training_steps,
@@ -236,13 +237,16 @@ def hidden_values(ctx):
 
 def _hidden_bad_judge(s, r, ctx):
     return (expect_value_error(s["d_model=0"], "swiglu_hidden_dim(0)", "d_model")
-            or expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of"))
+            or expect_value_error(s["d_model=-8"], "swiglu_hidden_dim(-8)", "d_model")
+            or expect_value_error(s["multiple_of=0"], "swiglu_hidden_dim(64, multiple_of=0)", "multiple_of")
+            or expect_value_error(s["multiple_of=-4"], "swiglu_hidden_dim(64, multiple_of=-4)", "multiple_of"))
 
 
 @CHECKS.probe("swiglu_hidden_dim", "ValueError for d_model or multiple_of below 1", _hidden_bad_judge, CPU,
               hidden=True, rule="ValueError for a d_model or multiple_of below 1, the message naming the argument")
 def hidden_bad(ctx):
-    return {"d_model=0": ctx.raised(ctx.target, 0), "multiple_of=0": ctx.raised(ctx.target, 64, 0)}
+    return {"d_model=0": ctx.raised(ctx.target, 0), "d_model=-8": ctx.raised(ctx.target, -8),
+            "multiple_of=0": ctx.raised(ctx.target, 64, 0), "multiple_of=-4": ctx.raised(ctx.target, 64, -4)}
 
 
 # The declared domain of swiglu_hidden_dim: widths from 1 to Llama 3 70B's, every multiple_of from 1 (no rounding,
@@ -353,7 +357,8 @@ def attn_cache(ctx):
 
 # The declared domain of LlamaAttention: every __init__ argument (rope_base and window included) and every
 # forward argument (a cache, a layer past 0, an explicit start), sizes from one position up, x laid out any way;
-# the calls a LlamaBlock and a Llama make (composition) are among them.
+# the calls a LlamaBlock and a Llama make (composition) are among them; at start 5000 the module and x in
+# bfloat16 too (the positions, and RoPE's angles, computed in float32 whatever x's dtype, as lesson 06 does).
 ATTN_DOMAIN = Domain(
     args=(Arg("d_model, num_heads", ("36, 6", "24, 2", "8, 2")), Arg("num_kv_heads", (2, 1, "num_heads")),
           Arg("rope_base", (10000.0, 500000.0, 10.0)), Arg("window", (None, 1, 3)),
@@ -363,7 +368,17 @@ ATTN_DOMAIN = Domain(
     layouts=(("x", ("contiguous", "transposed", "strided")),), examples=3)
 
 
-@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, layout_first(same("output"), who="LlamaAttention"))
+def _attn_domain_judge(s, r, ctx):
+    """The output as the reference's; at position 5000 also in bfloat16 (module and x), within bfloat16's
+    tolerance: positions held in x's dtype round to multiples of 32 there, and RoPE turns by the wrong angles."""
+    msg = same("output")(s, r, ctx)
+    if msg or "output, module and x in bfloat16" not in r:
+        return msg
+    return close(s.get("output, module and x in bfloat16"), r["output, module and x in bfloat16"],
+                 "output, module and x in bfloat16", tol=tolerance(torch.bfloat16).scaled(4))
+
+
+@CHECKS.domain("LlamaAttention", ATTN_DOMAIN, layout_first(_attn_domain_judge, who="LlamaAttention"))
 def attn_domain(ctx, ex):
     ctx.manual_seed()
     d, heads = (int(n) for n in ex["d_model, num_heads"].split(", "))
@@ -378,12 +393,26 @@ def attn_domain(ctx, ex):
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(attn, x, **kwargs), **layout}
+        obs = {"output": _forward_call(ctx, attn, x, kwargs, ex["passed"]), **layout}
+        if ex["start"] == "given: 5000":  # half precision where positions in x's dtype lose their digits
+            half = copy.deepcopy(attn).to(torch.bfloat16)
+            obs["output, module and x in bfloat16"] = _forward_call(ctx, half, x.to(torch.bfloat16), kwargs,
+                                                                    ex["passed"])
+        return obs
     cache = _Rolling(ex["window"]) if ex["window"] else Cache()
     if ex["cache"] != "cache, 0 cached":  # 3 cached
         for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
             ctx.call(attn, ctx.randn(ex["B"], 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(attn, x, cache=cache, **kwargs), **layout}
+    return {"output": _forward_call(ctx, attn, x, {"cache": cache, **kwargs}, ex["passed"]), **layout}
+
+
+def _forward_call(ctx, module, x, given: dict, passed: str):
+    """`module(x, ...)` with the forward arguments `given` of (cache, layer_idx, start): by keyword, or all three
+    positionally in the signature's order, the ones not given at their defaults (cache and start None, given
+    explicitly: the course's own block and model pass them so)."""
+    args, kwargs = arguments(("cache", "layer_idx", "start"), given, {"cache": None, "layer_idx": 0, "start": None},
+                             passed)
+    return ctx.call(module, x, *args, **kwargs)
 
 
 def _absolute_judge(s, r, ctx):
@@ -569,23 +598,30 @@ def rolling_model(ctx):
 
 
 def _rolling_bad_judge(s, r, ctx):
-    return expect_value_error(s["window=0"], "RollingKVCache(0)", "window")
+    for window in (0, -3):
+        msg = expect_value_error(s[f"window={window}"], f"RollingKVCache({window})", "window")
+        if msg:
+            return msg
+    return None
 
 
 @CHECKS.probe("RollingKVCache", "ValueError for a window below 1", _rolling_bad_judge, CPU, hidden=True,
               rule="ValueError for a window below 1, the message naming window")
 def rolling_bad(ctx):
-    return {"window=0": ctx.raised(ctx.target, 0)}
+    return {"window=0": ctx.raised(ctx.target, 0), "window=-3": ctx.raised(ctx.target, -3)}
 
 
 # The declared domain of RollingKVCache: windows from 1 to past every position given, chunks that pass the window
 # one at a time or all at once, one to three layers, any (B, H, Dh), float32 or float64, k and v each laid out
-# any way, and two caches used in turn (each keeps its own positions: no state shared between instances).
+# any way, and two caches used in turn (each keeps its own positions: no state shared between instances); the
+# cache made as `RollingKVCache(window)` or `RollingKVCache(window=...)`, and `update(layer_idx, k, v)` called
+# positionally or by its parameters' names.
 _ROLLING_STEPS = {"3, 2, 1, 4, 1": (3, 2, 1, 4, 1), "one at a time, 9 times": (1,) * 9,
                   "12 at once, then 1, 1": (12, 1, 1), "5, 5, 5": (5, 5, 5)}
 ROLLING_DOMAIN = Domain(
     args=(Arg("window", (4, 1, 3, 32)), Arg("steps", tuple(_ROLLING_STEPS)), Arg("layer_idx", ("0, 1", "0", "0, 1, 2")),
-          Arg("B, H, Dh", ("2, 3, 5", "1, 1, 8")), Arg("caches", ("one", "two, used in turn"))),
+          Arg("B, H, Dh", ("2, 3, 5", "1, 1, 8")), Arg("caches", ("one", "two, used in turn")),
+          Arg("window given", ("positionally", "by keyword (window=)")), UPDATE_CALLED),
     dtypes=(("k, v", ("float32", "float64")),),
     layouts=(("k", ("contiguous", "transposed", "strided")), ("v", ("contiguous", "transposed", "strided"))),
     examples=4)
@@ -608,14 +644,16 @@ def rolling_domain(ctx, ex):
     layers = [int(n) for n in ex["layer_idx"].split(", ")]
     dtype = getattr(torch, ex["dtype of k, v"])
     names = ("A", "B") if ex["caches"] != "one" else ("A",)
-    caches = {name: ctx.call(ctx.target, ex["window"]) for name in names}
+    by_name = ex["window given"] != "positionally"
+    caches = {name: ctx.call(ctx.target, window=ex["window"]) if by_name else ctx.call(ctx.target, ex["window"])
+              for name in names}
     obs, lengths = {}, {name: [] for name in names}
     for step, t in enumerate(_ROLLING_STEPS[ex["steps"]]):
         for name, cache in caches.items():  # in turn: A's layers, then B's, step by step
             for layer in layers:
                 k = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of k"])
                 v = relaid(ctx.randn(B, H, t, Dh).to(dtype), ex["layout of v"])
-                k_all, v_all = ctx.unpack(ctx.call(cache.update, layer, k, v), 2, "a pair (k_all, v_all)")
+                k_all, v_all = ctx.unpack(update(ctx, cache, ex, layer, k, v), 2, "a pair (k_all, v_all)")
                 obs[f"cache {name}: keys returned for layer {layer} at step {step + 1}"] = k_all
                 obs[f"cache {name}: values returned for layer {layer} at step {step + 1}"] = v_all
             lengths[name].append(len(cache))
@@ -657,31 +695,45 @@ def config_fields(ctx):
 
 # The declared domain of LlamaConfig: every field at a non-default value and at the edges of its valid range
 # (sizes of 1, MHA and MQA, a head size of 2, an odd n_head, a window of 1 and past block_size, a tiny norm_eps),
-# each of which must be accepted and kept as given.
+# each of which must be accepted and kept as given; and just past each rule the exercise states (a size of 0,
+# an n_embd not divisible by n_head whose floor quotient is even, an odd head size, an n_kv_head that does not
+# divide n_head, a window of 0 and below, a norm_eps of 0 and below), each of which must raise ValueError naming
+# a field it breaks. Built by keyword, or positionally in the fields' order.
 CONFIG_DOMAIN = Domain(
-    args=(Arg("vocab_size", (67, 1, 128256)), Arg("block_size", (24, 1, 8192)), Arg("n_layer", (2, 1, 32)),
-          Arg("n_head, n_kv_head, n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "1, 1, 2", "3, 3, 12", "32, 8, 4096")),
-          Arg("hidden_dim", (52, 1, 14336)), Arg("rope_base", (10000.0, 500000.0, 10.0)),
-          Arg("norm_eps", (1e-5, 1e-6, 1e-12, 0.5)), Arg("window", (None, 1, 24, 4096)),
-          Arg("tie_embeddings", (False, True))),
+    args=(Arg("vocab_size", (67, 1, 128256, 0)), Arg("block_size", (24, 1, 8192, 0)), Arg("n_layer", (2, 1, 32, 0)),
+          Arg("n_head, n_kv_head, n_embd", ("6, 2, 36", "6, 6, 36", "6, 1, 36", "1, 1, 2", "3, 3, 12", "32, 8, 4096",
+                                            "0, 1, 36", "6, 0, 36", "6, 2, 0", "6, 2, 40", "6, 2, 30", "6, 4, 36")),
+          Arg("hidden_dim", (52, 1, 14336, 0)), Arg("rope_base", (10000.0, 500000.0, 10.0)),
+          Arg("norm_eps", (1e-5, 1e-6, 1e-12, 0.5, 0.0, -1e-5)), Arg("window", (None, 1, 24, 4096, 0, -2)),
+          Arg("tie_embeddings", (False, True)), PASSED),
     examples=6, tensors=False)
 
-
-def _config_domain_judge(s, r, ctx):
-    if s["fields"] != r["fields"]:
-        diff = [f"{k}={s['fields'].get(k)!r} (given {v!r})" for k, v in r["fields"].items() if s["fields"].get(k) != v]
-        return "a valid config should keep every field as given: " + ", ".join(diff)
-    return None
+# The fields in the order the lesson lists them (and the dataclass it gives): a positional call's order.
+_CONFIG_ORDER = ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "hidden_dim", "rope_base",
+                 "norm_eps", "window", "tie_embeddings")
 
 
-@CHECKS.domain("LlamaConfig", CONFIG_DOMAIN, _config_domain_judge)
+def _invalid_fields(kw: dict) -> list[str]:
+    """The fields the exercise's rules reject in `kw`, derived from the rules as the lesson states them."""
+    bad = [n for n in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "hidden_dim")
+           if kw[n] < 1]
+    if kw["n_head"] >= 1 and kw["n_embd"] >= 1 and (kw["n_embd"] % kw["n_head"] or (kw["n_embd"] // kw["n_head"]) % 2):
+        bad.append("n_embd")  # not divisible by n_head, or an odd head size
+    if kw["n_head"] >= 1 and kw["n_kv_head"] >= 1 and kw["n_head"] % kw["n_kv_head"]:
+        bad.append("n_kv_head")
+    if kw["window"] is not None and kw["window"] < 1:
+        bad.append("window")
+    if not kw["norm_eps"] > 0:
+        bad.append("norm_eps")
+    return bad
+
+
+@CHECKS.domain("LlamaConfig", CONFIG_DOMAIN, lm.config_domain_judge("LlamaConfig"))
 def config_domain(ctx, ex):
-    import dataclasses
-
     heads, kv, d = (int(n) for n in ex["n_head, n_kv_head, n_embd"].split(", "))
-    kwargs = {k: v for k, v in ex.items() if k != "n_head, n_kv_head, n_embd"}
-    made = ctx.call(ctx.target, **kwargs, n_head=heads, n_kv_head=kv, n_embd=d)
-    return {"fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(_Config)}}
+    kw = {k: v for k, v in ex.items() if k not in ("n_head, n_kv_head, n_embd", "passed")}
+    kw = {**kw, "n_head": heads, "n_kv_head": kv, "n_embd": d}
+    return lm.config_made(ctx, _Config, _CONFIG_ORDER, kw, ex["passed"], _invalid_fields(kw))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -733,7 +785,8 @@ BLOCK_DOMAIN = Domain(
           Arg("config.n_embd, config.hidden_dim", ("36, 52", "12, 20")),
           Arg("config.rope_base", (10000.0, 500000.0)), Arg("config.norm_eps", (1e-5, 0.5)),
           Arg("config.window", (None, 2)), Arg("T", (5, 1, 24)), Arg("cache", ("none", "cache, 3 cached")),
-          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000"))),
+          Arg("layer_idx", (0, 1)), Arg("start", ("from the cache", "given: 7", "given: 0, 3 cached", "given: 5000")),
+          PASSED),
     layouts=(("x", ("contiguous", "transposed")),), examples=2)
 
 
@@ -749,11 +802,11 @@ def block_domain(ctx, ex):
     if ex["start"] != "from the cache":  # 0 is a start, not "no start"; 5000: past any table a student might cap
         kwargs["start"] = int(ex["start"].split(",")[0].removeprefix("given: "))
     if ex["cache"] == "none" and ex["start"] != "given: 0, 3 cached":
-        return {"output": ctx.call(block, x, **kwargs), **layout}
+        return {"output": _forward_call(ctx, block, x, kwargs, ex["passed"]), **layout}
     cache = _Rolling(ex["config.window"]) if ex["config.window"] else Cache()
     for layer in range(ex["layer_idx"] + 1):  # the layers below have cached theirs, as in a model
         ctx.call(block, ctx.randn(2, 3, d), cache=cache, layer_idx=layer)
-    return {"output": ctx.call(block, x, cache=cache, **kwargs), **layout}
+    return {"output": _forward_call(ctx, block, x, {"cache": cache, **kwargs}, ex["passed"]), **layout}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -882,7 +935,7 @@ def llama_block_size(ctx):
 # goes, a window from 1 to past the sequence, a tied head), a batch of 1, sequences from 1 token to block_size,
 # targets or none, a cache fed in pieces of other lengths or after 7 cached positions (the start offset), two
 # models used in turn, each with its own cache (no state shared between instances), token ids in int64 or int32,
-# laid out any way.
+# laid out any way; targets and cache by keyword or positionally (None given explicitly).
 LLAMA_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1)), Arg("config.block_size", (24, 40)), Arg("config.n_layer", (1, 2)),
           Arg("config.n_head, config.n_kv_head", ("6, 2", "6, 1", "6, 6")),
@@ -891,7 +944,7 @@ LLAMA_DOMAIN = Domain(
           Arg("config.window", (None, 1, 3, 64)), Arg("config.tie_embeddings", (False, True)),
           Arg("B", (2, 1)), Arg("T", (5, 1, 17)), Arg("targets", ("none", "given")),
           Arg("cache", ("none", "pieces of 3, 1, then the rest", "7 cached, then all T")),
-          Arg("models", ("one", "two, used in turn"))),
+          Arg("models", ("one", "two, used in turn")), PASSED),
     dtypes=(("idx", ("int64", "int32")),), layouts=(("idx", ("contiguous", "transposed", "strided")),), examples=2)
 
 
@@ -928,13 +981,18 @@ def llama_domain(ctx, ex):
     obs: dict = {}
     for a, b in cuts:
         for name in names:  # in turn: each model its own piece, its own cache
-            kwargs = {"cache": caches[name]} if caches else {}
+            given = {"cache": caches[name]} if caches else {}
             if targets:
-                kwargs["targets"] = targets[name][:, a:b]
-            logits, loss = forward(ctx, models[name], idx[name][:, a:b], **kwargs)
+                given["targets"] = targets[name][:, a:b]
+            args, kwargs = arguments(("targets", "cache"), given, {"targets": None, "cache": None}, ex["passed"])
+            logits, loss = forward(ctx, models[name], idx[name][:, a:b], *args, **kwargs)
             obs.setdefault(f"logits of model {name}", []).append(logits)
             if targets:
                 obs.setdefault(f"loss of model {name}, per call", []).append(loss.reshape(1))
+    if ex["passed"] != PASSED.values[0]:  # both given, in the signature's order: (idx, targets, cache)
+        both = forward(ctx, models["A"], idx["A"], _tokens(ctx, B, T, vocab=V), _Rolling(window) if window else Cache())
+        obs.update({"logits of model(idx, targets, cache)": [both[0]], "loss of model(idx, targets, cache)":
+                    [both[1].reshape(1) if isinstance(both[1], torch.Tensor) else both[1]]})
     return {**{k: torch.cat(v, dim=1 if k.startswith("logits") else 0) for k, v in obs.items()},
             "state_dict": state_layout(models["A"])}
 
@@ -1285,8 +1343,13 @@ def filter_domain(ctx, ex):
     return obs
 
 
+# just past each stated range, on both sides where it has two (min_p above 1 as well as below 0)
+_FILTER_BAD = (("top_k=0", "top_k"), ("top_k=-2", "top_k"), ("top_p=0", "top_p"), ("top_p=-0.5", "top_p"),
+               ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p"), ("min_p=1.5", "min_p"))
+
+
 def _filter_bad_judge(s, r, ctx):
-    for key, name in (("top_k=0", "top_k"), ("top_p=0", "top_p"), ("top_p=1.5", "top_p"), ("min_p=-0.1", "min_p")):
+    for key, name in _FILTER_BAD:
         msg = expect_value_error(s[key], f"filter_logits(..., {key})", name)
         if msg:
             return msg
@@ -1301,7 +1364,7 @@ def filter_bad(ctx):
     logits = ctx.randn(2, 9)
     return {key: ctx.raised(ctx.target, logits, **{key.split("=")[0]: float(key.split("=")[1])
                                                           if "." in key else int(key.split("=")[1])})
-            for key in ("top_k=0", "top_p=0", "top_p=1.5", "min_p=-0.1")}
+            for key, _ in _FILTER_BAD}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1342,7 +1405,8 @@ def costs_values(ctx):
 
 # The declared domain of decoder_costs: every config field at a non-default value (the ones that change no cost
 # too), sizes from 1 to Llama 3 8B's, MHA and MQA, a tied head, 1 token to 15T, and the KV cache in any dtype:
-# 8 bytes (float64) down to 1 (int8, float8).
+# 8 bytes (float64) down to 1 (int8, float8), or the default (bfloat16) left out; `dtype` given by keyword or
+# positionally in the signature's order.
 COSTS_DOMAIN = Domain(
     args=(Arg("config.vocab_size", (67, 1, 128256)), Arg("config.block_size", (24, 1, 8192)),
           Arg("config.n_layer", (2, 1, 32)),
@@ -1350,7 +1414,7 @@ COSTS_DOMAIN = Domain(
           Arg("config.hidden_dim", (52, 1, 14336)), Arg("config.tie_embeddings", (False, True)),
           Arg("config.rope_base, config.norm_eps, config.window", ("10000.0, 1e-05, None", "500000.0, 1e-06, 4")),
           Arg("tokens", (1000, 1, 15 * 10 ** 12)),
-          Arg("dtype", ("bfloat16", "float32", "float16", "float64", "int8", "float8_e4m3fn"))),
+          Arg("dtype", ("bfloat16", "float32", "float16", "float64", "int8", "float8_e4m3fn", "omitted")), PASSED),
     examples=6, tensors=False)
 
 
@@ -1362,7 +1426,9 @@ def costs_domain(ctx, ex):
                   n_head=heads, n_kv_head=kv, n_embd=d, hidden_dim=ex["config.hidden_dim"],
                   tie_embeddings=ex["config.tie_embeddings"], rope_base=float(base), norm_eps=float(eps),
                   window=None if window == "None" else int(window))
-    costs = ctx.call(ctx.target, cfg, ex["tokens"], dtype=getattr(torch, ex["dtype"]))
+    given = {} if ex["dtype"] == "omitted" else {"dtype": getattr(torch, ex["dtype"])}
+    args, kwargs = arguments(("dtype",), given, {"dtype": torch.bfloat16}, ex["passed"])
+    costs = ctx.call(ctx.target, cfg, ex["tokens"], *args, **kwargs)
     return {"costs": {"the costs": dict(costs) if isinstance(costs, dict) else costs}}
 
 

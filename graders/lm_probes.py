@@ -15,6 +15,7 @@ import torch.nn as nn
 
 from .engine import same
 from .engine.compare import close
+from .interface import arguments
 
 
 class Cache:
@@ -56,9 +57,9 @@ def tokens(ctx, *shape, vocab: int):
     return torch.randint(0, vocab, shape, generator=ctx.gen).to(ctx.device)
 
 
-def forward(ctx, model, idx, **kwargs):
+def forward(ctx, model, idx, *args, **kwargs):
     """The model's (logits, loss), with a clear error when it returns anything else."""
-    return ctx.unpack(ctx.call(model, idx, **kwargs), 2, "a pair (logits, loss)")
+    return ctx.unpack(ctx.call(model, idx, *args, **kwargs), 2, "a pair (logits, loss)")
 
 
 def call_text(kwargs: dict) -> str:
@@ -85,6 +86,48 @@ def config_fields(ctx, fields_of, required: dict, custom: dict, bad: tuple) -> d
     for kwargs, _name in bad:
         obs[call_text(kwargs)] = ctx.raised(Config, **{**required, **kwargs})
     return obs
+
+
+def config_made(ctx, fields_of, order: tuple[str, ...], kw: dict, passed: str, invalid: list[str]) -> dict:
+    """The config's class (`ctx.target`) called with `kw`, by keyword or positionally in the fields' `order`
+    (`passed`, interface.PASSED): what it raised, or its fields read back (`fields_of`: the grader's own config).
+    `invalid`: the fields the exercise's rules reject in `kw` (empty: a valid config)."""
+    import dataclasses
+
+    args, kwargs = arguments(order, kw, {}, passed)
+    obs = {"invalid fields": invalid, "call": call_text(kw) if kwargs else ", ".join(map(repr, args))}
+    try:
+        made = ctx.call(ctx.target, *args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the student raised is the observation
+        return {**obs, "error": type(exc).__name__[:100], "error message": str(exc)[:300]}
+    return {**obs, "error": "nothing", "error message": "",
+            "fields": {f.name: getattr(made, f.name, "missing") for f in dataclasses.fields(fields_of)}}
+
+
+def config_domain_judge(name: str):
+    """config_made's observations judged: an invalid config raises ValueError naming a field it breaks; a valid
+    one raises nothing and keeps every field as given."""
+    def judge(s, r, ctx):
+        bad, call = r["invalid fields"], r["call"]
+        if bad:
+            names = " or ".join(f"`{b}`" for b in bad)
+            if s.get("error") != "ValueError":
+                got = "it raised nothing" if s.get("error") == "nothing" else f"it raised {s.get('error')}"
+                return f"{name}({call}) should raise ValueError naming {names}, but {got}"
+            if not any(b in s.get("error message", "") for b in bad):
+                return (f"{name}({call}) raised ValueError, but its message names none of {names}: "
+                        f"{s['error message']!r}")
+            return None
+        if s.get("error") != "nothing":
+            return f"{name}({call}) is a valid config, but it raised {s.get('error')}: {s.get('error message')}"
+        if s["fields"] != r["fields"]:
+            diff = [f"{k}={s['fields'].get(k)!r} (given {v!r})" for k, v in r["fields"].items()
+                    if s["fields"].get(k) != v]
+            return f"{name}({call}) is a valid config and should keep every field as given: " + ", ".join(diff)
+        return None
+    return judge
 
 
 # ----------------------------------------------------------------------------------------------

@@ -123,12 +123,19 @@ def _mask_for(r: dict, key: str, shape, ed: torch.Tensor) -> torch.Tensor | None
 
 
 def _masks(r: dict, key: str) -> list[torch.Tensor]:
-    """The boolean tensors among the reference's observations other than `key`, those of `key`'s probe call
-    first (the same "(...)" tag)."""
-    tag = key[key.find("("):] if "(" in key else None
+    """The boolean tensors among the reference's observations other than `key`. When `key` names its probe
+    call (a "(...)" tag): the booleans of that call (the same tag), else those that name no call; a mask
+    recorded for another call is never read as this one's, even where this call's own does not line up with
+    the tensor (it would say "masked" or "nothing to attend to" of positions this call never masked)."""
+    def tag_of(k: str) -> str | None:
+        return k[k.find("("):] if "(" in k and k.endswith(")") else None
+
+    tag = tag_of(key)
     cands = [(k, v) for k, v in r.items() if isinstance(v, torch.Tensor) and v.dtype == torch.bool and k != key]
-    cands.sort(key=lambda kv: not (tag and kv[0].endswith(tag)))
-    return [v for _, v in cands]
+    if tag is None:
+        return [v for _, v in cands]
+    own = [v for k, v in cands if tag_of(k) == tag]
+    return own or [v for k, v in cands if tag_of(k) is None]
 
 
 def _masked_by(ed: torch.Tensor, mask: torch.Tensor) -> bool:

@@ -88,7 +88,11 @@ CHANGED = [("lesson01", "softmax"), ("lesson04", "LayerNorm"), ("lesson04", "bat
            ("lesson06", "LearnedPositionalEmbedding"), ("lesson07", "MLP"), ("lesson07", "TransformerBlock"),
            ("lesson08", "GPT"), ("lesson08", "generate"), ("lesson09", "flash_attention"),
            ("lesson09", "kv_cache_bytes"), ("lesson10", "SwiGLU"), ("lesson10", "LlamaAttention"),
-           ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits")]
+           ("lesson10", "LlamaBlock"), ("lesson10", "Llama"), ("lesson10", "filter_logits"),
+           ("lesson01", "scaled_dot_product_attention"), ("lesson08", "GPTConfig"), ("lesson08", "KVCache"),
+           ("lesson09", "attention_flops"), ("lesson10", "RollingKVCache"), ("lesson10", "LlamaConfig"),
+           ("lesson10", "decoder_costs"), ("lesson09", "flash_attention"),
+           ("lesson10", "swiglu_hidden_dim")]
 
 
 @pytest.mark.parametrize("lesson_id, exercise", CHANGED, ids=[f"{l}-{e}" for l, e in CHANGED])
@@ -259,3 +263,142 @@ def test_rmsnorm_module_without_the_float32_upcast_fails_its_domain_in_float16()
 def test_triton_rms_norm_with_a_block_capped_at_1024_fails_on_rows_of_3000():
     edits = {"BLOCK=triton.next_power_of_2(n_cols))": "BLOCK=min(triton.next_power_of_2(n_cols), 1024))"}
     _domain_failure("lesson05", "rms_norm_triton", edits, D=3000)
+
+
+# ----------------------------------------------------------------------------------------------
+# the leftovers of positional calls (issue 44 item 6): attention's mask, the configs built positionally, the
+# caches' constructor and update by position or by name, decoder_costs' dtype, attention_flops' causal. Each
+# signature edit below passes every keyword call the checks made before.
+
+_CONFIG_SWAP = {"    n_head: int = 12\n    n_embd: int = 768\n": "    n_embd: int = 768\n    n_head: int = 12\n"}
+_LLAMA_SWAP = {"    n_kv_head: int\n    n_embd: int\n": "    n_embd: int\n    n_kv_head: int\n"}
+_UPDATE_NAMES = {"k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor,":
+                 "key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor,",
+                 "        ### BEGIN SOLUTION\n        if layer_idx == len(self.keys):":
+                 "        ### BEGIN SOLUTION\n        k, v = key, value\n        if layer_idx == len(self.keys):"}
+
+CALLS = [
+    ("lesson01", "scaled_dot_product_attention",  # mask keyword-only
+     {"v: torch.Tensor,\n                                 mask: torch.Tensor | None = None)":
+      "v: torch.Tensor, *,\n                                 mask: torch.Tensor | None = None)"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson08", "GPTConfig", _CONFIG_SWAP, {"passed": PASSED.values[1]}, "is a valid config, but it raised"),
+    ("lesson10", "LlamaConfig", _LLAMA_SWAP, {"passed": PASSED.values[1]}, "LlamaConfig(67, 24, 2, 6, 2, 36, 52"),
+    ("lesson08", "KVCache", _UPDATE_NAMES, {"update called": "by keyword (layer_idx=, k=, v=)"}, "layer_idx"),
+    ("lesson10", "RollingKVCache", _UPDATE_NAMES, {"update called": "by keyword (layer_idx=, k=, v=)"}, "layer_idx"),
+    ("lesson10", "RollingKVCache", {"def __init__(self, window: int):": "def __init__(self, size: int):\n        window = size"},
+     {"window given": "by keyword (window=)"}, "window"),
+    ("lesson09", "attention_flops", {"d: int, causal: bool = False) -> int:": "d: int, *, causal: bool = False) -> int:"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson10", "decoder_costs", {"dtype: torch.dtype = torch.bfloat16) -> dict:": "*, dtype: torch.dtype = torch.bfloat16) -> dict:"},
+     {"passed": PASSED.values[1]}, "positional"),
+    ("lesson10", "decoder_costs",  # a default other than the stated bfloat16: every call gave dtype before
+     {"dtype: torch.dtype = torch.bfloat16) -> dict:": "dtype: torch.dtype = torch.float32) -> dict:"},
+     {"dtype": "omitted"}, "kv_bytes_per_token"),
+]
+
+
+@pytest.mark.parametrize("lesson_id, exercise, edits, simplest, named", CALLS,
+                         ids=[f"{l}-{e}-{next(iter(s))}" for l, e, _, s, _ in CALLS])
+def test_a_call_the_keyword_checks_never_made_fails_on_the_domain(lesson_id, exercise, edits, simplest, named):
+    msg = _domain_failure(lesson_id, exercise, edits, **simplest)
+    assert named in msg, msg
+
+
+# ----------------------------------------------------------------------------------------------
+# a config field's stated validation, just past each rule (lesson 10's LlamaConfig; lesson 08's drew it already)
+
+_LLAMA_RULES = [
+    # only the head size's parity: n_embd=40, n_head=6 (not divisible, floor quotient 6) is accepted
+    ({"        if self.n_embd % self.n_head:\n": "        if False:\n"},
+     {"n_head, n_kv_head, n_embd": "6, 2, 40"}, "naming `n_embd`, but it raised nothing"),
+    # norm_eps == 0 read as "not positive": a negative norm_eps is accepted
+    ({"if not self.norm_eps > 0:": "if self.norm_eps == 0:"}, {"norm_eps": -1e-5}, "`norm_eps`"),
+    # a window of 0 rejected, a negative one accepted
+    ({"if self.window is not None and self.window < 1:": "if self.window == 0:"}, {"window": -2}, "`window`"),
+    # n_head left out of the sizes' loop: n_head=0 reaches n_embd % n_head, a ZeroDivisionError, not ValueError
+    ({"(\"vocab_size\", \"block_size\", \"n_layer\", \"n_head\", \"n_kv_head\", \"n_embd\", \"hidden_dim\")":
+      "(\"vocab_size\", \"block_size\", \"n_layer\", \"n_kv_head\", \"n_embd\", \"hidden_dim\")"},
+     {"n_head, n_kv_head, n_embd": "0, 1, 36"}, "ZeroDivisionError"),
+]
+
+
+@pytest.mark.lesson10
+@pytest.mark.parametrize("edits, simplest, named", _LLAMA_RULES, ids=["divisible", "norm_eps<0", "window<0", "n_head=0"])
+def test_llama_config_missing_a_stated_validation_fails_on_the_domain(edits, simplest, named):
+    msg = _domain_failure("lesson10", "LlamaConfig", edits, **simplest)
+    assert named in msg, msg
+
+
+@pytest.mark.lesson10
+def test_rolling_cache_rejecting_only_window_0_fails_for_a_negative_window():
+    res = _judged("lesson10", "RollingKVCache", {"if window < 1:": "if window == 0:"})
+    failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
+    assert set(failed) == {"ValueError for a window below 1"}, failed
+    assert "RollingKVCache(-3)" in failed["ValueError for a window below 1"], failed
+
+
+# ----------------------------------------------------------------------------------------------
+# every ValueError the text states, with a value just past each side of the range (lesson 10)
+
+_BAD_VALUES = [
+    ("filter_logits", {"if min_p is not None and not 0.0 <= min_p <= 1.0:": "if min_p is not None and min_p < 0.0:"},
+     "ValueError for top_k < 1, top_p outside (0, 1], min_p outside [0, 1]", "min_p=1.5"),
+    ("swiglu_hidden_dim", {"if d_model < 1:": "if d_model == 0:"}, "ValueError for d_model or multiple_of below 1",
+     "swiglu_hidden_dim(-8)"),
+]
+
+
+@pytest.mark.lesson10
+@pytest.mark.parametrize("exercise, edits, check, named", _BAD_VALUES, ids=[e for e, *_ in _BAD_VALUES])
+def test_a_range_checked_on_one_side_only_fails_past_the_other(exercise, edits, check, named):
+    res = _judged("lesson10", exercise, edits)
+    failed = {c.name.removesuffix(" (fresh inputs)"): c.message for c in res.checks if c.status == "failed"}
+    assert set(failed) == {check}, failed
+    assert named in failed[check], failed
+
+
+# ----------------------------------------------------------------------------------------------
+# internal precision with half inputs: flash_attention's lse is float32 whatever q's dtype (lesson 09)
+
+@pytest.mark.lesson09
+def test_flash_attention_with_lse_in_the_inputs_dtype_fails_for_half_inputs():
+    """Before: every check judged lse's values with its dtype left out, and only the battery gave half inputs."""
+    edits = {"lse = torch.empty(BH, Tq, device=q.device)  # float32":
+             "lse = torch.empty(BH, Tq, device=q.device, dtype=q.dtype)"}
+    msg = _domain_failure("lesson09", "flash_attention", edits, **{"dtype of q, k, v": "float16"})
+    assert "lse" in msg and "float32" in msg, msg
+
+
+# ----------------------------------------------------------------------------------------------
+# forward's optional arguments positionally, None given explicitly (lessons 08, 10): the course's own block and
+# model pass `start` and `cache` so
+
+_START_SENTINEL = {"start: int | None = None) -> torch.Tensor:": "start: int = -1) -> torch.Tensor:",
+                   "if start is None:": "if start == -1:"}
+_FORWARD = [
+    ("lesson10", "LlamaAttention", _START_SENTINEL, "TypeError"),
+    ("lesson10", "LlamaBlock",  # a sentinel of its own, turned into "none" before handing it to the attention
+     {"start: int | None = None) -> torch.Tensor:": "start: int = -1) -> torch.Tensor:",
+      "self.attn(self.ln1(x), cache, layer_idx, start)": "self.attn(self.ln1(x), cache, layer_idx, start if start >= 0 else None)"},
+     "TypeError"),
+    ("lesson08", "GPT", {"idx: torch.Tensor, targets: torch.Tensor | None = None,\n                cache=None)":
+                         "idx: torch.Tensor, cache=None,\n                targets: torch.Tensor | None = None)"}, ""),
+    ("lesson10", "Llama", {"idx: torch.Tensor, targets: torch.Tensor | None = None,\n                cache=None)":
+                           "idx: torch.Tensor, cache=None,\n                targets: torch.Tensor | None = None)"}, ""),
+]
+
+
+@pytest.mark.parametrize("lesson_id, exercise, edits, named", _FORWARD, ids=[f"{l}-{e}" for l, e, _, _ in _FORWARD])
+def test_a_forward_that_only_takes_keywords_fails_in_the_signature_order(lesson_id, exercise, edits, named):
+    msg = _domain_failure(lesson_id, exercise, edits, passed=PASSED.values[1])
+    assert named in msg, msg
+
+
+@pytest.mark.lesson10
+def test_llama_attention_with_positions_in_x_dtype_fails_in_bfloat16_at_position_5000():
+    """Before: the attention's checks gave x in float32 only, where positions in x's dtype are exact."""
+    edits = {"positions = torch.arange(start, start + T, device=x.device)  # (T,)":
+             "positions = torch.arange(start, start + T, device=x.device, dtype=x.dtype)  # (T,)"}
+    msg = _domain_failure("lesson10", "LlamaAttention", edits, start="given: 5000")
+    assert "output, module and x in bfloat16" in msg, msg
