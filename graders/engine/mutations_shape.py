@@ -345,6 +345,9 @@ def op_axis_more(nodes, parents, ctx) -> Iterator[Site]:
             what = _target_of(nodes, parents, call)
             yield (j,), (lambda k: ast.keyword(k.arg, _const(-1))), "axis-last", \
                 f"the {_call_name(call)} that gives {what} runs over the last axis, not over `{value.id}`"
+            yield (_index(nodes, call),), _whole, "axis-whole", \
+                f"the {_call_name(call)} that gives {what} runs over the whole tensor, not along `{value.id}`: one " \
+                f"value for every row, not one per row"
         elif c is not None:
             by_value.setdefault(c, []).append(j)
             calls.setdefault(c, []).append(_index(nodes, call))
@@ -688,3 +691,164 @@ HINTS = {
 
 from .mutation_ast import MODULES, Site, _call_name, _const, _int_value, _is_sqrt, _is_neginf, _names, \
     _parents, _rename_call, _replace, _short, _target_of, _u, _without_kw  # noqa: E402  (the shared ast helpers)
+
+
+# ----------------------------------------------------------------------------------------------
+# Appended families (issue 44, the outside measure's biggest unnamed groups): an argument's validation, and a
+# size read from the wrong tensor or axis. Each fires only where its pattern is in the code.
+
+_ERRORS = {"ValueError", "TypeError"}
+_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+_SYM = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _raises(node: ast.If) -> str | None:
+    """The error an `if` raises straight in its body (an argument's validation), or None."""
+    for s in node.body:
+        if isinstance(s, ast.Raise) and s.exc is not None:
+            f = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in _ERRORS:
+                return name
+    return None
+
+
+def _validated(node: ast.AST) -> str:
+    """The names a validation's test checks, as the student knows them: `window`, and `self.config.block_size`
+    as `block_size` (the last name of a chain of attributes)."""
+    out, inner = [], set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute):
+            inner.add(id(n.value))
+    for n in ast.walk(node):
+        if id(n) in inner:
+            continue
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if isinstance(n, ast.Name) and (n.id in MODULES or n.id in ("self", "len", "isinstance", "int", "float")):
+            name = None
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in MODULES:
+            name = None
+        if name and name not in out:
+            out.append(name)
+    return ", ".join(f"`{x}`" for x in out[:3]) or "its arguments"
+
+
+def _polarity(parents, node: ast.AST, test: ast.AST) -> bool:
+    """True when `node` being true makes `test` true (an even number of `not`s between them)."""
+    flips, cur = 0, node
+    while cur is not test and id(cur) in parents:
+        parent = parents[id(cur)][0]
+        flips += isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        cur = parent
+    return flips % 2 == 0
+
+
+def _flip_op(node: ast.Compare, k: int) -> ast.Compare:
+    node.ops = [(_FLIP[type(o)]() if j == k else o) for j, o in enumerate(node.ops)]
+    return node
+
+
+def op_guard(nodes, parents, ctx) -> Iterator[Site]:
+    """An argument's validation (`if <test>: raise ValueError`) off by one at its limit, or missing. The bound
+    comes first: where the checks pass only the limit itself, a missing validation and a bound that lets the
+    limit through give the same observations, and the first is the one kept (mutations.py merges the rest), so
+    its sentence, which accepts the limit, says both."""
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.If):
+            continue
+        error = _raises(node)
+        if error is None:
+            continue
+        what = _validated(node.test)
+        for j, cmp in enumerate(nodes):
+            if not (isinstance(cmp, ast.Compare) and _inside(parents, cmp, node.test)):
+                continue
+            for k, op in enumerate(cmp.ops):
+                if type(op) not in _FLIP:
+                    continue
+                operands = [cmp.left] + cmp.comparators
+                left, right = operands[k], operands[k + 1]
+                limit = _short(right if _names(left) - MODULES or not _names(right) - MODULES else left, 24)
+                # the flipped bound now holds at equality (<=, >=) or no longer does; through the `not`s
+                raises = _polarity(parents, cmp, node.test) == (_FLIP[type(op)] in (ast.LtE, ast.GtE))
+                said = (f"{what} exactly at the limit {limit} is rejected, where the text accepts it: the "
+                        f"validation's bound is too strict there" if raises else
+                        f"{what} exactly at the limit {limit} is accepted, where the text rejects it with a {error}: "
+                        f"the validation lets that value through")
+                yield (j,), (lambda n, k=k: _flip_op(n, k)), "guard-boundary", said
+        yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
+            (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "
+             f"naming the argument")
+
+
+def _inside(parents, node: ast.AST, root: ast.AST) -> bool:
+    cur = node
+    while cur is not root:
+        if id(cur) not in parents:
+            return False
+        cur = parents[id(cur)][0]
+    return True
+
+
+def _shape_read(node: ast.AST) -> tuple[ast.AST, int] | None:
+    """(tensor, axis) of `t.shape[k]` or `t.size(k)` with a constant k, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        k = _int_value(node.slice)
+        return (node.value.value, k) if k is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and \
+            len(node.args) == 1 and not node.keywords:
+        k = _int_value(node.args[0])
+        return (node.func.value, k) if k is not None else None
+    return None
+
+
+def _size_of(t: str, k: int) -> ast.AST:
+    return ast.Subscript(ast.Attribute(ast.Name(t, ast.Load()), "shape", ast.Load()), _const(k), ast.Load())
+
+
+def _axis_text(k: int) -> str:
+    return {-1: "last axis", -2: "axis -2", -3: "axis -3"}.get(k, f"axis {k}")
+
+
+def op_size_source(nodes, parents, ctx) -> Iterator[Site]:
+    """A size read from another tensor argument, or from another of the same tensor's last two axes: at a
+    `t.shape[k]` of its own, or at one use of a name that holds one (`D = x.shape[-1]` then `... / D`)."""
+    tensors = [a.arg for args in _params(nodes) for a in args.args + args.kwonlyargs
+               if a.annotation is not None and "Tensor" in _u(a.annotation)]
+    held = {}  # a name assigned once from a shape read -> (tensor, axis)
+    assigned: dict[str, int] = {}
+    for n in nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            assigned[n.targets[0].id] = assigned.get(n.targets[0].id, 0) + 1
+            read = _shape_read(n.value)
+            if read and isinstance(read[0], ast.Name):
+                held[n.targets[0].id] = (read[0].id, read[1])
+    held = {k: v for k, v in held.items() if assigned[k] == 1}
+    uses = {name: sum(1 for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+            for name in held}
+    for i, node in enumerate(nodes):
+        read = _shape_read(node)
+        if read and isinstance(read[0], ast.Name):
+            t, k, said = read[0].id, read[1], f"the size {_short(node, 20)}"
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in held and uses[node.id] > 1:
+            (t, k), said = held[node.id], f"one use of `{node.id}`"
+        else:
+            continue
+        if t not in tensors or k not in (-1, -2):
+            continue
+        what = _target_of(nodes, parents, node)
+        for other in tensors:
+            for axis in (-1, -2):
+                if (other, axis) == (t, k):
+                    continue
+                yield (i,), (lambda n, o=other, a=axis: _size_of(o, a)), "sizeof-other", \
+                    (f"{said} in {what} is taken from {other}'s {_axis_text(axis)}, not from {t}'s "
+                     f"{_axis_text(k)}: two sizes that agree only when those axes are equal")
+
+
+OPERATORS += (op_guard, op_size_source)
+op_size_source.families = ("sizeof",)
+HINTS["sizeof"] = ("For each size your code reads from a tensor's shape, say what it counts (batch, heads, queries, "
+                  "keys, features) and check it against the size the text uses at that place.")
+HINTS["guard"] = ("Call your code with each value the text says must raise, and with the values just inside "
+                  "each limit: which ones raise, and which should?")

@@ -125,8 +125,11 @@ def test_axes_terms_statistics_device_fill_diagonal():
     assert any("x.amax(dim=-1, keepdim=True)" in _body(m) for m in ops["axis-last"])
     (zero,) = ops["axis-zero"]
     assert _body(zero).count("dim=0") == 5 and "dim=dim" in _body(zero)  # every -1, not the variable
-    (whole,) = ops["axis-whole"]
+    whole, along = sorted(ops["axis-whole"], key=lambda m: "along `dim`" in m.sentence)
     assert "var = ((x - mean) ** 2).mean()" in _body(whole)
+    # a reduction along a variable `dim`, alone, over the whole tensor
+    assert "shifted = x - x.amax()" in _body(along) and "runs over the whole tensor, not along `dim`" in along.sentence
+    assert _body(along).count("dim=-1") == ast.unparse(ast.parse(NORMS)).count("dim=-1")  # the others unchanged
     # a softmax is no statistic; nor is a mask's any(): over the whole tensor it reads as "no row handled"
     assert "softmax(dim=-1)" in _body(whole) and "mask.any(dim=-1, keepdim=True)" in _body(whole)
     dropped = {m.sentence: _body(m) for m in ops["term-dropped"]}
@@ -247,3 +250,41 @@ def test_each_operator_speaks_only_for_the_families_it_declares():
                 for _, _, operator, sentence in op(nodes, M._parents(tree), {"exercise": name}):
                     assert operator.split("-", 1)[0] in declared, (op.__name__, operator)
                     assert len(sentence) < 240 and "\n" not in sentence
+
+
+GUARDS = '''
+def f(x: torch.Tensor, y: torch.Tensor, window: int, p: float):
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"p must be in [0, 1), got {p}")
+    if x.shape[-1] > 4:
+        print("wide")
+    D = x.shape[-1]
+    return x / math.sqrt(D) + y[..., :D] / D
+'''
+
+
+def test_a_validation_missing_or_its_bound_flipped_says_which_way():
+    ops = _by_op(GUARDS)
+    missing = {m.sentence: _body(m) for m in ops["guard-missing"]}
+    assert len(missing) == 2  # the two `if ...: raise`, not the `if` that prints
+    assert any("`window`" in s and "if False:" in b for s, b in missing.items())
+    bounds = {m.sentence: _body(m) for m in ops["guard-boundary"]}
+    said = "\n".join(bounds)
+    assert "`window` exactly at the limit 1 is rejected" in said  # window < 1 → window <= 1 rejects 1
+    assert "`p` exactly at the limit 0.0 is rejected" in said  # under `not`: 0.0 < p rejects 0.0
+    assert "`p` exactly at the limit 1.0 is accepted, where the text rejects it with a ValueError" in said
+    assert any("if not 0.0 <= p <= 1.0:" in b for b in bounds.values())
+    # a bound comes before the whole validation missing (mutations.py keeps the first of equal observations)
+    order = [m.operator for m in M.mutants(GUARDS, "f", cap=1000) if m.family == "guard"]
+    assert order.index("guard-boundary") < order.index("guard-missing")
+
+
+def test_a_size_read_from_another_tensor_or_axis():
+    ops = _by_op(GUARDS)
+    bodies = [_body(m) for m in ops["sizeof-other"]]
+    assert any("D = y.shape[-1]" in b for b in bodies)
+    # one use of a name holding a size, the other uses left
+    assert any("x / math.sqrt(x.shape[-2]) + y[..., :D] / D" in b for b in bodies)
+    assert "sizeof" in M.FAMILY_HINTS and "guard" in M.FAMILY_HINTS
