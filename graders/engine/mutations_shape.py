@@ -852,3 +852,41 @@ HINTS["sizeof"] = ("For each size your code reads from a tensor's shape, say wha
                   "keys, features) and check it against the size the text uses at that place.")
 HINTS["guard"] = ("Call your code with each value the text says must raise, and with the values just inside "
                   "each limit: which ones raise, and which should?")
+
+
+def _siblings(nodes) -> dict[str, list[str]]:
+    """`self.<name>` assigned a call, grouped by what builds it (nn.Linear, LayerNorm, ...): layers of one kind."""
+    kinds: dict[str, list[str]] = {}
+    for n in nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call):
+            t = n.targets[0]
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                kinds.setdefault(_u(n.value.func), []).append(t.attr)
+    return {k: v for k, v in kinds.items() if len(v) > 1}
+
+
+def op_sibling(nodes, parents, ctx) -> Iterator[Site]:
+    """One call of a layer made with another layer of the same kind (`self.q_proj(key)` for `self.k_proj(key)`,
+    `self.ln1(x)` for `self.ln2(x)`): a copy of a neighbouring line left unchanged. The layer built just before
+    comes first (a line copied from the one above), then the others."""
+    kind_of = {name: names for names in _siblings(nodes).values() for name in names}
+    first, rest = [], []
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and node.func.attr in kind_of):
+            continue
+        own, names = node.func.attr, kind_of[node.func.attr]
+        what = _target_of(nodes, parents, node)
+        for other in names:
+            if other == own:
+                continue
+            site = ((i,), (lambda c, o=other: (setattr(c.func, "attr", o), c)[1]), "sibling-layer",
+                    f"{what} goes through `self.{other}` where `self.{own}` belongs: two layers built the same way, "
+                    f"one used in the other's place")
+            (first if names.index(other) == names.index(own) - 1 else rest).append(site)
+    yield from first + rest
+
+
+OPERATORS += (op_sibling,)
+HINTS["sibling"] = ("List your layers that are built the same way (the projections, the norms) and, for each call, "
+                    "say which one the text applies there: is any of them used twice and another never?")

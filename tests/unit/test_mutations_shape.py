@@ -288,3 +288,29 @@ def test_a_size_read_from_another_tensor_or_axis():
     # one use of a name holding a size, the other uses left
     assert any("x / math.sqrt(x.shape[-2]) + y[..., :D] / D" in b for b in bodies)
     assert "sizeof" in M.FAMILY_HINTS and "guard" in M.FAMILY_HINTS
+
+
+SIBLINGS = '''
+class f(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d)
+        self.ln1 = LayerNorm(d)
+        self.ln2 = LayerNorm(d)
+        self.head = nn.Embedding(3, d)
+
+    def forward(self, x: torch.Tensor):
+        q, k = self.q_proj(x), self.k_proj(x)
+        return self.ln2(self.ln1(q @ k.mT)), self.head(x)
+'''
+
+
+def test_a_layer_used_in_place_of_another_of_its_kind():
+    sites = [(m.sentence, _body(m)) for m in M.mutants(SIBLINGS, "f", cap=1000) if m.family == "sibling"]
+    said = "\n".join(s for s, _ in sites)
+    # the layer built just before comes first: a line copied from the one above
+    assert sites[0][0].startswith("`q, k` goes through `self.q_proj` where `self.k_proj` belongs")
+    assert "q, k = (self.q_proj(x), self.q_proj(x))" in sites[0][1]
+    assert "`self.ln1` where `self.ln2` belongs" in said and "`self.ln2` where `self.ln1` belongs" in said
+    assert "self.head" not in said  # no other layer of its kind
