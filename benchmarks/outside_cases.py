@@ -695,3 +695,25 @@ JUDGED: dict[str, list[dict]] = {
     "l07-block-ln-bias": [_j("`self.ln1` uses the default bias=True instead of the `bias` it was given", "right",
                              "the student dropped bias=bias from ln1")],
 }
+
+
+# Judgements read on the run of 2026-12-06 (every lesson, the engine with mutations_shape's and mutations_module's
+# operators): appended to a case's list (a wording read before keeps its verdict).
+_READ: dict[str, list[dict]] = {
+    'l09-lse-m0': [_j('`m` starts at 0, not -inf: a start of 0 is an ordinary value, which values below 0 never replace',
+        'right', 'the student starts m with torch.zeros: the running max starts at 0, as said')],
+    'l09-flash-div-l': [_j('`output (Tq=70, Tk=40)` has 960 NaN values where the reference has numbers, starting at index (0, 0, 0, 0); they fill 60 complete rows along the last axis',
+        'facts', 'true: the queries with no visible key (Tq > Tk) are whole NaN rows; no cause claimed')],
+    'l09-flash-lse-no-m': [_j('`lse (Tq=70, Tk=40)` matches the reference up to index 29 along axis -1 (size 70) and differs from index 30 on',
+        'facts', 'true: the first Tq − Tk = 30 queries see no key (-inf in both), every later lse misses its max')],
+    'l09-flops-half': [_j('causal is counted as half whatever Tq and Tk: half holds for Tq = Tk only. The causal mask is bottom-right, so one decoding query (Tq = 1) sees every key: count 2·B·H·D·(Tk² − max(Tk − Tq, 0)²).',
+        'right', 'the student halves the plain count whatever Tq and Tk')],
+    'l09-flops-2': [_j('only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a forward pass is 4·B·H·Tq·Tk·D.',
+        'right', 'the student counts 2·d per pair: one of the two products, as said')],
+    'l09-kv-no-2': [_j('only the keys are counted: the cache holds a K and a V per layer, head and position, so multiply by 2.',
+        'right', 'the student dropped the factor 2 for V')],
+    'l09-kv-fixed-2bytes': [_j('`kv_cache_bytes` ignores the argument `dtype`: it always uses the default, torch.float16',
+        'right', "the student hard-codes 2 bytes, float16's size, whatever dtype")],
+}
+for _id, _entries in _READ.items():
+    JUDGED.setdefault(_id, []).extend(_entries)
