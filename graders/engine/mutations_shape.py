@@ -890,3 +890,31 @@ def op_sibling(nodes, parents, ctx) -> Iterator[Site]:
 OPERATORS += (op_sibling,)
 HINTS["sibling"] = ("List your layers that are built the same way (the projections, the norms) and, for each call, "
                     "say which one the text applies there: is any of them used twice and another never?")
+
+
+_INPLACE = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+def op_inplace(nodes, parents, ctx) -> Iterator[Site]:
+    """`y = x - c` with x a tensor argument written as `x -= c; y = x`: the caller's tensor modified in place."""
+    tensors = {a.arg for args in _params(nodes) for a in args.args + args.kwonlyargs
+               if a.annotation is not None and "Tensor" in _u(a.annotation)}
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.BinOp) and type(node.value.op) in _INPLACE
+                and isinstance(node.value.left, ast.Name) and node.value.left.id in tensors):
+            continue
+        x, y = node.value.left.id, node.targets[0].id
+        rebound = [n.lineno for n in nodes if isinstance(n, ast.Name) and n.id == x and isinstance(n.ctx, ast.Store)]
+        if y == x or any(line <= node.lineno for line in rebound):
+            continue  # `x` no longer the caller's tensor there (or the statement rebinds it)
+        yield (i,), (lambda n, x=x: ast.If(ast.Constant(True), [
+            ast.AugAssign(ast.Name(x, ast.Store()), n.value.op, n.value.right),
+            ast.Assign([ast.Name(n.targets[0].id, ast.Store())], ast.Name(x, ast.Load()))], [])), "inplace-input", \
+            (f"`{y}` is made by changing the argument `{x}` in place ({x} {_INPLACE[type(node.value.op)]}= …): the "
+             f"caller's tensor is modified, and a second call sees it changed")
+
+
+OPERATORS += (op_inplace,)
+HINTS["inplace"] = ("Call your function twice on the same tensor and compare the tensor before and after: does any "
+                    "line write into an argument (`x -= ...`, `x[...] = ...`, a method ending in `_`)?")

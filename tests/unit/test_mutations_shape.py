@@ -314,3 +314,16 @@ def test_a_layer_used_in_place_of_another_of_its_kind():
     assert "q, k = (self.q_proj(x), self.q_proj(x))" in sites[0][1]
     assert "`self.ln1` where `self.ln2` belongs" in said and "`self.ln2` where `self.ln1` belongs" in said
     assert "self.head" not in said  # no other layer of its kind
+
+
+def test_an_input_changed_in_place_only_while_it_is_the_callers():
+    src = '''
+def f(x: torch.Tensor, n: int):
+    y = x - x.amax(dim=-1, keepdim=True)
+    x = x * 2
+    z = x + y
+    return z
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "inplace"]
+    assert "x -= x.amax(dim=-1, keepdim=True)\n        y = x" in _body(m)
+    assert "`y` is made by changing the argument `x` in place" in m.sentence
