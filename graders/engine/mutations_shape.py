@@ -918,3 +918,34 @@ def op_inplace(nodes, parents, ctx) -> Iterator[Site]:
 OPERATORS += (op_inplace,)
 HINTS["inplace"] = ("Call your function twice on the same tensor and compare the tensor before and after: does any "
                     "line write into an argument (`x -= ...`, `x[...] = ...`, a method ending in `_`)?")
+
+
+_ACTS = ("silu", "gelu", "relu", "sigmoid", "tanh")  # the nonlinearities a gated branch uses
+
+
+def op_activation_outer(nodes, parents, ctx) -> Iterator[Site]:
+    """act(a) * b → act(a * b): the nonlinearity applied to the product of the two branches, not to one of them."""
+    def _activation(n):
+        return _call_name(n) if isinstance(n, ast.Call) and _call_name(n) in _ACTS and len(n.args) == 1 else None
+
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for side, other in (("left", "right"), ("right", "left")):
+            act = _activation(getattr(node, side))
+            if act and not _activation(getattr(node, other)):
+                what = _target_of(nodes, parents, node)
+                yield (i,), (lambda n, side=side, other=other: _act_outside(n, side, other)), "activation-outside", \
+                    (f"in {what}, {act} is applied to the product of the two branches, not to "
+                     f"{_short(getattr(node, side).args[0], 24)} alone before the product")
+
+
+def _act_outside(node: ast.BinOp, side: str, other: str) -> ast.Call:
+    act = getattr(node, side)
+    setattr(node, side, act.args[0])
+    act.args = [node]
+    return act
+
+
+op_activation_outer.families = ("activation",)
+OPERATORS += (op_activation_outer,)

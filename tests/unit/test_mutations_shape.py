@@ -327,3 +327,13 @@ def f(x: torch.Tensor, n: int):
     (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "inplace"]
     assert "x -= x.amax(dim=-1, keepdim=True)\n        y = x" in _body(m)
     assert "`y` is made by changing the argument `x` in place" in m.sentence
+
+
+def test_a_gate_activation_applied_to_the_product():
+    src = '''
+def f(x: torch.Tensor):
+    return F.silu(x @ a) * (x @ b) + torch.tanh(x)
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "activation-outside"]
+    assert "F.silu(x @ a * (x @ b))" in _body(m)
+    assert "silu is applied to the product of the two branches, not to x @ a alone" in m.sentence
