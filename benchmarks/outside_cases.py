@@ -714,6 +714,9 @@ _READ: dict[str, list[dict]] = {
         'right', 'the student dropped the factor 2 for V')],
     'l09-kv-fixed-2bytes': [_j('`kv_cache_bytes` ignores the argument `dtype`: it always uses the default, torch.float16',
         'right', "the student hard-codes 2 bytes, float16's size, whatever dtype")],
+    'l10-swiglu-gelu': [_j('the result uses gelu where the text asks for silu', 'right', 'the student wrote F.gelu on the gate')],
+    'l10-block-residual-normed': [_j('in `x` the stream x itself is normalised by self.ln1: the sublayer\'s output is added to self.ln1(x), not to x',
+        'right', 'the student rebinds x = self.ln1(x) before the add: the stream itself is normalised, as said')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
