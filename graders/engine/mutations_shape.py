@@ -949,3 +949,25 @@ def _act_outside(node: ast.BinOp, side: str, other: str) -> ast.Call:
 
 op_activation_outer.families = ("activation",)
 OPERATORS += (op_activation_outer,)
+
+
+_LIMITS = {"abs": "negative values keep their sign", "clamp": "values outside the bounds pass through unchanged",
+           "clamp_min": "values below the floor pass through unchanged",
+           "clamp_max": "values above the ceiling pass through unchanged",
+           "nan_to_num": "NaN and infinite values pass through unchanged"}
+
+
+def op_limit(nodes, parents, ctx) -> Iterator[Site]:
+    """A method that bounds values (abs, clamp, clamp_min, clamp_max, nan_to_num) left out: `t.abs()` → `t`."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _LIMITS and \
+                not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES):
+            meth, base = node.func.attr, node.func.value
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: c.func.value), "limit-dropped", \
+                (f"in {what}, {_short(base, 24)} is used without .{meth}(): {_LIMITS[meth]}")
+
+
+OPERATORS += (op_limit,)
+HINTS["limit"] = ("Which values must be bounded or made positive before they are used (a distance, a divisor, a "
+                  "count)? Try an input that reaches the edge: a negative difference, a zero, an empty row.")

@@ -337,3 +337,15 @@ def f(x: torch.Tensor):
     (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "activation-outside"]
     assert "F.silu(x @ a * (x @ b))" in _body(m)
     assert "silu is applied to the product of the two branches, not to x @ a alone" in m.sentence
+
+
+def test_a_bounding_method_left_out():
+    src = '''
+def f(i: torch.Tensor, l: torch.Tensor):
+    d = (i - i.T).abs().float()
+    return d / l.clamp_min(1.0), torch.abs(i)
+'''
+    got = {m.sentence: _body(m) for m in M.mutants(src, "f", cap=1000) if m.family == "limit"}
+    assert len(got) == 2  # torch.abs(i) is a function of a module, not a method left out
+    assert any("d = (i - i.T).float()" in b for b in got.values())
+    assert "in the result, l is used without .clamp_min(): values below the floor pass through unchanged" in got
