@@ -971,3 +971,34 @@ def op_limit(nodes, parents, ctx) -> Iterator[Site]:
 OPERATORS += (op_limit,)
 HINTS["limit"] = ("Which values must be bounded or made positive before they are used (a distance, a divisor, a "
                   "count)? Try an input that reaches the edge: a negative difference, a zero, an empty row.")
+
+
+def _param_name(node: ast.AST) -> str | None:
+    """`weight`, `gain` or `bias` when the expression is one (self.weight, weight.float(), w.to(x.dtype))."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return next((k for k in ("weight", "gain", "bias") if k in name.lower()), None)
+
+
+def op_combine(nodes, parents, ctx) -> Iterator[Site]:
+    """A gain added instead of multiplied (`y * weight` → `y + weight`), a bias multiplied instead of added."""
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and type(node.op) in (ast.Mult, ast.Add)):
+            continue
+        kind = _param_name(node.right) or _param_name(node.left)
+        if kind is None or (kind == "bias") != isinstance(node.op, ast.Add):
+            continue
+        p = node.right if _param_name(node.right) else node.left
+        what = _target_of(nodes, parents, node)
+        if kind == "bias":
+            yield (i,), (lambda n: (setattr(n, "op", ast.Mult()), n)[1]), "combine-bias-multiplied", \
+                f"in {what}, {_short(p, 24)} multiplies instead of being added: a bias shifts each feature"
+        else:
+            yield (i,), (lambda n: (setattr(n, "op", ast.Add()), n)[1]), "combine-gain-added", \
+                f"in {what}, {_short(p, 24)} is added instead of multiplied: a gain scales each feature"
+
+
+OPERATORS += (op_combine,)
+HINTS["combine"] = ("For each learned vector, say what it does to a feature: does it scale it (a gain, multiplied) "
+                    "or shift it (a bias, added)? Check the operation your code uses for each.")

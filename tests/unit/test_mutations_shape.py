@@ -349,3 +349,15 @@ def f(i: torch.Tensor, l: torch.Tensor):
     assert len(got) == 2  # torch.abs(i) is a function of a module, not a method left out
     assert any("d = (i - i.T).float()" in b for b in got.values())
     assert "in the result, l is used without .clamp_min(): values below the floor pass through unchanged" in got
+
+
+def test_a_gain_added_or_a_bias_multiplied():
+    src = '''
+def f(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+    y = x * weight.float()
+    return y + bias, x + y
+'''
+    got = {m.operator: _body(m) for m in M.mutants(src, "f", cap=1000) if m.family == "combine"}
+    assert "y = x + weight.float()" in got["combine-gain-added"]
+    assert "return (y * bias, x + y)" in got["combine-bias-multiplied"]
+    assert len(got) == 2  # x + y holds no parameter
