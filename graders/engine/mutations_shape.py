@@ -855,13 +855,14 @@ HINTS["guard"] = ("Call your code with each value the text says must raise, and 
 
 
 def _siblings(nodes) -> dict[str, list[str]]:
-    """`self.<name>` assigned a call, grouped by what builds it (nn.Linear, LayerNorm, ...): layers of one kind."""
+    """`self.<name>` assigned a call, grouped by the call that builds it (`nn.Linear(d, d, bias=bias)`): layers of
+    one kind and one shape, so that one can stand in for the other."""
     kinds: dict[str, list[str]] = {}
     for n in nodes:
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call):
             t = n.targets[0]
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                kinds.setdefault(_u(n.value.func), []).append(t.attr)
+                kinds.setdefault(_u(n.value), []).append(t.attr)
     return {k: v for k, v in kinds.items() if len(v) > 1}
 
 
