@@ -717,6 +717,10 @@ _READ: dict[str, list[dict]] = {
     'l10-swiglu-gelu': [_j('the result uses gelu where the text asks for silu', 'right', 'the student wrote F.gelu on the gate')],
     'l10-block-residual-normed': [_j('in `x` the stream x itself is normalised by self.ln1: the sublayer\'s output is added to self.ln1(x), not to x',
         'right', 'the student rebinds x = self.ln1(x) before the add: the stream itself is normalised, as said')],
+    'l08-cfg-dropout-1': [_j('`dropout` exactly at the limit 1.0 is accepted, where the text rejects it with a ValueError: the '
+        'validation lets that value through', 'right', 'the student wrote 0.0 <= dropout <= 1.0: 1.0 passes, as said')],
+    'l08-cfg-no-divide': [_j('the validation of `n_embd`, `n_head` is missing: a value the text rejects is accepted, with no '
+        'ValueError naming the argument', 'right', 'the student deleted the divisibility check')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)

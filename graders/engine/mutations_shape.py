@@ -1003,3 +1003,19 @@ def op_combine(nodes, parents, ctx) -> Iterator[Site]:
 OPERATORS += (op_combine,)
 HINTS["combine"] = ("For each learned vector, say what it does to a feature: does it scale it (a gain, multiplied) "
                     "or shift it (a bias, added)? Check the operation your code uses for each.")
+
+
+def op_view(nodes, parents, ctx) -> Iterator[Site]:
+    """`.reshape(...)` → `.view(...)`: a view of a tensor that may not be contiguous (transposed, sliced)."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and \
+                not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: (setattr(c.func, "attr", "view"), c)[1]), "view-not-contiguous", \
+                (f"{what} reshapes {_short(node.func.value, 24)} with .view: a view needs memory laid out in that "
+                 f"order, so it fails on a transposed or sliced tensor, where .reshape copies")
+
+
+OPERATORS += (op_view,)
+HINTS["view"] = ("Give your function a non-contiguous input (`x.transpose(0, 1).contiguous().transpose(0, 1)`, or a "
+                 "slice) and see which line fails: which of your reshapes may meet such a tensor?")

@@ -361,3 +361,13 @@ def f(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
     assert "y = x + weight.float()" in got["combine-gain-added"]
     assert "return (y * bias, x + y)" in got["combine-bias-multiplied"]
     assert len(got) == 2  # x + y holds no parameter
+
+
+def test_a_reshape_made_a_view():
+    src = '''
+def f(x: torch.Tensor):
+    return x.transpose(1, 2).reshape(2, -1), torch.reshape(x, (-1,))
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "view"]
+    assert "x.transpose(1, 2).view(2, -1)" in _body(m) and "torch.reshape(x, (-1,))" in _body(m)
+    assert "with .view" in m.sentence
