@@ -1019,3 +1019,20 @@ def op_view(nodes, parents, ctx) -> Iterator[Site]:
 OPERATORS += (op_view,)
 HINTS["view"] = ("Give your function a non-contiguous input (`x.transpose(0, 1).contiguous().transpose(0, 1)`, or a "
                  "slice) and see which line fails: which of your reshapes may meet such a tensor?")
+
+
+def op_count_from_one(nodes, parents, ctx) -> Iterator[Site]:
+    """`torch.arange(n)` → `torch.arange(1, n + 1)`: positions (or indices) counted from 1, not from 0."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and _call_name(node) == "arange" and len(node.args) == 1 and \
+                not any(k.arg in ("start", "end") for k in node.keywords):
+            n = node.args[0]
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: (setattr(c, "args", [ast.Constant(1), ast.BinOp(c.args[0], ast.Add(),
+                                                                                    ast.Constant(1))]), c)[1]), \
+                "count-from-one", (f"{what} counts from 1 to {_short(n, 20)}, not from 0 to {_short(n, 20)} − 1: "
+                                   f"every position is one too far")
+
+
+OPERATORS += (op_count_from_one,)
+HINTS["count"] = ("Print the first few positions (or indices) your code makes: does the first one start at 0?")

@@ -371,3 +371,12 @@ def f(x: torch.Tensor):
     (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "view"]
     assert "x.transpose(1, 2).view(2, -1)" in _body(m) and "torch.reshape(x, (-1,))" in _body(m)
     assert "with .view" in m.sentence
+
+
+def test_positions_counted_from_one():
+    src = '''
+def f(x: torch.Tensor, n: int):
+    return torch.arange(n, dtype=torch.float32) + torch.arange(0, n, 2)
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "count"]
+    assert "torch.arange(1, n + 1, dtype=torch.float32) + torch.arange(0, n, 2)" in _body(m)
