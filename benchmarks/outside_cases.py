@@ -721,6 +721,11 @@ _READ: dict[str, list[dict]] = {
         'validation lets that value through', 'right', 'the student wrote 0.0 <= dropout <= 1.0: 1.0 passes, as said')],
     'l08-cfg-no-divide': [_j('the validation of `n_embd`, `n_head` is missing: a value the text rejects is accepted, with no '
         'ValueError naming the argument', 'right', 'the student deleted the divisibility check')],
+    'l08-gpt-ge-block': [_j('`block_size`, `start`, `T` exactly at the limit self.config.block_size is rejected, where the text '
+        'accepts it: the validation\'s bound is too strict there', 'right',
+        'the student wrote start + T >= block_size: a sequence that ends exactly at block_size is rejected (the wording '
+        'was made clearer after: the compared value, then its limit)')],
+    'l08-gpt-no-lnf': [_j('`logits` leaves out self.ln_f: x is never normalised', 'right', 'the student dropped self.ln_f')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)

@@ -768,13 +768,14 @@ def op_guard(nodes, parents, ctx) -> Iterator[Site]:
                     continue
                 operands = [cmp.left] + cmp.comparators
                 left, right = operands[k], operands[k + 1]
-                limit = _short(right if _names(left) - MODULES or not _names(right) - MODULES else left, 24)
+                on_right = bool(_names(left) - MODULES) or not _names(right) - MODULES
+                limit, value = (_short(right, 24), _short(left, 24)) if on_right else (_short(left, 24), _short(right, 24))
                 # the flipped bound now holds at equality (<=, >=) or no longer does; through the `not`s
                 raises = _polarity(parents, cmp, node.test) == (_FLIP[type(op)] in (ast.LtE, ast.GtE))
-                said = (f"{what} exactly at the limit {limit} is rejected, where the text accepts it: the "
+                said = (f"`{value}` exactly at its limit `{limit}` is rejected, where the text accepts it: the "
                         f"validation's bound is too strict there" if raises else
-                        f"{what} exactly at the limit {limit} is accepted, where the text rejects it with a {error}: "
-                        f"the validation lets that value through")
+                        f"`{value}` exactly at its limit `{limit}` is accepted, where the text rejects it with a "
+                        f"{error}: the validation lets that value through")
                 yield (j,), (lambda n, k=k: _flip_op(n, k)), "guard-boundary", said
         yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
             (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "

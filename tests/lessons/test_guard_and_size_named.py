@@ -43,11 +43,11 @@ def test_a_bound_off_by_one_says_which_way_and_its_near_miss_is_not_named(tmp_pa
     planted = _edit(src, "if self.window is not None and self.window < 1:",
                     "if self.window is not None and self.window <= 1:")
     ex = _graded("lesson10", "LlamaConfig", planted, tmp_path, "c.ipynb", "mutation:guard-boundary")
-    assert "`window`" in ex.diagnosis and "is rejected, where the text accepts it: the validation's bound is too strict there" in ex.diagnosis
+    assert "`self.window` exactly at its limit `1`" in ex.diagnosis and "is rejected, where the text accepts it: the validation's bound is too strict there" in ex.diagnosis
     # under a `not`, the same flip accepts the value at the limit
     flipped = _edit(src, "if not self.norm_eps > 0:", "if not self.norm_eps >= 0:")
     ex = _graded("lesson10", "LlamaConfig", flipped, tmp_path, "d.ipynb", "mutation:guard-boundary")
-    assert "`norm_eps`" in ex.diagnosis and "is accepted, where the text rejects it" in ex.diagnosis
+    assert "`self.norm_eps` exactly at its limit `0`" in ex.diagnosis and "is accepted, where the text rejects it" in ex.diagnosis
     # a bound off by two is rejected at the limit too, and the sentence claims no more than that
     two = _edit(src, "if self.window is not None and self.window < 1:", "if self.window is not None and self.window < 3:")
     ex = _graded("lesson10", "LlamaConfig", two, tmp_path, "e.ipynb")

@@ -272,9 +272,9 @@ def test_a_validation_missing_or_its_bound_flipped_says_which_way():
     assert any("`window`" in s and "if False:" in b for s, b in missing.items())
     bounds = {m.sentence: _body(m) for m in ops["guard-boundary"]}
     said = "\n".join(bounds)
-    assert "`window` exactly at the limit 1 is rejected" in said  # window < 1 → window <= 1 rejects 1
-    assert "`p` exactly at the limit 0.0 is rejected" in said  # under `not`: 0.0 < p rejects 0.0
-    assert "`p` exactly at the limit 1.0 is accepted, where the text rejects it with a ValueError" in said
+    assert "`window` exactly at its limit `1` is rejected" in said  # window < 1 → window <= 1 rejects 1
+    assert "`p` exactly at its limit `0.0` is rejected" in said  # under `not`: 0.0 < p rejects 0.0
+    assert "`p` exactly at its limit `1.0` is accepted, where the text rejects it with a ValueError" in said
     assert any("if not 0.0 <= p <= 1.0:" in b for b in bounds.values())
     # a bound comes before the whole validation missing (mutations.py keeps the first of equal observations)
     order = [m.operator for m in M.mutants(GUARDS, "f", cap=1000) if m.family == "guard"]
