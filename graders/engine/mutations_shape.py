@@ -1035,5 +1035,6 @@ def op_count_from_one(nodes, parents, ctx) -> Iterator[Site]:
                                    f"every position is one too far")
 
 
+op_count_from_one.families = ("count",)
 OPERATORS += (op_count_from_one,)
 HINTS["count"] = ("Print the first few positions (or indices) your code makes: does the first one start at 0?")
