@@ -726,6 +726,41 @@ _READ: dict[str, list[dict]] = {
         'the student wrote start + T >= block_size: a sequence that ends exactly at block_size is rejected (the wording '
         'was made clearer after: the compared value, then its limit)')],
     'l08-gpt-no-lnf': [_j('`logits` leaves out self.ln_f: x is never normalised', 'right', 'the student dropped self.ln_f')],
+    'l08-gen-no-crop': [_j('a slice in `logits, _` is off by one at its start (-block_size - 1)', 'wrong',
+        'the student feeds the whole context (no slice at all); one entry further out fails the same way at the first '
+        'step past block_size, so the amount "one" was never shown (fixed: the slice family says the direction, "or '
+        'further"; tests/unit/test_outside_diagnosis.py plants it)'),
+        _j('a slice in `logits, _` starts too early (-block_size - 1, or further): it keeps entries before -block_size',
+           'right', 'the context keeps entries before its last block_size: the crop is missing, which "or further" covers')],
+    'l01-softmax-global-max': [_j('the amax that gives `shifted` runs over the whole tensor, not along `dim`: one value for '
+        'every row, not one per row', 'right', 'the student subtracts x.max(), the whole tensor\'s')],
+    'l01-softmax-inplace': [_j('`shifted` is made by changing the argument `x` in place (x -= …): the caller\'s tensor is '
+        'modified, and a second call sees it changed', 'right', 'the student wrote x -= x.amax(...)')],
+    'l01-sdpa-sqrt-dv': [_j('the size q.shape[-1] in `d_k` is taken from v\'s last axis, not from q\'s last axis: two sizes '
+        'that agree only when those axes are equal', 'right', 'the student wrote d_k = v.shape[-1]')],
+    'l01-sdpa-dk-from-tk': [_j('the size q.shape[-1] in `d_k` is taken from k\'s axis -2, not from q\'s last axis: two sizes '
+        'that agree only when those axes are equal', 'right', 'the student wrote d_k = k.shape[-2]')],
+    'l02-window-novalidate': [_j('the validation of `window` is missing: a value the text rejects is accepted, with no '
+        'ValueError naming the argument', 'right', 'the student deleted the window check')],
+    'l02-masked-empty-mean': [_j('`weights` keeps torch.softmax(score… where ~visible: the entries that should become 0 '
+        'there stay as they are', 'right', 'the student dropped .masked_fill(~visible, 0.0) after the softmax')],
+    'l02-masked-scale-tk': [_j('the size q.shape[-1] in `scores` is taken from k\'s axis -2, not from q\'s last axis: two '
+        'sizes that agree only when those axes are equal', 'right', 'the student scales by √k.shape[-2], √Tk')],
+    'l05-rms-sum': [_j('`inv_rms` takes the sum of xf.pow(2) where the mean belongs', 'right', 'the student wrote .sum')],
+    'l05-rms-weight-add': [_j('in `y`, weight.float() is added instead of multiplied: a gain scales each feature', 'right',
+        'the student wrote y + weight.float()')],
+    'l05-RMS-not-param': [_j('the weights are plain tensors, not nn.Parameter: they are not trained, not in the state dict '
+        'and not moved by .to()', 'right', 'the student assigns torch.ones(dim) without nn.Parameter')],
+    'l06-sin-from-1': [_j('`pos` counts from 1 to max_len, not from 0 to max_len − 1: every position is one too far',
+        'right', 'the student wrote arange(1, max_len + 1)')],
+    'l06-lpe-ge': [_j('`offset + T` exactly at its limit `self.max_len` is rejected, where the text accepts it: the '
+        'validation\'s bound is too strict there', 'right', 'the student wrote offset + T >= self.max_len')],
+    'l06-ropehalf-D-from-T': [_j('one use of `D` in `inv_freq` is taken from x\'s axis -2, not from x\'s last axis: two '
+        'sizes that agree only when those axes are equal', 'right', 'the student divides the exponent by x.shape[-2]')],
+    'l06-invfreq-scale1': [_j('`scale` exactly at its limit `1` is rejected, where the text accepts it: the validation\'s '
+        'bound is too strict there', 'right', 'the student wrote scale <= 1')],
+    'l06-alibi-noabs': [_j('in `distance`, i - j is used without .abs(): negative values keep their sign', 'right',
+        'the student dropped .abs()')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
