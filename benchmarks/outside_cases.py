@@ -761,6 +761,13 @@ _READ: dict[str, list[dict]] = {
         'bound is too strict there', 'right', 'the student wrote scale <= 1')],
     'l06-alibi-noabs': [_j('in `distance`, i - j is used without .abs(): negative values keep their sign', 'right',
         'the student dropped .abs()')],
+    'l10-swiglu-silu-product': [_j('in the result, silu is applied to the product of the two branches, not to '
+        'self.gate_proj(x) alone before the product', 'right', 'the student wrote F.silu(gate_proj(x) * up_proj(x))')],
+    'l10-cfg-eps-zero': [_j('`self.norm_eps` exactly at its limit `0` is accepted, where the text rejects it with a '
+        'ValueError: the validation lets that value through', 'right', 'the student wrote norm_eps < 0: 0 passes, as said')],
+    'l10-llama-start-not-passed': [_j('each layer reads len(cache) itself, after the layers before it have updated the '
+        'cache, so layers past the first rotate at the wrong positions: read start = len(cache) once and pass it to every '
+        'block.', 'right', 'the student calls block(x, cache, i) without start')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
