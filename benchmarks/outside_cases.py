@@ -768,6 +768,22 @@ _READ: dict[str, list[dict]] = {
     'l10-llama-start-not-passed': [_j('each layer reads len(cache) itself, after the layers before it have updated the '
         'cache, so layers past the first rotate at the wrong positions: read start = len(cache) once and pass it to every '
         'block.', 'right', 'the student calls block(x, cache, i) without start')],
+    'l10-llama-no-norm': [_j('`logits` leaves out self.norm: x is never normalised',
+        'right', 'the student dropped self.norm before the head')],
+    'l10-costs-head-always': [_j('a tied head is counted as a second V×D matrix: with tie_embeddings the head is the embedding, counted once in params (it is still a matrix product in N_mm).',
+        'right', 'the student counts V·D for the head whatever tie_embeddings')],
+    'l04-gn-view': [_j('`xg` reshapes x with .view: a view needs memory laid out in that order, so it fails on a transposed or sliced tensor, where .reshape copies',
+        'right', 'the student wrote x.view(N, num_groups, -1)')],
+    'l04-gn-novalidate': [_j('the validation of `C`, `num_groups` is missing: a value the text rejects is accepted, with no ValueError naming the argument',
+        'right', 'the student replaced the raise with pass')],
+    'l03-split-novalidate': [_j('the validation of `D`, `num_heads` is missing: a value the text rejects is accepted, with no ValueError naming the argument',
+        'right', 'the student replaced the raise with pass')],
+    'l03-merge-view': [_j('the result reshapes x.transpose(1, 2) with .view: a view needs memory laid out in that order, so it fails on a transposed or sliced tensor, where .reshape copies',
+        'right', 'the student wrote x.transpose(1, 2).view(...)')],
+    'l03-mha-kproj-q': [_j("`k` goes through `self.q_proj` where `self.k_proj` belongs: two layers built the same way, one used in the other's place",
+        'right', 'the student wrote self.q_proj(key) for k')],
+    'l03-csa-no-dropout-switch': [_j('`out` is always self.dropout, even where `self.training` is false and it should be 0.0',
+        'right', 'the student passes dropout_p=self.dropout in eval mode too')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
