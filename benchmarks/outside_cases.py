@@ -784,6 +784,8 @@ _READ: dict[str, list[dict]] = {
         'right', 'the student wrote self.q_proj(key) for k')],
     'l03-csa-no-dropout-switch': [_j('`out` is always self.dropout, even where `self.training` is false and it should be 0.0',
         'right', 'the student passes dropout_p=self.dropout in eval mode too')],
+    'l09-flash-div-l': [_j('in `out[:, qs:qe]`, l is used without .clamp_min(): values below the floor pass through '
+        'unchanged', 'right', 'the student divides by l without clamp_min(1.0): an empty row\'s l = 0 gives 0/0')],
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
