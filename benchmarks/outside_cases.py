@@ -695,3 +695,97 @@ JUDGED: dict[str, list[dict]] = {
     "l07-block-ln-bias": [_j("`self.ln1` uses the default bias=True instead of the `bias` it was given", "right",
                              "the student dropped bias=bias from ln1")],
 }
+
+
+# Judgements read on the run of 2026-12-06 (every lesson, the engine with mutations_shape's and mutations_module's
+# operators): appended to a case's list (a wording read before keeps its verdict).
+_READ: dict[str, list[dict]] = {
+    'l09-lse-m0': [_j('`m` starts at 0, not -inf: a start of 0 is an ordinary value, which values below 0 never replace',
+        'right', 'the student starts m with torch.zeros: the running max starts at 0, as said')],
+    'l09-flash-div-l': [_j('`output (Tq=70, Tk=40)` has 960 NaN values where the reference has numbers, starting at index (0, 0, 0, 0); they fill 60 complete rows along the last axis',
+        'facts', 'true: the queries with no visible key (Tq > Tk) are whole NaN rows; no cause claimed')],
+    'l09-flash-lse-no-m': [_j('`lse (Tq=70, Tk=40)` matches the reference up to index 29 along axis -1 (size 70) and differs from index 30 on',
+        'facts', 'true: the first Tq − Tk = 30 queries see no key (-inf in both), every later lse misses its max')],
+    'l09-flops-half': [_j('causal is counted as half whatever Tq and Tk: half holds for Tq = Tk only. The causal mask is bottom-right, so one decoding query (Tq = 1) sees every key: count 2·B·H·D·(Tk² − max(Tk − Tq, 0)²).',
+        'right', 'the student halves the plain count whatever Tq and Tk')],
+    'l09-flops-2': [_j('only Q·Kᵀ is counted: P·V costs the same 2·Tq·Tk·D per head, so a forward pass is 4·B·H·Tq·Tk·D.',
+        'right', 'the student counts 2·d per pair: one of the two products, as said')],
+    'l09-kv-no-2': [_j('only the keys are counted: the cache holds a K and a V per layer, head and position, so multiply by 2.',
+        'right', 'the student dropped the factor 2 for V')],
+    'l09-kv-fixed-2bytes': [_j('`kv_cache_bytes` ignores the argument `dtype`: it always uses the default, torch.float16',
+        'right', "the student hard-codes 2 bytes, float16's size, whatever dtype")],
+    'l10-swiglu-gelu': [_j('the result uses gelu where the text asks for silu', 'right', 'the student wrote F.gelu on the gate')],
+    'l10-block-residual-normed': [_j('in `x` the stream x itself is normalised by self.ln1: the sublayer\'s output is added to self.ln1(x), not to x',
+        'right', 'the student rebinds x = self.ln1(x) before the add: the stream itself is normalised, as said')],
+    'l08-cfg-dropout-1': [_j('`dropout` exactly at the limit 1.0 is accepted, where the text rejects it with a ValueError: the '
+        'validation lets that value through', 'right', 'the student wrote 0.0 <= dropout <= 1.0: 1.0 passes, as said')],
+    'l08-cfg-no-divide': [_j('the validation of `n_embd`, `n_head` is missing: a value the text rejects is accepted, with no '
+        'ValueError naming the argument', 'right', 'the student deleted the divisibility check')],
+    'l08-gpt-ge-block': [_j('`block_size`, `start`, `T` exactly at the limit self.config.block_size is rejected, where the text '
+        'accepts it: the validation\'s bound is too strict there', 'right',
+        'the student wrote start + T >= block_size: a sequence that ends exactly at block_size is rejected (the wording '
+        'was made clearer after: the compared value, then its limit)')],
+    'l08-gpt-no-lnf': [_j('`logits` leaves out self.ln_f: x is never normalised', 'right', 'the student dropped self.ln_f')],
+    'l08-gen-no-crop': [_j('a slice in `logits, _` is off by one at its start (-block_size - 1)', 'wrong',
+        'the student feeds the whole context (no slice at all); one entry further out fails the same way at the first '
+        'step past block_size, so the amount "one" was never shown (fixed: the slice family says the direction, "or '
+        'further"; tests/unit/test_outside_diagnosis.py plants it)'),
+        _j('a slice in `logits, _` starts too early (-block_size - 1, or further): it keeps entries before -block_size',
+           'right', 'the context keeps entries before its last block_size: the crop is missing, which "or further" covers')],
+    'l01-softmax-global-max': [_j('the amax that gives `shifted` runs over the whole tensor, not along `dim`: one value for '
+        'every row, not one per row', 'right', 'the student subtracts x.max(), the whole tensor\'s')],
+    'l01-softmax-inplace': [_j('`shifted` is made by changing the argument `x` in place (x -= …): the caller\'s tensor is '
+        'modified, and a second call sees it changed', 'right', 'the student wrote x -= x.amax(...)')],
+    'l01-sdpa-sqrt-dv': [_j('the size q.shape[-1] in `d_k` is taken from v\'s last axis, not from q\'s last axis: two sizes '
+        'that agree only when those axes are equal', 'right', 'the student wrote d_k = v.shape[-1]')],
+    'l01-sdpa-dk-from-tk': [_j('the size q.shape[-1] in `d_k` is taken from k\'s axis -2, not from q\'s last axis: two sizes '
+        'that agree only when those axes are equal', 'right', 'the student wrote d_k = k.shape[-2]')],
+    'l02-window-novalidate': [_j('the validation of `window` is missing: a value the text rejects is accepted, with no '
+        'ValueError naming the argument', 'right', 'the student deleted the window check')],
+    'l02-masked-empty-mean': [_j('`weights` keeps torch.softmax(score… where ~visible: the entries that should become 0 '
+        'there stay as they are', 'right', 'the student dropped .masked_fill(~visible, 0.0) after the softmax')],
+    'l02-masked-scale-tk': [_j('the size q.shape[-1] in `scores` is taken from k\'s axis -2, not from q\'s last axis: two '
+        'sizes that agree only when those axes are equal', 'right', 'the student scales by √k.shape[-2], √Tk')],
+    'l05-rms-sum': [_j('`inv_rms` takes the sum of xf.pow(2) where the mean belongs', 'right', 'the student wrote .sum')],
+    'l05-rms-weight-add': [_j('in `y`, weight.float() is added instead of multiplied: a gain scales each feature', 'right',
+        'the student wrote y + weight.float()')],
+    'l05-RMS-not-param': [_j('the weights are plain tensors, not nn.Parameter: they are not trained, not in the state dict '
+        'and not moved by .to()', 'right', 'the student assigns torch.ones(dim) without nn.Parameter')],
+    'l06-sin-from-1': [_j('`pos` counts from 1 to max_len, not from 0 to max_len − 1: every position is one too far',
+        'right', 'the student wrote arange(1, max_len + 1)')],
+    'l06-lpe-ge': [_j('`offset + T` exactly at its limit `self.max_len` is rejected, where the text accepts it: the '
+        'validation\'s bound is too strict there', 'right', 'the student wrote offset + T >= self.max_len')],
+    'l06-ropehalf-D-from-T': [_j('one use of `D` in `inv_freq` is taken from x\'s axis -2, not from x\'s last axis: two '
+        'sizes that agree only when those axes are equal', 'right', 'the student divides the exponent by x.shape[-2]')],
+    'l06-invfreq-scale1': [_j('`scale` exactly at its limit `1` is rejected, where the text accepts it: the validation\'s '
+        'bound is too strict there', 'right', 'the student wrote scale <= 1')],
+    'l06-alibi-noabs': [_j('in `distance`, i - j is used without .abs(): negative values keep their sign', 'right',
+        'the student dropped .abs()')],
+    'l10-swiglu-silu-product': [_j('in the result, silu is applied to the product of the two branches, not to '
+        'self.gate_proj(x) alone before the product', 'right', 'the student wrote F.silu(gate_proj(x) * up_proj(x))')],
+    'l10-cfg-eps-zero': [_j('`self.norm_eps` exactly at its limit `0` is accepted, where the text rejects it with a '
+        'ValueError: the validation lets that value through', 'right', 'the student wrote norm_eps < 0: 0 passes, as said')],
+    'l10-llama-start-not-passed': [_j('each layer reads len(cache) itself, after the layers before it have updated the '
+        'cache, so layers past the first rotate at the wrong positions: read start = len(cache) once and pass it to every '
+        'block.', 'right', 'the student calls block(x, cache, i) without start')],
+    'l10-llama-no-norm': [_j('`logits` leaves out self.norm: x is never normalised',
+        'right', 'the student dropped self.norm before the head')],
+    'l10-costs-head-always': [_j('a tied head is counted as a second V×D matrix: with tie_embeddings the head is the embedding, counted once in params (it is still a matrix product in N_mm).',
+        'right', 'the student counts V·D for the head whatever tie_embeddings')],
+    'l04-gn-view': [_j('`xg` reshapes x with .view: a view needs memory laid out in that order, so it fails on a transposed or sliced tensor, where .reshape copies',
+        'right', 'the student wrote x.view(N, num_groups, -1)')],
+    'l04-gn-novalidate': [_j('the validation of `C`, `num_groups` is missing: a value the text rejects is accepted, with no ValueError naming the argument',
+        'right', 'the student replaced the raise with pass')],
+    'l03-split-novalidate': [_j('the validation of `D`, `num_heads` is missing: a value the text rejects is accepted, with no ValueError naming the argument',
+        'right', 'the student replaced the raise with pass')],
+    'l03-merge-view': [_j('the result reshapes x.transpose(1, 2) with .view: a view needs memory laid out in that order, so it fails on a transposed or sliced tensor, where .reshape copies',
+        'right', 'the student wrote x.transpose(1, 2).view(...)')],
+    'l03-mha-kproj-q': [_j("`k` goes through `self.q_proj` where `self.k_proj` belongs: two layers built the same way, one used in the other's place",
+        'right', 'the student wrote self.q_proj(key) for k')],
+    'l03-csa-no-dropout-switch': [_j('`out` is always self.dropout, even where `self.training` is false and it should be 0.0',
+        'right', 'the student passes dropout_p=self.dropout in eval mode too')],
+    'l09-flash-div-l': [_j('in `out[:, qs:qe]`, l is used without .clamp_min(): values below the floor pass through '
+        'unchanged', 'right', 'the student divides by l without clamp_min(1.0): an empty row\'s l = 0 gives 0/0')],
+}
+for _id, _entries in _READ.items():
+    JUDGED.setdefault(_id, []).extend(_entries)

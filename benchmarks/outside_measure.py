@@ -106,7 +106,7 @@ def rejudge(row: dict, case: dict, judged: dict | None) -> dict:
     return dict(row, **judge_diagnosis(case, row.get("diagnosis"), judged, mistakes))
 
 
-def report(results: list[dict], json_path: str | None) -> dict:
+def report(results: list[dict], json_path: str | None, command: str | None = None) -> dict:
     """Counts per lesson (printed; written with every row to `json_path`)."""
     per = {}
     for row in results:
@@ -134,7 +134,7 @@ def report(results: list[dict], json_path: str | None) -> dict:
     flagged = [r["id"] for r in results if r.get("class") == "unjudged" or r.get("misleading_checks")]
     if flagged:
         print(f"for a human to read (unjudged diagnoses, misleading checks): {flagged}")
-    out = {"command": "python benchmarks/outside_measure.py --json " + (json_path or "FILE"),
+    out = {"command": command or "python benchmarks/outside_measure.py --json " + (json_path or "FILE"),
            "counts": {k: dict(v) for k, v in per.items()} | {"all": dict(total)},
            "unproven": unproven, "flagged": flagged, "cases": results}
     if json_path:
@@ -157,7 +157,8 @@ def main(argv=None) -> int:
         rows = {}
         for f in args.merge:
             rows.update({r["id"]: r for r in json.loads(Path(f).read_text())["cases"]})
-        report([rejudge(rows[c["id"]], c, JUDGED.get(c["id"])) for c in CASES if c["id"] in rows], args.json)
+        report([rejudge(rows[c["id"]], c, JUDGED.get(c["id"])) for c in CASES if c["id"] in rows], args.json,
+               "python benchmarks/outside_measure.py " + " ".join(argv if argv is not None else sys.argv[1:]))
         return 0
 
     from harness import check_one, reference, with_code
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
               + "".join(f"\n    MISLEADING CHECK: {m[:300]}" for m in row.get("misleading_checks", [])),
               flush=True)
 
-    report(results, args.json)
+    report(results, args.json, "python benchmarks/outside_measure.py " + " ".join(argv if argv is not None else sys.argv[1:]))
     return 0
 
 

@@ -281,9 +281,16 @@ def op_slice(nodes, parents, ctx) -> Iterator[Site]:
             if bound is None or not _dims(bound) and _int_value(bound) in (None, 0):
                 continue
             for delta in (-1, 1):
+                # what the observations show is the direction: a bound one further out gives what any further one
+                # gives where one more entry already fails (a context one longer than the model takes), so the
+                # sentence says "or further", never that it is one exactly
+                b, more = _short(bound, 20), (end == "lower") == (delta < 0)
+                keeps = {("lower", True): f"keeps entries before {b}", ("lower", False): f"drops the entry at {b}",
+                         ("upper", True): f"keeps entries from {b} on", ("upper", False): f"drops the entry at {b} - 1"}
                 yield (i,), (lambda n, end=end, delta=delta: _shift_bound(n, end, delta)), "slice-off-by-one", \
-                    (f"a slice in {what} is off by one at its {'start' if end == 'lower' else 'end'} "
-                     f"({_short(bound, 20)} {'-' if delta < 0 else '+'} 1)")
+                    (f"a slice in {what} {'starts' if end == 'lower' else 'ends'} "
+                     f"{'too early' if (end == 'lower') == more else 'too late'} ({b} {'-' if delta < 0 else '+'} 1, "
+                     f"or further): it {keeps[end, more]}")
 
 
 def _shift_bound(node: ast.Slice, end: str, delta: int) -> ast.Slice:

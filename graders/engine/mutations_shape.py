@@ -346,6 +346,9 @@ def op_axis_more(nodes, parents, ctx) -> Iterator[Site]:
             what = _target_of(nodes, parents, call)
             yield (j,), (lambda k: ast.keyword(k.arg, _const(-1))), "axis-last", \
                 f"the {_call_name(call)} that gives {what} runs over the last axis, not over `{value.id}`"
+            yield (_index(nodes, call),), _whole, "axis-whole", \
+                f"the {_call_name(call)} that gives {what} runs over the whole tensor, not along `{value.id}`: one " \
+                f"value for every row, not one per row"
         elif c is not None:
             by_value.setdefault(c, []).append(j)
             calls.setdefault(c, []).append(_index(nodes, call))
@@ -633,3 +636,350 @@ HINTS = {
 
 from .mutation_ast import MODULES, Site, _call_name, _const, _int_value, _is_sqrt, _is_neginf, _names, \
     _rename_call, _short, _target_of, _u, _without_kw  # noqa: E402  (the shared ast helpers)
+
+
+# ----------------------------------------------------------------------------------------------
+# Appended families (issue 44, the outside measure's biggest unnamed groups): an argument's validation, and a
+# size read from the wrong tensor or axis. Each fires only where its pattern is in the code.
+
+_ERRORS = {"ValueError", "TypeError"}
+_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+_SYM = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _raises(node: ast.If) -> str | None:
+    """The error an `if` raises straight in its body (an argument's validation), or None."""
+    for s in node.body:
+        if isinstance(s, ast.Raise) and s.exc is not None:
+            f = s.exc.func if isinstance(s.exc, ast.Call) else s.exc
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in _ERRORS:
+                return name
+    return None
+
+
+def _validated(node: ast.AST) -> str:
+    """The names a validation's test checks, as the student knows them: `window`, and `self.config.block_size`
+    as `block_size` (the last name of a chain of attributes)."""
+    out, inner = [], set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute):
+            inner.add(id(n.value))
+    for n in ast.walk(node):
+        if id(n) in inner:
+            continue
+        name = n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name) else None
+        if isinstance(n, ast.Name) and (n.id in MODULES or n.id in ("self", "len", "isinstance", "int", "float")):
+            name = None
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in MODULES:
+            name = None
+        if name and name not in out:
+            out.append(name)
+    return ", ".join(f"`{x}`" for x in out[:3]) or "its arguments"
+
+
+def _polarity(parents, node: ast.AST, test: ast.AST) -> bool:
+    """True when `node` being true makes `test` true (an even number of `not`s between them)."""
+    flips, cur = 0, node
+    while cur is not test and id(cur) in parents:
+        parent = parents[id(cur)][0]
+        flips += isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not)
+        cur = parent
+    return flips % 2 == 0
+
+
+def _flip_op(node: ast.Compare, k: int) -> ast.Compare:
+    node.ops = [(_FLIP[type(o)]() if j == k else o) for j, o in enumerate(node.ops)]
+    return node
+
+
+def op_guard(nodes, parents, ctx) -> Iterator[Site]:
+    """An argument's validation (`if <test>: raise ValueError`) off by one at its limit, or missing. The bound
+    comes first: where the checks pass only the limit itself, a missing validation and a bound that lets the
+    limit through give the same observations, and the first is the one kept (mutations.py merges the rest), so
+    its sentence, which accepts the limit, says both."""
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.If):
+            continue
+        error = _raises(node)
+        if error is None:
+            continue
+        what = _validated(node.test)
+        for j, cmp in enumerate(nodes):
+            if not (isinstance(cmp, ast.Compare) and _inside(parents, cmp, node.test)):
+                continue
+            for k, op in enumerate(cmp.ops):
+                if type(op) not in _FLIP:
+                    continue
+                operands = [cmp.left] + cmp.comparators
+                left, right = operands[k], operands[k + 1]
+                on_right = bool(_names(left) - MODULES) or not _names(right) - MODULES
+                limit, value = (_short(right, 24), _short(left, 24)) if on_right else (_short(left, 24), _short(right, 24))
+                # the flipped bound now holds at equality (<=, >=) or no longer does; through the `not`s
+                raises = _polarity(parents, cmp, node.test) == (_FLIP[type(op)] in (ast.LtE, ast.GtE))
+                said = (f"`{value}` exactly at its limit `{limit}` is rejected, where the text accepts it: the "
+                        f"validation's bound is too strict there" if raises else
+                        f"`{value}` exactly at its limit `{limit}` is accepted, where the text rejects it with a "
+                        f"{error}: the validation lets that value through")
+                yield (j,), (lambda n, k=k: _flip_op(n, k)), "guard-boundary", said
+        yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
+            (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "
+             f"naming the argument")
+
+
+def _inside(parents, node: ast.AST, root: ast.AST) -> bool:
+    cur = node
+    while cur is not root:
+        if id(cur) not in parents:
+            return False
+        cur = parents[id(cur)][0]
+    return True
+
+
+def _shape_read(node: ast.AST) -> tuple[ast.AST, int] | None:
+    """(tensor, axis) of `t.shape[k]` or `t.size(k)` with a constant k, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        k = _int_value(node.slice)
+        return (node.value.value, k) if k is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and \
+            len(node.args) == 1 and not node.keywords:
+        k = _int_value(node.args[0])
+        return (node.func.value, k) if k is not None else None
+    return None
+
+
+def _size_of(t: str, k: int) -> ast.AST:
+    return ast.Subscript(ast.Attribute(ast.Name(t, ast.Load()), "shape", ast.Load()), _const(k), ast.Load())
+
+
+def _axis_text(k: int) -> str:
+    return {-1: "last axis", -2: "axis -2", -3: "axis -3"}.get(k, f"axis {k}")
+
+
+def op_size_source(nodes, parents, ctx) -> Iterator[Site]:
+    """A size read from another tensor argument, or from another of the same tensor's last two axes: at a
+    `t.shape[k]` of its own, or at one use of a name that holds one (`D = x.shape[-1]` then `... / D`)."""
+    tensors = [a.arg for args in _params(nodes) for a in args.args + args.kwonlyargs
+               if a.annotation is not None and "Tensor" in _u(a.annotation)]
+    held = {}  # a name assigned once from a shape read -> (tensor, axis)
+    assigned: dict[str, int] = {}
+    for n in nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            assigned[n.targets[0].id] = assigned.get(n.targets[0].id, 0) + 1
+            read = _shape_read(n.value)
+            if read and isinstance(read[0], ast.Name):
+                held[n.targets[0].id] = (read[0].id, read[1])
+    held = {k: v for k, v in held.items() if assigned[k] == 1}
+    uses = {name: sum(1 for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+            for name in held}
+    for i, node in enumerate(nodes):
+        read = _shape_read(node)
+        if read and isinstance(read[0], ast.Name):
+            t, k, said = read[0].id, read[1], f"the size {_short(node, 20)}"
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in held and uses[node.id] > 1:
+            (t, k), said = held[node.id], f"one use of `{node.id}`"
+        else:
+            continue
+        if t not in tensors or k not in (-1, -2):
+            continue
+        what = _target_of(nodes, parents, node)
+        for other in tensors:
+            for axis in (-1, -2):
+                if (other, axis) == (t, k):
+                    continue
+                yield (i,), (lambda n, o=other, a=axis: _size_of(o, a)), "sizeof-other", \
+                    (f"{said} in {what} is taken from {other}'s {_axis_text(axis)}, not from {t}'s "
+                     f"{_axis_text(k)}: two sizes that agree only when those axes are equal")
+
+
+OPERATORS += (op_guard, op_size_source)
+op_size_source.families = ("sizeof",)
+HINTS["sizeof"] = ("For each size your code reads from a tensor's shape, say what it counts (batch, heads, queries, "
+                  "keys, features) and check it against the size the text uses at that place.")
+HINTS["guard"] = ("Call your code with each value the text says must raise, and with the values just inside "
+                  "each limit: which ones raise, and which should?")
+
+
+def _siblings(nodes) -> dict[str, list[str]]:
+    """`self.<name>` assigned a call, grouped by the call that builds it (`nn.Linear(d, d, bias=bias)`): layers of
+    one kind and one shape, so that one can stand in for the other."""
+    kinds: dict[str, list[str]] = {}
+    for n in nodes:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call):
+            t = n.targets[0]
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                kinds.setdefault(_u(n.value), []).append(t.attr)
+    return {k: v for k, v in kinds.items() if len(v) > 1}
+
+
+def op_sibling(nodes, parents, ctx) -> Iterator[Site]:
+    """One call of a layer made with another layer of the same kind (`self.q_proj(key)` for `self.k_proj(key)`,
+    `self.ln1(x)` for `self.ln2(x)`): a copy of a neighbouring line left unchanged. The layer built just before
+    comes first (a line copied from the one above), then the others."""
+    kind_of = {name: names for names in _siblings(nodes).values() for name in names}
+    first, rest = [], []
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+                isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and node.func.attr in kind_of):
+            continue
+        own, names = node.func.attr, kind_of[node.func.attr]
+        what = _target_of(nodes, parents, node)
+        for other in names:
+            if other == own:
+                continue
+            site = ((i,), (lambda c, o=other: (setattr(c.func, "attr", o), c)[1]), "sibling-layer",
+                    f"{what} goes through `self.{other}` where `self.{own}` belongs: two layers built the same way, "
+                    f"one used in the other's place")
+            (first if names.index(other) == names.index(own) - 1 else rest).append(site)
+    yield from first + rest
+
+
+OPERATORS += (op_sibling,)
+HINTS["sibling"] = ("List your layers that are built the same way (the projections, the norms) and, for each call, "
+                    "say which one the text applies there: is any of them used twice and another never?")
+
+
+_INPLACE = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+def op_inplace(nodes, parents, ctx) -> Iterator[Site]:
+    """`y = x - c` with x a tensor argument written as `x -= c; y = x`: the caller's tensor modified in place."""
+    tensors = {a.arg for args in _params(nodes) for a in args.args + args.kwonlyargs
+               if a.annotation is not None and "Tensor" in _u(a.annotation)}
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.BinOp) and type(node.value.op) in _INPLACE
+                and isinstance(node.value.left, ast.Name) and node.value.left.id in tensors):
+            continue
+        x, y = node.value.left.id, node.targets[0].id
+        rebound = [n.lineno for n in nodes if isinstance(n, ast.Name) and n.id == x and isinstance(n.ctx, ast.Store)]
+        if y == x or any(line <= node.lineno for line in rebound):
+            continue  # `x` no longer the caller's tensor there (or the statement rebinds it)
+        yield (i,), (lambda n, x=x: ast.If(ast.Constant(True), [
+            ast.AugAssign(ast.Name(x, ast.Store()), n.value.op, n.value.right),
+            ast.Assign([ast.Name(n.targets[0].id, ast.Store())], ast.Name(x, ast.Load()))], [])), "inplace-input", \
+            (f"`{y}` is made by changing the argument `{x}` in place ({x} {_INPLACE[type(node.value.op)]}= …): the "
+             f"caller's tensor is modified, and a second call sees it changed")
+
+
+OPERATORS += (op_inplace,)
+HINTS["inplace"] = ("Call your function twice on the same tensor and compare the tensor before and after: does any "
+                    "line write into an argument (`x -= ...`, `x[...] = ...`, a method ending in `_`)?")
+
+
+_ACTS = ("silu", "gelu", "relu", "sigmoid", "tanh")  # the nonlinearities a gated branch uses
+
+
+def op_activation_outer(nodes, parents, ctx) -> Iterator[Site]:
+    """act(a) * b → act(a * b): the nonlinearity applied to the product of the two branches, not to one of them."""
+    def _activation(n):
+        return _call_name(n) if isinstance(n, ast.Call) and _call_name(n) in _ACTS and len(n.args) == 1 else None
+
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for side, other in (("left", "right"), ("right", "left")):
+            act = _activation(getattr(node, side))
+            if act and not _activation(getattr(node, other)):
+                what = _target_of(nodes, parents, node)
+                yield (i,), (lambda n, side=side, other=other: _act_outside(n, side, other)), "activation-outside", \
+                    (f"in {what}, {act} is applied to the product of the two branches, not to "
+                     f"{_short(getattr(node, side).args[0], 24)} alone before the product")
+
+
+def _act_outside(node: ast.BinOp, side: str, other: str) -> ast.Call:
+    act = getattr(node, side)
+    setattr(node, side, act.args[0])
+    act.args = [node]
+    return act
+
+
+op_activation_outer.families = ("activation",)
+OPERATORS += (op_activation_outer,)
+
+
+_LIMITS = {"abs": "negative values keep their sign", "clamp": "values outside the bounds pass through unchanged",
+           "clamp_min": "values below the floor pass through unchanged",
+           "clamp_max": "values above the ceiling pass through unchanged",
+           "nan_to_num": "NaN and infinite values pass through unchanged"}
+
+
+def op_limit(nodes, parents, ctx) -> Iterator[Site]:
+    """A method that bounds values (abs, clamp, clamp_min, clamp_max, nan_to_num) left out: `t.abs()` → `t`."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _LIMITS and \
+                not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES):
+            meth, base = node.func.attr, node.func.value
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: c.func.value), "limit-dropped", \
+                (f"in {what}, {_short(base, 24)} is used without .{meth}(): {_LIMITS[meth]}")
+
+
+OPERATORS += (op_limit,)
+HINTS["limit"] = ("Which values must be bounded or made positive before they are used (a distance, a divisor, a "
+                  "count)? Try an input that reaches the edge: a negative difference, a zero, an empty row.")
+
+
+def _param_name(node: ast.AST) -> str | None:
+    """`weight`, `gain` or `bias` when the expression is one (self.weight, weight.float(), w.to(x.dtype))."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return next((k for k in ("weight", "gain", "bias") if k in name.lower()), None)
+
+
+def op_combine(nodes, parents, ctx) -> Iterator[Site]:
+    """A gain added instead of multiplied (`y * weight` → `y + weight`), a bias multiplied instead of added."""
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.BinOp) and type(node.op) in (ast.Mult, ast.Add)):
+            continue
+        kind = _param_name(node.right) or _param_name(node.left)
+        if kind is None or (kind == "bias") != isinstance(node.op, ast.Add):
+            continue
+        p = node.right if _param_name(node.right) else node.left
+        what = _target_of(nodes, parents, node)
+        if kind == "bias":
+            yield (i,), (lambda n: (setattr(n, "op", ast.Mult()), n)[1]), "combine-bias-multiplied", \
+                f"in {what}, {_short(p, 24)} multiplies instead of being added: a bias shifts each feature"
+        else:
+            yield (i,), (lambda n: (setattr(n, "op", ast.Add()), n)[1]), "combine-gain-added", \
+                f"in {what}, {_short(p, 24)} is added instead of multiplied: a gain scales each feature"
+
+
+OPERATORS += (op_combine,)
+HINTS["combine"] = ("For each learned vector, say what it does to a feature: does it scale it (a gain, multiplied) "
+                    "or shift it (a bias, added)? Check the operation your code uses for each.")
+
+
+def op_view(nodes, parents, ctx) -> Iterator[Site]:
+    """`.reshape(...)` → `.view(...)`: a view of a tensor that may not be contiguous (transposed, sliced)."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape" and \
+                not (isinstance(node.func.value, ast.Name) and node.func.value.id in MODULES):
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: (setattr(c.func, "attr", "view"), c)[1]), "view-not-contiguous", \
+                (f"{what} reshapes {_short(node.func.value, 24)} with .view: a view needs memory laid out in that "
+                 f"order, so it fails on a transposed or sliced tensor, where .reshape copies")
+
+
+OPERATORS += (op_view,)
+HINTS["view"] = ("Give your function a non-contiguous input (`x.transpose(0, 1).contiguous().transpose(0, 1)`, or a "
+                 "slice) and see which line fails: which of your reshapes may meet such a tensor?")
+
+
+def op_count_from_one(nodes, parents, ctx) -> Iterator[Site]:
+    """`torch.arange(n)` → `torch.arange(1, n + 1)`: positions (or indices) counted from 1, not from 0."""
+    for i, node in enumerate(nodes):
+        if isinstance(node, ast.Call) and _call_name(node) == "arange" and len(node.args) == 1 and \
+                not any(k.arg in ("start", "end") for k in node.keywords):
+            n = node.args[0]
+            what = _target_of(nodes, parents, node)
+            yield (i,), (lambda c: (setattr(c, "args", [ast.Constant(1), ast.BinOp(c.args[0], ast.Add(),
+                                                                                    ast.Constant(1))]), c)[1]), \
+                "count-from-one", (f"{what} counts from 1 to {_short(n, 20)}, not from 0 to {_short(n, 20)} − 1: "
+                                   f"every position is one too far")
+
+
+op_count_from_one.families = ("count",)
+OPERATORS += (op_count_from_one,)
+HINTS["count"] = ("Print the first few positions (or indices) your code makes: does the first one start at 0?")

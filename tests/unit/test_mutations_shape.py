@@ -117,8 +117,11 @@ def test_axes_terms_statistics_device_fill_diagonal():
     assert any("x.amax(dim=-1, keepdim=True)" in _body(m) for m in ops["axis-last"])
     (zero,) = ops["axis-zero"]
     assert _body(zero).count("dim=0") == 5 and "dim=dim" in _body(zero)  # every -1, not the variable
-    (whole,) = ops["axis-whole"]
+    whole, along = sorted(ops["axis-whole"], key=lambda m: "along `dim`" in m.sentence)
     assert "var = ((x - mean) ** 2).mean()" in _body(whole)
+    # a reduction along a variable `dim`, alone, over the whole tensor
+    assert "shifted = x - x.amax()" in _body(along) and "runs over the whole tensor, not along `dim`" in along.sentence
+    assert _body(along).count("dim=-1") == ast.unparse(ast.parse(NORMS)).count("dim=-1")  # the others unchanged
     # a softmax is no statistic; nor is a mask's any(): over the whole tensor it reads as "no row handled"
     assert "softmax(dim=-1)" in _body(whole) and "mask.any(dim=-1, keepdim=True)" in _body(whole)
     dropped = {m.sentence: _body(m) for m in ops["term-dropped"]}
@@ -237,3 +240,133 @@ def test_each_operator_speaks_only_for_the_families_it_declares():
                 for _, _, operator, sentence in op(nodes, M._parents(tree), {"exercise": name}):
                     assert operator.split("-", 1)[0] in declared, (op.__name__, operator)
                     assert len(sentence) < 240 and "\n" not in sentence
+
+
+GUARDS = '''
+def f(x: torch.Tensor, y: torch.Tensor, window: int, p: float):
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"p must be in [0, 1), got {p}")
+    if x.shape[-1] > 4:
+        print("wide")
+    D = x.shape[-1]
+    return x / math.sqrt(D) + y[..., :D] / D
+'''
+
+
+def test_a_validation_missing_or_its_bound_flipped_says_which_way():
+    ops = _by_op(GUARDS)
+    missing = {m.sentence: _body(m) for m in ops["guard-missing"]}
+    assert len(missing) == 2  # the two `if ...: raise`, not the `if` that prints
+    assert any("`window`" in s and "if False:" in b for s, b in missing.items())
+    bounds = {m.sentence: _body(m) for m in ops["guard-boundary"]}
+    said = "\n".join(bounds)
+    assert "`window` exactly at its limit `1` is rejected" in said  # window < 1 → window <= 1 rejects 1
+    assert "`p` exactly at its limit `0.0` is rejected" in said  # under `not`: 0.0 < p rejects 0.0
+    assert "`p` exactly at its limit `1.0` is accepted, where the text rejects it with a ValueError" in said
+    assert any("if not 0.0 <= p <= 1.0:" in b for b in bounds.values())
+    # a bound comes before the whole validation missing (mutations.py keeps the first of equal observations)
+    order = [m.operator for m in M.mutants(GUARDS, "f", cap=1000) if m.family == "guard"]
+    assert order.index("guard-boundary") < order.index("guard-missing")
+
+
+def test_a_size_read_from_another_tensor_or_axis():
+    ops = _by_op(GUARDS)
+    bodies = [_body(m) for m in ops["sizeof-other"]]
+    assert any("D = y.shape[-1]" in b for b in bodies)
+    # one use of a name holding a size, the other uses left
+    assert any("x / math.sqrt(x.shape[-2]) + y[..., :D] / D" in b for b in bodies)
+    assert "sizeof" in M.FAMILY_HINTS and "guard" in M.FAMILY_HINTS
+
+
+SIBLINGS = '''
+class f(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d)
+        self.ln1 = LayerNorm(d)
+        self.ln2 = LayerNorm(d)
+        self.head = nn.Embedding(3, d)
+
+    def forward(self, x: torch.Tensor):
+        q, k = self.q_proj(x), self.k_proj(x)
+        return self.ln2(self.ln1(q @ k.mT)), self.head(x)
+'''
+
+
+def test_a_layer_used_in_place_of_another_of_its_kind():
+    sites = [(m.sentence, _body(m)) for m in M.mutants(SIBLINGS, "f", cap=1000) if m.family == "sibling"]
+    said = "\n".join(s for s, _ in sites)
+    # the layer built just before comes first: a line copied from the one above
+    assert sites[0][0].startswith("`q, k` goes through `self.q_proj` where `self.k_proj` belongs")
+    assert "q, k = (self.q_proj(x), self.q_proj(x))" in sites[0][1]
+    assert "`self.ln1` where `self.ln2` belongs" in said and "`self.ln2` where `self.ln1` belongs" in said
+    assert "self.head" not in said  # no other layer of its kind
+
+
+def test_an_input_changed_in_place_only_while_it_is_the_callers():
+    src = '''
+def f(x: torch.Tensor, n: int):
+    y = x - x.amax(dim=-1, keepdim=True)
+    x = x * 2
+    z = x + y
+    return z
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "inplace"]
+    assert "x -= x.amax(dim=-1, keepdim=True)\n        y = x" in _body(m)
+    assert "`y` is made by changing the argument `x` in place" in m.sentence
+
+
+def test_a_gate_activation_applied_to_the_product():
+    src = '''
+def f(x: torch.Tensor):
+    return F.silu(x @ a) * (x @ b) + torch.tanh(x)
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "activation-outside"]
+    assert "F.silu(x @ a * (x @ b))" in _body(m)
+    assert "silu is applied to the product of the two branches, not to x @ a alone" in m.sentence
+
+
+def test_a_bounding_method_left_out():
+    src = '''
+def f(i: torch.Tensor, l: torch.Tensor):
+    d = (i - i.T).abs().float()
+    return d / l.clamp_min(1.0), torch.abs(i)
+'''
+    got = {m.sentence: _body(m) for m in M.mutants(src, "f", cap=1000) if m.family == "limit"}
+    assert len(got) == 2  # torch.abs(i) is a function of a module, not a method left out
+    assert any("d = (i - i.T).float()" in b for b in got.values())
+    assert "in the result, l is used without .clamp_min(): values below the floor pass through unchanged" in got
+
+
+def test_a_gain_added_or_a_bias_multiplied():
+    src = '''
+def f(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+    y = x * weight.float()
+    return y + bias, x + y
+'''
+    got = {m.operator: _body(m) for m in M.mutants(src, "f", cap=1000) if m.family == "combine"}
+    assert "y = x + weight.float()" in got["combine-gain-added"]
+    assert "return (y * bias, x + y)" in got["combine-bias-multiplied"]
+    assert len(got) == 2  # x + y holds no parameter
+
+
+def test_a_reshape_made_a_view():
+    src = '''
+def f(x: torch.Tensor):
+    return x.transpose(1, 2).reshape(2, -1), torch.reshape(x, (-1,))
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "view"]
+    assert "x.transpose(1, 2).view(2, -1)" in _body(m) and "torch.reshape(x, (-1,))" in _body(m)
+    assert "with .view" in m.sentence
+
+
+def test_positions_counted_from_one():
+    src = '''
+def f(x: torch.Tensor, n: int):
+    return torch.arange(n, dtype=torch.float32) + torch.arange(0, n, 2)
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "count"]
+    assert "torch.arange(1, n + 1, dtype=torch.float32) + torch.arange(0, n, 2)" in _body(m)

@@ -79,3 +79,54 @@ def test_a_minus_inf_that_a_mask_fills_in_keeps_its_sentence():
     ref = solved_cell("lesson01", "scaled_dot_product_attention")
     zero = [m for m in mutants(ref, "scaled_dot_product_attention") if m.operator == "neginf-zero"]
     assert zero and all("removed entries" in m.sentence for m in zero)
+
+
+# l08-gen-no-crop: a student feeds generate's whole context to the model (`model(out)`) instead of its last
+# block_size tokens (`model(out[:, -block_size:])`). The engine's mutant that moves the slice's start one further
+# out (`-block_size - 1`) reproduces every observation: the model rejects a context past block_size at the first
+# step where it is block_size + 1 long, with or without the extra entries before. Its sentence said "a slice ... is
+# off by one at its start": an amount the observations cannot show. The sentence now says the direction, "or
+# further", which is true of the student's code.
+CROP = '''
+def generate(model, out: torch.Tensor, block_size: int) -> torch.Tensor:
+    for _ in range(3):
+        logits = model(out[:, -block_size:])
+        out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=1)
+    return out
+'''
+
+
+def _generate(src: str):
+    ns = {"torch": torch}
+    exec(compile(src, "<crop>", "exec"), ns)
+    return ns["generate"]
+
+
+def _model(ctx: torch.Tensor) -> torch.Tensor:
+    if ctx.shape[1] > 4:
+        raise ValueError(f"the sequence reaches position {ctx.shape[1]}, past block_size=4")
+    return ctx.float().sum(1, keepdim=True).expand(-1, 5)
+
+
+def _outcome(fn, x):
+    try:
+        return fn(_model, x, 4)
+    except ValueError as exc:
+        return str(exc)
+
+
+def test_a_slice_bound_one_further_out_is_said_as_a_direction_not_an_amount():
+    student = CROP.replace("model(out[:, -block_size:])", "model(out)")
+    (further,) = [m for m in mutants(CROP, "generate", cap=100) if m.operator == "slice-off-by-one"
+                  and "-block_size - 1" in m.source]
+    x = torch.tensor([[1, 2, 3]])
+    # the premise of the finding: one entry further out and no crop at all fail the same way on this input
+    assert _outcome(_generate(student), x) == _outcome(_generate(further.source), x)
+    assert isinstance(_outcome(_generate(student), x), str)
+    assert not isinstance(_outcome(_generate(CROP), x), str)
+    # so the sentence claims the direction only, which holds for the student's code too
+    assert "off by one" not in further.sentence
+    assert "starts too early (-block_size - 1, or further): it keeps entries before -block_size" in further.sentence
+    for m in mutants(CROP, "generate", cap=100):
+        if m.operator == "slice-off-by-one":
+            assert "or further" in m.sentence
