@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 
-from .mutations import FAMILY_HINTS
 
 OTHER = "other"
 
@@ -76,7 +75,7 @@ CAUSES = frozenset({"structural:device", "structural:output-order", "structural:
 
 # Where `course hint` starts after a failed check whose diagnosis has this id (or this prefix, "family:"):
 # what to look at, never the fix. The longest matching key wins.
-HINTS_BY_KIND: dict[str, str] = {
+_HINTS: dict[str, str] = {
     "structural:device": "Every tensor you create inside the function needs `device=` (and usually `dtype=`) "
                          "taken from an input: `torch.zeros(n, device=x.device)`, or `torch.zeros_like(x)`.",
     "structural:output-order": "Read your `return` line against the docstring: which value comes first?",
@@ -112,17 +111,38 @@ HINTS_BY_KIND: dict[str, str] = {
     "structural:wrong-shape": "Print `.shape` of every intermediate: which step loses or merges an axis?",
     "structural:nan": "Find the first operation that produces a NaN (`torch.isnan(t).any()` after each step).",
     "structural:inf": "Find the first operation that produces an Inf (`torch.isinf(t).any()` after each step).",
-    **{f"mutation:{family}": text for family, text in FAMILY_HINTS.items()},
 }
+
+
+def _hints_by_kind() -> dict[str, str]:
+    """_HINTS with every mutation family's hint (`mutation:<family>`). The operator modules are imported here, at
+    the first hint asked for, not with this module: `course check`'s rendering imports this module for
+    `is_fact` alone (the three operator modules cost a warm check 50-85 ms of imports)."""
+    global _ALL_HINTS
+    if _ALL_HINTS is None:
+        from .mutations import FAMILY_HINTS
+
+        _ALL_HINTS = {**_HINTS, **{f"mutation:{family}": text for family, text in FAMILY_HINTS.items()}}
+    return _ALL_HINTS
+
+
+_ALL_HINTS: "dict[str, str] | None" = None
+
+
+def __getattr__(name: str):
+    if name == "HINTS_BY_KIND":  # the whole table, as it always read (the operator modules imported on first use)
+        return _hints_by_kind()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hint_for(ident: str | None) -> str | None:
     """The hint of a diagnosis id: HINTS_BY_KIND's entry for the id or its longest matching prefix."""
     if not ident:
         return None
-    keys = [k for k in HINTS_BY_KIND if ident == k or (ident.startswith(k) and k.endswith((":", "-")))
+    table = _hints_by_kind()
+    keys = [k for k in table if ident == k or (ident.startswith(k) and k.endswith((":", "-")))
             or ident.startswith(k + "-")]
-    return HINTS_BY_KIND[max(keys, key=len)] if keys else None
+    return table[max(keys, key=len)] if keys else None
 
 
 def structural_kind(text: str) -> str | None:
