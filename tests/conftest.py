@@ -252,7 +252,15 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     own2, kids2 = cpu()
     line = {"test": item.nodeid, "wall": round(time.perf_counter() - wall, 3), "cpu": round(own2 - own, 3),
-            "children_cpu": round(kids2 - kids, 3)}
+            "children_cpu": round(kids2 - kids, 3), "outcome": getattr(item, "_course_outcome", "passed")}
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The test's outcome for COURSE_TEST_TIMES's line: the first phase that did not pass (setup, call, teardown)."""
+    report = (yield).get_result()
+    if report.outcome != "passed" and getattr(item, "_course_outcome", "passed") == "passed":
+        item._course_outcome = f"{report.outcome} ({report.when})"
