@@ -921,7 +921,7 @@ HINTS["limit"] = ("Which values must be bounded or made positive before they are
 
 
 def _param_name(node: ast.AST) -> str | None:
-    """`weight`, `gain` or `bias` when the expression is one (self.weight, weight.float(), w.to(x.dtype))."""
+    """`weight`, `gain` or `bias` when the expression is one (self.weight, a cast of the weight, w.to(x.dtype))."""
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         node = node.func.value
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
