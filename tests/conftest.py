@@ -82,7 +82,7 @@ def _grouped(config, items) -> None:
     tmp.replace(folder / f"{worker}.json")
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of xdist: none without it
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup` (pyproject.toml's addopts): xdist's load-scope scheduler, with the groups the workers
     wrote (`_grouped`) as scopes and every other test a scope of its own. Scopes are handed out biggest first
