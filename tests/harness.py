@@ -259,16 +259,37 @@ def golden_differences(got, want, where: str = "") -> list[str]:
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
 
 
+def peak_rss_start() -> int:
+    """Start measuring this process's peak RSS from now: resets the address space's high-water mark (writing 5
+    to /proc/self/clear_refs) and returns the RSS now, in bytes. RUSAGE_SELF's ru_maxrss can't do it: it only
+    grows, so a pytest worker that peaked in an earlier test hides any growth below that peak."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_kib("VmRSS") * 1024
+
+
+def peak_rss_since(start: int) -> int:
+    """How far this process's RSS rose above `start` (peak_rss_start's value) since that call, in bytes."""
+    return _status_kib("VmHWM") * 1024 - start
+
+
+def _status_kib(field: str) -> int:
+    return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith(field + ":"))
+
+
 # `python -c PEAK <course arguments>`: runs the course's CLI, then prints "PEAK_KIB <own> <children>": the
-# process's own peak RSS (RUSAGE_SELF) and the largest of its waited-for children's (RUSAGE_CHILDREN), in KiB
+# process's own peak RSS and the largest of its waited-for children's (RUSAGE_CHILDREN), in KiB. Its own is VmHWM
+# (/proc/self/status: this address space's high-water mark, new at exec), never RUSAGE_SELF's ru_maxrss: Linux
+# carries that across exec from the forking process (subprocess's vfork shares the pytest worker's pages), so it
+# read the worker's peak from earlier tests (1087 MiB in CI, for a class whose grader peaks near 350 MiB)
 PEAK = ("import resource, sys\n"
         "from course_cli.main import cli\n"
         "try:\n"
         "    cli(sys.argv[1:], prog_name='course')\n"
         "except SystemExit as exc:\n"
         "    code = exc.code\n"
-        "print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
-        "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
+        "own = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+        "print('PEAK_KIB', own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)\n"
         "sys.exit(code)\n")
 
 

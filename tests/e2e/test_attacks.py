@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from course_cli.sandboxed.grading import grade_notebook
 from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from harness import with_code
-from harness import set_limit
+from harness import peak_rss_since, peak_rss_start, set_limit
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -360,7 +359,7 @@ def test_check_signals_ignored_are_stopped_at_the_cell_limit(tmp_path, short_lim
 def test_check_forged_read_backs_are_errors_not_crashes(tmp_path, short_limits, kind):
     """FIFOs, symbolic links, a DEFLATE bomb, odd tensors, odd layouts, deep JSON: an error verdict for the
     exercise, read without hanging, without unpacking a gigabyte, without a traceback."""
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_start()
     box = {}
     t = threading.Thread(target=lambda: box.update(r=grade_notebook(L01, attack_notebook(tmp_path, kind, softmax=forged(kind)))),
                          daemon=True)
@@ -368,8 +367,7 @@ def test_check_forged_read_backs_are_errors_not_crashes(tmp_path, short_limits, 
     t.join(timeout=240)
     assert not t.is_alive(), "the grader hung on a forged read-back"
     result = box["r"]
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert (after - before) * 1024 < 300 * 2**20  # never inflated the 512 MiB bomb (ru_maxrss is in KiB)
+    assert peak_rss_since(before) < 300 * 2**20  # never inflated the 512 MiB bomb
     sdpa = next(e for e in result.exercises if e.id == SDPA)
     assert sdpa.status in ("error", "timeout", "not_implemented") and sdpa.points == 0.0, (sdpa.status, sdpa.reason)
     assert result.score == 0.0

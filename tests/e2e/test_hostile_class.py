@@ -7,7 +7,7 @@ any sandbox (course_cli/sandboxed/notebook.py; docs/architecture.md, "What a sub
 past the interpreter's recursion limit, one whose output is larger than MAX_BYTES, one with more cells than
 MAX_CELLS. Every honest student must get exactly the result they get when graded alone (the same hidden seed),
 each hostile one a NOT GRADED row naming the bound it broke, the batch no crash, and the grading parent's own
-peak memory (RUSAGE_SELF, read in the process that runs `course grade`) must stay under the documented bound of
+peak memory (VmHWM, read in the process that runs `course grade`; see harness.PEAK) must stay under the documented bound of
 1 GiB (docs/deploying.md, "The batch's own resources"), and above the honest class's own peak by no more than
 what the bounds let it read (JOBS x 4 x MAX_BYTES). The largest of its children's peaks (RUSAGE_CHILDREN: the
 sandboxed graders, each counted from the parent's pages it was forked with) is printed beside it.
