@@ -268,7 +268,7 @@ if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) o
 
 
 HOSTILE = Path(__file__).parents[1] / "fixtures" / "hostile"
-SHORT = {"COURSE_CELL_TIMEOUT": "5", "COURSE_EXERCISE_TIMEOUT": "8", "COURSE_MEMORY_LIMIT_GB": "2",
+SHORT = {"COURSE_CELL_TIMEOUT": "5", "COURSE_EXERCISE_TIMEOUT": "8", "COURSE_MEMORY_LIMIT_GB": "1.5",
          "COURSE_FILE_LIMIT_MB": "8"}  # as tests/test_hostile.py's
 
 
