@@ -25,7 +25,7 @@ from pathlib import Path
 
 from graders import registry
 from graders.registry import LESSONS, ROOT, Lesson, find_lesson
-from graders.engine.mutations import key as mutation_key
+from graders.engine.mutations import exercise_of as mutation_exercise, key as mutation_key
 from graders.engine.results import PUBLIC_ONLY_NOTE, LessonResult
 
 from course_cli import atomic, settings
@@ -180,10 +180,31 @@ class Reference:
     child that runs only the solved notebook, and kept in this process's memory, out of reach of the
     submissions' children, which could write to the cache folder."""
 
-    def __init__(self, exercises: dict, mistakes: dict, draws: dict | None = None, mutation: dict | None = None):
+    def __init__(self, exercises: dict, mistakes: dict, draws: dict | None = None, mutation: dict | None = None,
+                 unread: dict[str, Path] | None = None):
         self.exercises, self.mistakes = exercises, mistakes  # mistakes: the catalogue's ids and the mutants' keys
         self.draws = draws or {}  # the examples its child drew over the declared domains (engine/draws.py)
         self.mutation = mutation or {}  # per exercise: the mutants tried, kept, dropped, skipped (the child's counts)
+        # A cached reference keeps each exercise's mistakes in a file of their own, read when that exercise fails:
+        # lesson 10's 192 mistakes took 3.4 s to read whole, on every check (issue 44's cost).
+        self.unread = dict(unread or {})  # {exercise: its mistakes' file}
+
+    def mistakes_of(self, exercise: str) -> dict:
+        """Every mistake's observations read so far, `exercise`'s among them (read from its file if not yet)."""
+        path = self.unread.pop(exercise, None)
+        if path is not None:
+            self.mistakes.update(_read_mistakes(path))
+        return self.mistakes
+
+    def read_all(self) -> "Reference":
+        """Read every exercise's mistakes (a warm server keeps them in memory; the GPU pass merges them)."""
+        for exercise in list(self.unread):
+            self.mistakes_of(exercise)
+        return self
+
+    def __getstate__(self):  # pickled whole (a cluster's workers): no file of this machine's cache travels
+        self.read_all()
+        return self.__dict__
 
     @staticmethod
     def draws_at_hand(lesson: Lesson, path: Path | None, device: str = "cpu") -> dict:
@@ -262,21 +283,66 @@ class Reference:
                 key = (lesson.id, device, settings.hidden_seed())
                 _TRUSTED[key] = Reference(data["exercises"], data["mistakes"], drawn, data["mutation"])
                 return copy.deepcopy(_TRUSTED[key])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            buf = io.BytesIO()
-            torch.save(data, buf)
-            atomic.write_bytes(path, buf.getvalue())  # an unpredictable name, then renamed (no pid-named tmp)
-            atomic.write_text(path.with_suffix(".draws.json"), json.dumps(drawn))
+            _write_cache(lesson, path, data, drawn)
         data = _load(path)
+        split = data.get("split") if isinstance(data, dict) else None
         if not (isinstance(data, dict) and isinstance(data.get("exercises"), dict)
                 and isinstance(data.get("mistakes"), dict)
-                and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises)):
+                and all(isinstance(data["exercises"].get(e.name), dict) for e in lesson.exercises)
+                and (split is None or (isinstance(split, list) and set(split) <= {e.name for e in lesson.exercises}
+                                       and all(_mistakes_path(path, e).exists() for e in split)))):
             if not lesson.solution_path.exists():
                 raise RuntimeError(f"the reference observations in {path} cannot be read; reinstall the course")
             path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
             return Reference.finish(lesson, *Reference.start(lesson, device), device)
         return Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")),
-                         data.get("mutation") if isinstance(data.get("mutation"), dict) else {})
+                         data.get("mutation") if isinstance(data.get("mutation"), dict) else {},
+                         {e: _mistakes_path(path, e) for e in split or ()})
+
+
+def _mistakes_path(path: Path, exercise: str) -> Path:
+    """Where a cached reference (`path`) keeps `exercise`'s mistakes' observations."""
+    return path.with_name(f"{path.stem}.mistakes-{exercise}.pt")
+
+
+def _write_cache(lesson: Lesson, path: Path, data: dict, drawn: dict) -> None:
+    """The reference's observations in the cache: each exercise's mistakes (the catalogue's and the mutants') in
+    a file of their own, then the draws, then the main file last (its presence says the others are complete)."""
+    import torch  # lazy: 4.6 s here; finish imported it already
+
+    catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
+    names = {e.name for e in lesson.exercises}
+    own: dict[str, dict] = {}
+    rest = {}
+    for k, v in data["mistakes"].items():
+        exercise = catalogue.get(k) or mutation_exercise(k)
+        if exercise in names:
+            own.setdefault(exercise, {})[k] = v
+        else:
+            rest[k] = v  # a mistake of no exercise here: read with the main file
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(target: Path, obj) -> None:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        atomic.write_bytes(target, buf.getvalue())  # an unpredictable name, then renamed (no pid-named tmp)
+
+    for exercise, entries in own.items():
+        save(_mistakes_path(path, exercise), entries)
+    atomic.write_text(path.with_suffix(".draws.json"), json.dumps(drawn))
+    save(path, {**data, "mistakes": rest, "split": sorted(own)})
+
+
+def _read_mistakes(path: Path) -> dict:
+    """One exercise's mistakes from the cache: {} when the file is gone or is not that (the diagnosis then states
+    facts only; the next check computes the reference afresh, since the main file is removed)."""
+    data = _load(path)
+    if isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("checks"), dict)
+                                      for k, v in data.items()):
+        return data
+    main = path.with_name(path.name.split(".mistakes-")[0] + ".pt")
+    main.unlink(missing_ok=True)
+    return {}
 
 
 def _mutation_counts(data) -> dict:
@@ -416,7 +482,8 @@ class Grading:
                 obs[n]["checks"].update(g["checks"])
                 obs[n]["forbidden"] = sorted(set(obs[n]["forbidden"]) | set(g["forbidden"]))
             reference.exercises[n]["checks"].update(g_reference.exercises[n]["checks"])
-        for m, m_obs in g_reference.mistakes.items():
+        reference.read_all()
+        for m, m_obs in g_reference.read_all().mistakes.items():
             if m in reference.mistakes:
                 reference.mistakes[m]["checks"].update(m_obs["checks"])
         g_student.cleanup()
@@ -433,7 +500,7 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
     from graders.engine.verdict import StudentRun, judge_lesson  # lazy: verdict imports torch (4.9 s cold here)
 
     run = StudentRun(all_obs, _cell_reports(student), student.death(), bool(student.timed_out))
-    return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes, cells, notebook, wanted, gpu,
+    return judge_lesson(lesson, module, run, reference.exercises, reference.mistakes_of, cells, notebook, wanted, gpu,
                         only_public)
 
 

@@ -667,7 +667,8 @@ class Server:
     def reference(self, lesson):
         if lesson.id not in self.references:
             g = _grading()
-            self.references[lesson.id] = g.Reference.finish(lesson, *g.Reference.start(lesson, "cpu"), "cpu")
+            # read whole, once: the server keeps every exercise's mistakes in memory for the checks to come
+            self.references[lesson.id] = g.Reference.finish(lesson, *g.Reference.start(lesson, "cpu"), "cpu").read_all()
         return self.references[lesson.id]
 
     def zygote(self, lesson, cwd: str | None) -> Zygote:

@@ -752,6 +752,14 @@ def key(exercise: str, n: int) -> str:
     return f"{PREFIX}{exercise}:{n:03d}"
 
 
+def exercise_of(k: str) -> str | None:
+    """The exercise of a mutant's key (`key`'s inverse), None for any other key."""
+    if not (isinstance(k, str) and k.startswith(PREFIX)):
+        return None
+    exercise, _, n = k.removeprefix(PREFIX).rpartition(":")
+    return exercise if exercise and n.isdigit() else None
+
+
 def entries(observations: dict, exercise: str) -> dict:
     """The mutants of `exercise` among a reference's mistake observations, in their candidates' order."""
     head = f"{PREFIX}{exercise}:"

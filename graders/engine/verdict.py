@@ -10,6 +10,7 @@ only starts the children, reads their files and calls this; the in-process test 
 from __future__ import annotations
 
 import re
+from typing import Callable
 from dataclasses import dataclass, field
 
 from . import compare
@@ -69,7 +70,8 @@ def _earlier_cause(failed: dict[int, dict], index: int) -> str | None:
     return None
 
 
-def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], reference_mistakes: dict[str, dict],
+def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict],
+                 reference_mistakes: "dict[str, dict] | Callable[[str], dict]",
                  cells: list[dict], notebook: str = "", exercises: list | None = None, gpu: bool = False,
                  only_public: bool = False) -> LessonResult:
     """The lesson's result: `exercises` (registry Exercise entries; default all of the lesson's) judged
@@ -94,13 +96,24 @@ def judge_lesson(lesson, module, run: StudentRun, reference: dict[str, dict], re
                 res.checks.append(CheckResult("time limit", "timeout", message=obs.get("message", ""), kind="absent"))
             result.exercises.append(res)
             continue
-        mistakes = {m.id: reference_mistakes[m.id] for m in getattr(module, "MISTAKES", ())
-                    if m.exercise == ex.name and m.id in reference_mistakes}
-        mistakes.update(mutation_entries(reference_mistakes, ex.name))  # the engine's mutants (mutations.py)
-        res = judge_exercise(module, ex, obs, reference[ex.name], mistakes, gpu, why, only_public)
+        res = judge_exercise(module, ex, obs, reference[ex.name], _mistakes_of(module, ex.name, reference_mistakes),
+                             gpu, why, only_public)
         result.exercises.append(_switched_off(res, module, cells) or res)
     _blocked_by_stubs(lesson, result, cells)
     return result
+
+
+def _mistakes_of(module, exercise: str, reference_mistakes) -> "Callable[[], dict]":
+    """The known mistakes' and the mutants' observations for `exercise`, read when it fails (a passing exercise
+    never needs them). `reference_mistakes`: every exercise's, or a function of the exercise's name that returns
+    a mapping holding at least that exercise's (a reference cache reads them per exercise, on demand)."""
+    def read() -> dict:
+        every = reference_mistakes(exercise) if callable(reference_mistakes) else reference_mistakes
+        mine = {m.id: every[m.id] for m in getattr(module, "MISTAKES", ()) if m.exercise == exercise and m.id in every}
+        mine.update(mutation_entries(every, exercise))  # the engine's mutants (mutations.py)
+        return mine
+
+    return read
 
 
 def _blocked_by_stubs(lesson, result: LessonResult, cells: list[dict]) -> None:
@@ -229,7 +242,7 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
 
 
 def judge_exercise(module, exercise, student: dict | None, reference: dict,
-                   mistakes: dict[str, dict], gpu: bool, absent: Absent | None = None,
+                   mistakes: "dict[str, dict] | Callable[[], dict]", gpu: bool, absent: Absent | None = None,
                    only_public: bool = False) -> ExerciseResult:
     """Turn one exercise's observations into its result, checks in order, with a diagnosis. Without
     observations the result is `absent`'s (graders/engine/verdict.py says why), else: never reached ->
@@ -279,6 +292,8 @@ def judge_exercise(module, exercise, student: dict | None, reference: dict,
                                message=("modifies its input in place (" + "; ".join(mutated) + "): work on a copy "
                                         "or use out-of-place operations" if mutated else ""), kind="mutation"))
     status = exercise_status(results)
+    if callable(mistakes):
+        mistakes = mistakes() if status in ("failed", "error") else {}
     diagnosis = diagnose(module, name, checks, s_checks, r_checks, mistakes, results) if status in ("failed", "error") else None
     ident = diagnosis_id(diagnosis, getattr(module, "MISTAKES", ()), name)
     return ExerciseResult(name, status, points if status == "passed" else 0.0, points, results, diagnosis, ident,

@@ -1,0 +1,98 @@
+"""A cached reference keeps each exercise's mistakes in a file of its own, read only when that exercise fails
+(issue 44's cost: lesson 10's 192 mistakes took 3.4 s to read whole on every check, passing or not).
+
+The cache is written from observations computed in this process (tests/harness.py: the child's own runner), so
+no sandbox starts here; course_cli/sandboxed/grading.py reads it back as a check does."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import harness
+from course_cli.sandboxed import grading
+from graders.engine.verdict import StudentRun, judge_lesson
+from graders.registry import find_lesson
+
+L01 = find_lesson("lesson01")
+
+
+@pytest.fixture(scope="module")
+def observations():
+    module = __import__(L01.module, fromlist=["MISTAKES"])
+    _, ref = harness.reference(L01)
+    mistakes = {m.id: harness.mistake_observations(L01, m) for m in module.MISTAKES}
+    mistakes.update(harness.mutant_observations(L01, "softmax"))
+    return module, ref, mistakes
+
+
+def _cache(tmp_path, observations):
+    module, ref, mistakes = observations
+    path = tmp_path / "lesson01-cpu-key.pt"
+    grading._write_cache(L01, path, {"exercises": ref, "mistakes": mistakes, "mutation": {}}, {})
+    return path
+
+
+def _judge(module, reference, student_obs):
+    return judge_lesson(L01, module, StudentRun(student_obs, []), reference.exercises, reference.mistakes_of, [])
+
+
+def test_each_exercise_s_mistakes_go_to_a_file_of_their_own(tmp_path, observations):
+    module, ref, mistakes = observations
+    path = _cache(tmp_path, observations)
+    names = {m.exercise for m in module.MISTAKES}
+    assert names == {e.name for e in L01.exercises}
+    for name in names:
+        own = grading._read_mistakes(grading._mistakes_path(path, name))
+        assert set(own) == {k for k in mistakes if k in {m.id for m in module.MISTAKES if m.exercise == name}
+                            or k.startswith(f"mutant:{name}:")}
+    reference = grading.Reference.finish(L01, path, None)
+    assert reference.mistakes == {} and set(reference.unread) == names
+
+
+def test_a_passing_check_reads_no_mistake_and_a_failing_one_only_its_exercise_s(tmp_path, observations):
+    module, ref, mistakes = observations
+    reference = grading.Reference.finish(L01, _cache(tmp_path, observations), None)
+    result = _judge(module, reference, ref)
+    assert all(e.status == "passed" for e in result.exercises)
+    assert set(reference.unread) == {e.name for e in L01.exercises}  # nothing read
+
+    no_max = next(m for m in module.MISTAKES if m.id == "no_max")
+    student = {**ref, no_max.exercise: harness.mistake_observations(L01, no_max)}
+    result = _judge(module, reference, student)
+    failed = [e for e in result.exercises if e.status != "passed"]
+    assert [e.id for e in failed] == [no_max.exercise] and failed[0].diagnosis_id == "no_max"
+    assert set(reference.unread) == {e.name for e in L01.exercises} - {no_max.exercise}
+    # the same verdict and diagnosis as from every mistake held in memory
+    whole = judge_lesson(L01, module, StudentRun(student, []), ref, mistakes, [])
+    assert result.to_dict() == whole.to_dict()
+
+
+def test_a_damaged_mistakes_file_costs_the_diagnosis_never_the_verdict(tmp_path, observations):
+    module, ref, mistakes = observations
+    path = _cache(tmp_path, observations)
+    reference = grading.Reference.finish(L01, path, None)
+    no_max = next(m for m in module.MISTAKES if m.id == "no_max")
+    grading._mistakes_path(path, no_max.exercise).write_bytes(b"not an archive")
+    student = {**ref, no_max.exercise: harness.mistake_observations(L01, no_max)}
+    (res,) = [e for e in _judge(module, reference, student).exercises if e.id == no_max.exercise]
+    assert res.status == "failed" and res.diagnosis_id != "no_max"
+    assert not path.exists()  # the next check computes the reference afresh
+
+
+def test_a_missing_mistakes_file_makes_the_cache_unusable(tmp_path, observations, monkeypatch):
+    path = _cache(tmp_path, observations)
+    grading._mistakes_path(path, "softmax").unlink()
+    started = []
+    monkeypatch.setattr(grading.Reference, "start", lambda *a, **k: started.append(a) or (None, None))
+    monkeypatch.setattr(grading, "_TRUSTED", {(L01.id, "cpu", grading.settings.hidden_seed()): "recomputed"})
+    monkeypatch.setattr(grading.copy, "deepcopy", lambda x: x)
+    assert grading.Reference.finish(L01, path, None) == "recomputed" and started and not path.exists()
+
+
+def test_a_pickled_reference_carries_every_mistake_and_no_path(tmp_path, observations):
+    _, _, mistakes = observations
+    reference = grading.Reference.finish(L01, _cache(tmp_path, observations), None)
+    copy = pickle.loads(pickle.dumps(reference))
+    assert copy.unread == {} and set(copy.mistakes) == set(mistakes)
