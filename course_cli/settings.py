@@ -190,6 +190,27 @@ def warm_idle() -> float:
         raise ValueError(f"COURSE_WARM_IDLE={raw!r} is not a number") from None
 
 
+def follow_ups() -> bool:
+    """A failing check whose exercise had mutation candidates left unprobed probes them before it reports
+    (grading.follow_up; COURSE_FOLLOW_UPS=0: never, the diagnosis from what the reference child reached)."""
+    return os.environ.get("COURSE_FOLLOW_UPS", "1") != "0"
+
+
+def mutant_budget() -> float | None:
+    """Seconds of mutation candidates the reference child probes per exercise (COURSE_MUTANT_BUDGET; None: the
+    engine's default, graders.engine.mutations.BUDGET_S); a failing check follows up on the rest (`follow_ups`)."""
+    raw = os.environ.get("COURSE_MUTANT_BUDGET", "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"COURSE_MUTANT_BUDGET={raw!r} is not a number of seconds") from None
+    if not 0 <= value < 10**6:
+        raise ValueError(f"COURSE_MUTANT_BUDGET={raw!r} is not a number of seconds from 0 up")
+    return value
+
+
 def init_references() -> bool:
     """Whether `course init` builds the reference observations (COURSE_INIT_REFERENCES=0: not)."""
     return os.environ.get("COURSE_INIT_REFERENCES", "1") != "0"

@@ -227,7 +227,8 @@ def run(job: dict) -> None:
         _write(out / "cells.json", json.dumps(cells_report))
 
     if job.get("mistakes"):
-        probe_mistakes(job, module, ns, configs, torch)
+        if job.get("catalogue", True):  # (a follow-up probes mutants only: grading.follow_up)
+            probe_mistakes(job, module, ns, configs, torch)
         if job.get("mutants", True):
             _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, out, progress, torch)
 
@@ -264,19 +265,30 @@ def probe_mistakes(job: dict, module, ns: dict, configs: tuple, torch) -> None:
 def _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, out: Path, progress, torch) -> None:
     """The engine's mutants of each exercise (graders/engine/mutations.py), run here, in the reference child
     only: the solved cell's own source, changed by the engine; `mutant-<exercise>-<n>.pt` for the ones that
-    show on a check, and mutants.json with what was tried, dropped and skipped (a time budget per exercise)."""
+    show on a check, and mutants.json with what was tried, dropped and skipped (a time budget per exercise).
+    A follow-up (job["mutant_start"]: {exercise: first candidate}) probes those exercises' candidates from there
+    to the last, by count, each within the exercise time limit (course_cli/sandboxed/grading.py follow_up).
+    Each candidate is a phase of its own in the progress file ("probing mistake mutant:..."), so the parent's
+    watchdog gives each the exercise limit."""
     from graders import engine
     from graders.engine import mutations
 
     report = {}
+    starts = job.get("mutant_start")
     for name in job["exercises"]:
-        if name not in solved or solved[name].get("missing"):
+        if name not in solved or solved[name].get("missing") or (starts is not None and name not in starts):
             continue
-        _write(progress, f"probing mutants of {name}")
+        _write(progress, f"probing mistake mutant:{name}")
+        if starts is not None:  # by count: every candidate left, each bounded by the exercise limit
+            budget, alarm = float("inf"), lambda s: _Alarm(float(job["exercise_timeout"]), engine.ExerciseTimeout)
+        else:
+            budget = float(job.get("mutant_budget", mutations.BUDGET_S))
+            alarm = lambda s: _Alarm(max(s, 0.001), engine.ExerciseTimeout)  # noqa: E731
         kept, counts = mutations.probe_mutants(
             module, ns, name, configs, solved[name], only_public, hidden_seed,
-            budget=float(job.get("mutant_budget", mutations.BUDGET_S)), cap=int(job.get("mutant_cap", mutations.CAP)),
-            alarm=lambda s: _Alarm(max(s, 0.001), engine.ExerciseTimeout))
+            budget=budget, cap=int(job.get("mutant_cap", mutations.CAP)), alarm=alarm,
+            start=int(starts[name]) if starts is not None else 0,
+            on_candidate=lambda k: _write(progress, f"probing mistake {k}"))
         for key, obs in kept.items():
             _save(torch, obs, out / f"mutant-{key.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
         report[name] = counts

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from graders import registry
 from graders.registry import LESSONS, ROOT, Lesson, find_lesson
-from graders.engine.mutations import exercise_of as mutation_exercise, key as mutation_key
+from graders.engine.mutations import _identical, entries as mutation_entries, exercise_of as mutation_exercise, key as mutation_key
+from graders.engine.kinds import is_cause
 from graders.engine.results import PUBLIC_ONLY_NOTE, LessonResult
 
 from course_cli import atomic, settings
@@ -188,6 +189,17 @@ class Reference:
         # A cached reference keeps each exercise's mistakes in a file of their own, read when that exercise fails:
         # lesson 10's 192 mistakes took 3.4 s to read whole, on every check (issue 44's cost).
         self.unread = dict(unread or {})  # {exercise: its mistakes' file}
+        self.path: Path | None = None  # the cache file it was read from (a follow-up adds to it), None in memory
+        self.origin: "Reference | None" = None  # the warm server's own, when this is one grading's copy
+
+    def next_candidate(self, exercise: str) -> int | None:
+        """The first of `exercise`'s mutation candidates not probed yet (the reference child's time budget ran
+        out before it), None when every one was."""
+        counts = self.mutation.get(exercise) or {}
+        skipped, total = counts.get("skipped", 0), counts.get("candidates", 0)
+        if not (isinstance(skipped, int) and isinstance(total, int)) or skipped <= 0:
+            return None
+        return total - skipped
 
     def mistakes_of(self, exercise: str) -> dict:
         """Every mistake's observations read so far, `exercise`'s among them (read from its file if not yet)."""
@@ -268,10 +280,7 @@ class Reference:
                     "mistakes": {}}
             for f in child.files.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
-            for f in sorted(child.files.glob("mutant-*.pt")):  # the engine's mutants (graders/engine/mutations.py)
-                exercise, _, n = f.stem.removeprefix("mutant-").rpartition("-")
-                if n.isdigit() and any(e.name == exercise for e in lesson.exercises):
-                    data["mistakes"][mutation_key(exercise, int(n))] = _read_obs(f)
+            data["mistakes"].update(_read_mutants(lesson, child))
             data["mutation"] = _mutation_counts(child.json("mutants.json"))
             drawn = _read_draws(child.files / "draws.json")
             child.cleanup()
@@ -295,9 +304,85 @@ class Reference:
                 raise RuntimeError(f"the reference observations in {path} cannot be read; reinstall the course")
             path.unlink(missing_ok=True)  # damaged (or tampered with, unsandboxed): computed afresh
             return Reference.finish(lesson, *Reference.start(lesson, device), device)
-        return Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")),
-                         data.get("mutation") if isinstance(data.get("mutation"), dict) else {},
-                         {e: _mistakes_path(path, e) for e in split or ()})
+        reference = Reference(data["exercises"], data["mistakes"], _read_draws(path.with_suffix(".draws.json")),
+                              data.get("mutation") if isinstance(data.get("mutation"), dict) else {},
+                              {e: _mistakes_path(path, e) for e in split or ()})
+        reference.path = path if split is not None else None  # (only a split cache takes a follow-up's mutants)
+        return reference
+
+
+def _read_mutants(lesson: Lesson, child) -> dict:
+    """The engine's mutants a reference child kept (graders/engine/mutations.py): {key: observations}."""
+    found = {}
+    for f in sorted(child.files.glob("mutant-*.pt")):
+        exercise, _, n = f.stem.removeprefix("mutant-").rpartition("-")
+        if n.isdigit() and any(e.name == exercise for e in lesson.exercises):
+            found[mutation_key(exercise, int(n))] = _read_obs(f)
+    return found
+
+
+def follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> list[str]:
+    """Probe the mutation candidates the reference child's time budget left for `exercises` (each failed a
+    check and no cause was named), all of them, by count: a reference child (the solved notebook, in the sandbox,
+    on the reference's own draws) from each one's next candidate to its last. What it keeps joins `reference`
+    (and the warm server's, and the disk cache), so each exercise is followed up once per course version on this
+    machine. Returns the exercises it added mutants to."""
+    starts = {e: n for e in exercises if (n := reference.next_candidate(e)) is not None}
+    if not starts or reference.path is None:
+        return []
+    child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(starts), "cpu",
+                          mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws,
+                          job_extra={"catalogue": False, "mutant_start": starts})
+    try:
+        child.wait()
+        if child.death() or child.timed_out:
+            return []  # the diagnosis stays with the facts; the next failing check tries again
+        found = {k: v for k, v in _read_mutants(lesson, child).items()
+                 if v is not None and not isinstance(v, _Unreadable)}
+        counts = _mutation_counts(child.json("mutants.json"))
+    finally:
+        child.cleanup()
+    added = []
+    for exercise in starts:
+        if not isinstance(counts.get(exercise), dict):
+            continue
+        for target in {id(r): r for r in (reference, reference.origin) if r is not None}.values():
+            mine = mutation_entries(target.mistakes_of(exercise), exercise)
+            for k, obs in sorted(found.items()):
+                if mutation_exercise(k) == exercise and k not in mine and \
+                        not any(_identical(obs["checks"], other["checks"]) for other in mine.values()):
+                    target.mistakes[k] = mine[k] = dict(obs)
+            before = target.mutation.get(exercise, {})
+            target.mutation[exercise] = {**before, **{c: before.get(c, 0) + counts[exercise].get(c, 0)
+                                                      for c in ("tried", "kept", "equivalent", "merged", "broken")},
+                                         "skipped": counts[exercise].get("skipped", 0),
+                                         "next": counts[exercise].get("next", before.get("next", 0))}
+        added.append(exercise)
+    _save_follow_up(lesson, reference, added)
+    return added
+
+
+def _save_follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> None:
+    """The followed-up exercises' mistakes, then the main file's counts, back to the cache (atomic renames; a
+    check reading meanwhile sees the old files or the new, each whole)."""
+    path = reference.path
+    if path is None or not exercises or not path.exists():
+        return
+    import torch  # lazy: judging imported it already
+
+    def save(target: Path, obj) -> None:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        atomic.write_bytes(target, buf.getvalue())
+
+    catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
+    for exercise in exercises:
+        save(_mistakes_path(path, exercise),
+             {k: v for k, v in reference.mistakes.items() if (catalogue.get(k) or mutation_exercise(k)) == exercise})
+    main = _load(path)
+    if isinstance(main, dict) and isinstance(main.get("mutation"), dict):
+        main["mutation"].update({e: reference.mutation[e] for e in exercises})
+        save(path, main)
 
 
 def _mistakes_path(path: Path, exercise: str) -> Path:
@@ -457,6 +542,11 @@ class Grading:
                 self._add_gpu(obs, reference)
             result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                             self.only_public)
+            unnamed = [r.id for r in result.exercises if r.status in ("failed", "error")
+                       and not is_cause(r.diagnosis_id) and reference.next_candidate(r.id) is not None]
+            if unnamed and not self.trusted and settings.follow_ups() and follow_up(lesson, reference, unnamed):
+                result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
+                                self.only_public)
             if self.only_public:
                 result.notes.append(PUBLIC_ONLY_NOTE)
             if not student.sandboxed and self.trusted:

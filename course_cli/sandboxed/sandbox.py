@@ -906,7 +906,8 @@ def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = N
 
 def make_job(module: str, cells: list[dict], exercises: list[str], device: str, out: "Path | None",
              mistakes: bool = False, only_public: bool = False, bench: bool = False,
-             exercise_timeout: float | None = None, hidden_seed: int | None = None, draws: dict | None = None) -> dict:
+             exercise_timeout: float | None = None, hidden_seed: int | None = None, draws: dict | None = None,
+             extra: dict | None = None) -> dict:
     """The job course_cli.sandboxed.child runs (every runner's: a fresh child, the warm zygote's fork, in
     process), with this run's limits; `out` None for the zygote, which gives each fork its own folder."""
     lim = limits()
@@ -916,14 +917,16 @@ def make_job(module: str, cells: list[dict], exercises: list[str], device: str, 
             **({"out": str(out)} if out is not None else {}),
             "mistakes": mistakes, "only_public": only_public, "bench": bench, "cell_timeout": lim.cell_timeout,
             "exercise_timeout": ex_t, "output_limit": lim.output, "file_limit": lim.file,
-            "hidden_seed": hidden_seed, "draws": draws or {}}
+            "hidden_seed": hidden_seed, "draws": draws or {},
+            **({"mutant_budget": settings.mutant_budget()} if mistakes and settings.mutant_budget() is not None
+               else {}), **(extra or {})}
 
 
 def start(module: str, cells: list[dict], exercises: list[str], device: str = "cpu",
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
           strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None,
-          draws: dict | None = None) -> Child:
+          draws: dict | None = None, job_extra: dict | None = None) -> Child:
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
 
     `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
@@ -936,7 +939,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     lim = limits()
     out = Path(tempfile.mkdtemp(prefix="course-"))
     job = make_job(module, cells, exercises, device, out, mistakes, only_public, bench, exercise_timeout,
-                   hidden_seed, draws)
+                   hidden_seed, draws, job_extra)
     ex_t = job["exercise_timeout"]
     # the child sends its output folder's descriptor on `theirs` before any of the notebook's code runs
     report, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

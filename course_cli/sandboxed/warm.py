@@ -627,7 +627,9 @@ def _for_one_grading(reference):
         return {k: {**v, "checks": dict(v["checks"])} if isinstance(v.get("checks"), dict) else dict(v)
                 for k, v in entries.items()}
 
-    return type(reference)(own(reference.exercises), own(reference.mistakes), reference.draws, reference.mutation)
+    copy = type(reference)(own(reference.exercises), own(reference.mistakes), reference.draws, dict(reference.mutation))
+    copy.path, copy.origin = reference.path, reference  # a follow-up's mutants reach the server's own too
+    return copy
 
 
 # ----------------------------------------------------------------------------------------------

@@ -768,12 +768,14 @@ def entries(observations: dict, exercise: str) -> dict:
 
 def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, only_public: bool = False,
                   hidden_seed: int | None = None, budget: float = BUDGET_S, cap: int = CAP, alarm=None,
-                  source: str | None = None) -> tuple[dict, dict]:
+                  source: str | None = None, start: int = 0, on_candidate=None) -> tuple[dict, dict]:
     """Probe `exercise`'s mutants in copies of the solved namespace `ns` on the checks' own inputs (the
     same seeds as the student's). Returns ({key: observations with a "mutant" record}, counts): a mutant
     that fails no check the reference passes is dropped (equivalent, for these checks), and of mutants with
     identical observations the first is kept. `alarm(seconds)`: a context manager raising ExerciseTimeout
-    (the child's), bounding each candidate by what is left of `budget`."""
+    (the child's), bounding each candidate by what is left of `budget`. `start`: the first candidate probed (a
+    follow-up goes on where the reference child's budget ran out; counts["next"] is where the next would);
+    `on_candidate(key)` before each (the child's progress file)."""
     import contextlib
     import time
 
@@ -782,7 +784,8 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     from .mistakes import solved_cell
 
     started = time.perf_counter()
-    counts = {"candidates": 0, "tried": 0, "kept": 0, "equivalent": 0, "merged": 0, "broken": 0, "skipped": 0}
+    counts = {"candidates": 0, "tried": 0, "kept": 0, "equivalent": 0, "merged": 0, "broken": 0, "skipped": 0,
+              "start": start}
     try:
         source = source if source is not None else solved_cell(CHECKS_OF(module).lesson, exercise)
     except (LookupError, OSError):
@@ -793,10 +796,14 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
               and not (only_public and c.hidden)]
     kept: dict = {}
     for n, m in enumerate(cands):
+        if n < start:
+            continue
         left = budget - (time.perf_counter() - started)
         if left <= 0:
             counts["skipped"] = len(cands) - n
             break
+        if on_candidate is not None:
+            on_candidate(key(exercise, n))
         name = f"<mutant {exercise} {n}>"
         _probe.register_source(name, m.source)  # triton reads a kernel's source
         m_ns = dict(ns)
@@ -805,6 +812,9 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
                 exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
                 obs = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed)
         except _probe.ExerciseTimeout:
+            if budget == float("inf"):  # by count (a follow-up): a candidate past the exercise limit is broken
+                counts["broken"] += 1
+                continue
             counts["skipped"] = len(cands) - n
             break
         except Exception:  # noqa: BLE001 - a mutant whose cell does not run is no candidate
@@ -820,6 +830,7 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
         kept[key(exercise, n)] = obs
     counts["kept"] = len(kept)
+    counts["next"] = len(cands) - counts["skipped"]
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
 

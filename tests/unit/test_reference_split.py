@@ -96,3 +96,28 @@ def test_a_pickled_reference_carries_every_mistake_and_no_path(tmp_path, observa
     reference = grading.Reference.finish(L01, _cache(tmp_path, observations), None)
     copy = pickle.loads(pickle.dumps(reference))
     assert copy.unread == {} and set(copy.mistakes) == set(mistakes)
+
+
+def test_probing_from_a_later_candidate_gives_the_same_observations_and_says_where_it_stopped():
+    """What a follow-up probes (course_cli/sandboxed/grading.py follow_up): from candidate `start` on, each
+    kept candidate's observations are the full run's; counts["next"] is past the last."""
+    from graders.engine.mutations import _identical, probe_mutants
+
+    module = __import__(L01.module, fromlist=["CHECKS"])
+    ns, ref = harness.reference(L01)
+    configs = harness._configs(module)
+    full, counts = probe_mutants(module, ns, "softmax", configs, ref["softmax"], budget=float("inf"))
+    start = counts["candidates"] // 2
+    later, later_counts = probe_mutants(module, ns, "softmax", configs, ref["softmax"], budget=float("inf"),
+                                        start=start)
+    assert later and later_counts["start"] == start and later_counts["next"] == counts["candidates"]
+    assert later_counts["tried"] + later_counts["broken"] == counts["candidates"] - start
+    for k, obs in later.items():
+        assert int(k.rsplit(":", 1)[1]) >= start
+        assert k in full and _identical(obs["checks"], full[k]["checks"]) or \
+            any(_identical(obs["checks"], f["checks"]) for f in full.values())  # merged into an earlier one there
+    # a budget that runs out says where the follow-up goes on
+    none, none_counts = probe_mutants(module, ns, "softmax", configs, ref["softmax"], budget=0)
+    assert none == {} and none_counts["skipped"] == none_counts["candidates"] and none_counts["next"] == 0
+    reference = grading.Reference({}, {}, mutation={"softmax": none_counts, "scaled_dot_product_attention": counts})
+    assert reference.next_candidate("softmax") == 0 and reference.next_candidate("scaled_dot_product_attention") is None

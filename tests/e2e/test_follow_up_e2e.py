@@ -1,0 +1,94 @@
+"""A failing check follows up on the mutation candidates the reference child's time budget left (issue 44: a
+course check names a mutant only when it reached that candidate; lessons 07-10's modules reached 0-4 of 40 in
+2 s). COURSE_MUTANT_BUDGET=0 makes the reference child probe none, so every cause below is found by the follow-up:
+the real sandboxed reference child, the real disk cache, a real `course check`, cold and warm."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import harness
+from test_warm import run_dir, warm_checks  # noqa: F401 (the warm tests' run folder and their count of checks)
+from graders.engine import mutations
+from graders.engine.mistakes import solved_cell
+from graders.registry import find_lesson
+
+pytestmark = pytest.mark.slow
+
+L07 = find_lesson("lesson07")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _late_mutant(tmp_path: Path) -> tuple[Path, str]:
+    """The solved lesson 07 notebook with one of TransformerBlock's last candidates in place of its cell, and the
+    diagnosis id the in-process grader gives it with every candidate probed (tests/harness.py, no budget)."""
+    cands = mutations.mutants(solved_cell(L07.id, "TransformerBlock"), "TransformerBlock", mutations.CAP)
+    assert len(cands) > 30
+    for n in range(len(cands) - 1, 0, -1):
+        path = harness.with_code(L07, "TransformerBlock", cands[n].source, tmp_path, name=f"late-{n}.ipynb")
+        want = harness.check_one(L07, path, "TransformerBlock", mutants=True)
+        if want.status == "failed" and (want.diagnosis_id or "").startswith("mutation:"):
+            return path, want.diagnosis_id
+    raise AssertionError("no late candidate of TransformerBlock is named in process")
+
+
+def _check(path: Path, cache: Path, **env) -> tuple[dict, float]:
+    import time
+
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_CACHE_DIR": str(cache), "COURSE_MUTANT_BUDGET": "0",
+            "COURSE_WARM": "0", **env}
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "course_cli", "check", L07.id, "--notebook", str(path), "--json"],
+                       capture_output=True, text=True, env=full, cwd=ROOT, timeout=600)
+    assert r.returncode == 1, r.stderr[-3000:]
+    return json.loads(r.stdout), time.perf_counter() - t
+
+
+def _block(result: dict) -> dict:
+    return next(e for e in result["exercises"] if e["id"] == "TransformerBlock")
+
+
+def _cached_counts(cache: Path) -> dict:
+    import torch
+
+    (main,) = [p for p in cache.glob(f"{L07.id}-cpu-*.pt") if ".mistakes-" not in p.name]
+    return torch.load(main, weights_only=True)["mutation"]["TransformerBlock"]
+
+
+def _copy_reference(src: Path, dst: Path) -> None:
+    """The reference files of a cache (not its child build) into a new cache folder."""
+    import shutil
+
+    dst.mkdir(parents=True)
+    for p in src.glob(f"{L07.id}-cpu-*"):
+        shutil.copy2(p, dst / p.name)
+
+
+def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_path, run_dir):
+    path, want = _late_mutant(tmp_path)
+    # without the follow-up, no mutant is named: the budget of 0 probed none
+    off, _ = _check(path, tmp_path / "unprobed", COURSE_FOLLOW_UPS="0")
+    assert _block(off)["status"] == "failed" and not (_block(off)["diagnosis_id"] or "").startswith("mutation:")
+    assert _cached_counts(tmp_path / "unprobed")["skipped"] == _cached_counts(tmp_path / "unprobed")["candidates"]
+    _copy_reference(tmp_path / "unprobed", tmp_path / "cold")
+    _copy_reference(tmp_path / "unprobed", tmp_path / "warm")
+
+    first, _ = _check(path, tmp_path / "cold")
+    assert _block(first)["status"] == "failed" and _block(first)["diagnosis_id"] == want
+    counts = _cached_counts(tmp_path / "cold")
+    assert counts["skipped"] == 0 and counts["tried"] + counts["broken"] == counts["candidates"] > 30
+    again, _ = _check(path, tmp_path / "cold")
+    assert again == first  # from the cache, without a follow-up: the same words
+
+    # warm: the first check follows up inside the server, the next is judged from the server's memory; the same
+    # words as cold
+    warm = [_check(path, tmp_path / "warm", COURSE_WARM="1", XDG_RUNTIME_DIR=str(run_dir))[0] for _ in range(2)]
+    assert warm_checks(run_dir) >= 1
+    assert all(r == first for r in warm)
+    assert _cached_counts(tmp_path / "warm")["skipped"] == 0
