@@ -545,8 +545,11 @@ class Grading:
                 self._add_gpu(obs, reference)
             result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                             self.only_public)
+            status = {r.id: r.status for r in result.exercises}
             unnamed = [r.id for r in result.exercises if r.status in ("failed", "error")
-                       and not is_cause(r.diagnosis_id) and reference.next_candidate(r.id) is not None]
+                       and not is_cause(r.diagnosis_id) and reference.next_candidate(r.id) is not None
+                       and all(status.get(d, "passed") == "passed" for d in lesson.exercise(r.id).depends)]
+            # (an exercise whose part fails too is told "fix X first": its own candidates would not explain it)
             if unnamed and not self.trusted and settings.follow_ups() and follow_up(lesson, reference, unnamed):
                 result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                                 self.only_public)

@@ -51,3 +51,43 @@ def test_a_cell_error_is_reported_by_the_one_rule(tmp_path):
     assert reports[0]["status"] == "error" and "sys.exit(3)" in reports[0]["error"]
     assert reports[1] == {"index": 2, "status": "ok"} and ns["x"] == 1
     assert reports[2]["status"] == "skipped"
+
+
+def test_a_failing_check_follows_up_on_the_exercise_that_fails_not_on_one_that_calls_it(tmp_path, monkeypatch):
+    """grading.follow_up (the candidates the reference child's budget left) is asked for the failing exercise
+    whose cause was not named, never for one that fails because a part it calls fails ("fix X first"), and only
+    for an untrusted check (class grading keeps its reference in memory)."""
+    from course_cli.sandboxed import grading
+
+    asked = []
+    monkeypatch.setattr(grading, "follow_up", lambda lesson, reference, exercises: asked.append(exercises) or [])
+    monkeypatch.setattr(grading.Reference, "next_candidate", lambda self, exercise: 0)  # every one left
+    monkeypatch.setenv("COURSE_MUTANT_BUDGET", "0")  # the reference probes no candidate: none can name it
+    monkeypatch.setattr(grading, "_TRUSTED", {})  # (a reference kept by an earlier test has its mutants)
+    path = _unnamed_softmax_mistake(tmp_path)
+    result = Grading(L01, graded_cells(read_notebook(path)), str(path), only_public=True,
+                     runner=InProcess()).finish()
+    statuses = {e.id: e.status for e in result.exercises}
+    assert statuses == {"softmax": "failed", "scaled_dot_product_attention": "failed"}
+    assert asked == [["softmax"]]  # scaled_dot_product_attention calls softmax: not followed up
+    asked.clear()
+    Grading(L01, graded_cells(read_notebook(path)), str(path), only_public=True, trusted=True,
+            runner=InProcess()).finish()
+    assert asked == []
+
+
+def _unnamed_softmax_mistake(tmp_path):
+    """softmax with one of its mutation candidates in place, one that fails both exercises and that the catalogue
+    and the structural rules do not name (so only a mutant could)."""
+    from graders.engine import mutations
+    from graders.engine.kinds import is_cause
+    from graders.engine.mistakes import solved_cell
+    from harness import with_code
+
+    cands = mutations.mutants(solved_cell(L01.id, "softmax"), "softmax", mutations.CAP)
+    for n in range(len(cands) - 1, -1, -1):
+        path = with_code(L01, "softmax", cands[n].source, tmp_path, f"candidate-{n}.ipynb")
+        softmax, sdpa = check_in_process(L01, path).exercises
+        if softmax.status == sdpa.status == "failed" and not is_cause(softmax.diagnosis_id):
+            return path
+    raise AssertionError("every candidate of softmax is named without the mutants, or passes")
