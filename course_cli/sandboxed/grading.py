@@ -234,11 +234,9 @@ class Reference:
         _TRUSTED[(lesson.id, device, settings.hidden_seed())] = reference
 
     @staticmethod
-    def start(lesson: Lesson, device: str = "cpu", trusted: bool = False, runner=None, complete: bool = False):
+    def start(lesson: Lesson, device: str = "cpu", trusted: bool = False, runner=None):
         """Return (cache path or None, child or None): a child (`runner`, as Grading's; a fresh sandboxed one by
-        default) starts only when nothing is at hand. An in-process runner's reference stays in memory.
-        `complete`: the child probes every exercise's mutation candidates, by count, instead of for a time
-        budget each (`course init`: no check then follows up)."""
+        default) starts only when nothing is at hand. An in-process runner's reference stays in memory."""
         if not lesson.solution_path.exists():  # the student distribution: public references ship as data
             path = shipped_reference(lesson, device)
             if not path.exists():
@@ -257,9 +255,8 @@ class Reference:
         if not isinstance(runner, InProcess):
             runner = sandbox.start  # a warm zygote forks students' checks only: the reference starts fresh
         seed = settings.hidden_seed() if trusted else None
-        every = {"job_extra": {"mutant_start": {e.name: 0 for e in lesson.exercises}}} if complete else {}
         child = runner(lesson.module, cells, [e.name for e in lesson.exercises], device, mistakes=True,
-                       visible=[ROOT / "solutions"], strict=trusted, hidden_seed=seed, **every)
+                       visible=[ROOT / "solutions"], strict=trusted, hidden_seed=seed)
         return path, child
 
     @staticmethod

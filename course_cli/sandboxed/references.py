@@ -3,9 +3,7 @@ check of a lesson does not wait for its reference child.
 
 They go to the same disk cache as a check's (grading.Reference, keyed by the lesson's source, its grader, the
 engine, torch's version and the device): a lesson whose key has not changed is not built again. Each is built
-by the same reference child as on a first check (the solved notebook and the mistakes, in the sandbox), which
-here probes every mutation candidate of every exercise (by count, not for 2 s each), so no failing check has to
-follow up on them (grading.follow_up).
+by the same reference child as on a first check (the solved notebook and the mistakes, in the sandbox).
 COURSE_INIT_REFERENCES=0 (or `course init --no-references`) leaves them to the first check of each lesson.
 """
 
@@ -47,7 +45,7 @@ def build(lessons: list[Lesson], on_done: Callable[[Lesson, str | None], None] =
         while todo and len(running) < jobs:
             lesson = todo.pop(0)
             try:
-                path, child = Reference.start(lesson, "cpu", complete=True)
+                path, child = Reference.start(lesson, "cpu")
                 running.append((lesson, path, child))
             except Exception as exc:  # noqa: BLE001 - reported, the others go on
                 failed[lesson.id] = str(exc)

@@ -47,8 +47,4 @@ def test_a_built_reference_is_what_the_first_check_uses(tmp_path, monkeypatch):
     assert done == [("lesson01", None)] and L01 not in references.missing()
     path, child = grading.Reference.start(L01, "cpu")
     assert child is None and path.exists()  # the first check starts no reference child
-    # every mutation candidate of every exercise probed, by count: no failing check will follow up
-    counts = grading.Reference.finish(L01, path, None).mutation
-    assert set(counts) == {e.name for e in L01.exercises}
-    assert all(c["skipped"] == 0 and c["tried"] + c["broken"] == c["candidates"] > 0 for c in counts.values())
     assert grading.grade_notebook(L01, L01.solution_path).all_passed
