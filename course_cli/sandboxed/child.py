@@ -229,6 +229,7 @@ def run(job: dict) -> None:
     if job.get("mistakes"):
         if job.get("catalogue", True):  # (a follow-up probes mutants only: grading.follow_up)
             probe_mistakes(job, module, ns, configs, torch)
+        _write(out / "draws.json", json.dumps(draws.made()))  # (the mutants draw the same examples)
         if job.get("mutants", True):
             _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, out, progress, torch)
 
@@ -275,6 +276,15 @@ def _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, o
 
     report = {}
     starts = job.get("mutant_start")
+
+    def at(name: str, k: str, counts: dict) -> None:  # mutants.json says where a child that died was
+        _write(progress, f"probing mistake {k}")
+        report[name] = {**counts, "at": int(k.rsplit(":", 1)[1]), "done": False}
+        _write(out / "mutants.json", json.dumps(report))
+
+    def keep(k: str, obs: dict) -> None:
+        _save(torch, obs, out / f"mutant-{k.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
+
     for name in job["exercises"]:
         if name not in solved or solved[name].get("missing") or (starts is not None and name not in starts):
             continue
@@ -288,11 +298,9 @@ def _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, o
             module, ns, name, configs, solved[name], only_public, hidden_seed,
             budget=budget, cap=int(job.get("mutant_cap", mutations.CAP)), alarm=alarm,
             start=int(starts[name]) if starts is not None else 0,
-            on_candidate=lambda k: _write(progress, f"probing mistake {k}"))
-        for key, obs in kept.items():
-            _save(torch, obs, out / f"mutant-{key.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
-        report[name] = counts
-    _write(out / "mutants.json", json.dumps(report))
+            on_candidate=lambda k, counts, name=name: at(name, k, counts), on_kept=keep)
+        report[name] = {**counts, "done": True}
+        _write(out / "mutants.json", json.dumps(report))
 
 
 def _save(torch, obs, path: Path, file_limit: int | None = None) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from graders import registry
 from graders.registry import LESSONS, ROOT, Lesson, find_lesson
-from graders.engine.mutations import _identical, entries as mutation_entries, exercise_of as mutation_exercise, key as mutation_key
+from graders.engine.mutations import CAP as MUTANT_CAP, _identical, entries as mutation_entries, exercise_of as mutation_exercise, key as mutation_key
 from graders.engine.kinds import is_cause
 from graders.engine.results import PUBLIC_ONLY_NOTE, LessonResult
 
@@ -272,16 +272,22 @@ class Reference:
             except sandbox.SandboxFailed:
                 child.cleanup()
                 raise
-            if child.death():
+            counts, died_in = _mutation_progress(child.json("mutants.json"))
+            if child.death() and not died_in:
                 child.cleanup()
                 raise RuntimeError(f"the reference solution of {lesson.id} failed to run: {child.death()}\n"
                                    f"{child.text('stderr.txt')}")
+            # died_in: a mutation candidate killed the child (a Triton kernel writing out of bounds under the
+            # interpreter): what came before it stands, and a failing check follows up after it, or from the
+            # first candidate of an exercise it never reached
+            for e in lesson.exercises if died_in else ():
+                counts.setdefault(e.name, {"candidates": MUTANT_CAP, "skipped": MUTANT_CAP, "next": 0})
             data = {"exercises": {e.name: _read_obs(child.files / f"obs-{e.name}.pt") for e in lesson.exercises},
                     "mistakes": {}}
             for f in child.files.glob("mistake-*.pt"):
                 data["mistakes"][f.stem.removeprefix("mistake-")] = _read_obs(f)
             data["mistakes"].update(_read_mutants(lesson, child))
-            data["mutation"] = _mutation_counts(child.json("mutants.json"))
+            data["mutation"] = counts
             drawn = _read_draws(child.files / "draws.json")
             child.cleanup()
             bad = [k for k, v in data["exercises"].items() if v is None or isinstance(v, _Unreadable)]
@@ -335,11 +341,12 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> lis
                           job_extra={"catalogue": False, "mutant_start": starts})
     try:
         child.wait()
-        if child.death() or child.timed_out:
+        counts, died_in = _mutation_progress(child.json("mutants.json"))
+        if (child.death() or child.timed_out) and not died_in:
             return []  # the diagnosis stays with the facts; the next failing check tries again
+        # (died_in: a candidate killed it; those before it stand, and the next follow-up starts after it)
         found = {k: v for k, v in _read_mutants(lesson, child).items()
                  if v is not None and not isinstance(v, _Unreadable)}
-        counts = _mutation_counts(child.json("mutants.json"))
     finally:
         child.cleanup()
     added = []
@@ -353,10 +360,12 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> lis
                         not any(_identical(obs["checks"], other["checks"]) for other in mine.values()):
                     target.mistakes[k] = mine[k] = dict(obs)
             before = target.mutation.get(exercise, {})
-            target.mutation[exercise] = {**before, **{c: before.get(c, 0) + counts[exercise].get(c, 0)
+            now = counts[exercise]
+            target.mutation[exercise] = {**before, **{c: before.get(c, 0) + now.get(c, 0)
                                                       for c in ("tried", "kept", "equivalent", "merged", "broken")},
-                                         "skipped": counts[exercise].get("skipped", 0),
-                                         "next": counts[exercise].get("next", before.get("next", 0))}
+                                         "candidates": now.get("candidates", before.get("candidates", 0)),
+                                         "skipped": now.get("skipped", 0), "next": now.get("next", before.get("next", 0)),
+                                         "done": bool(now.get("done", True))}
         added.append(exercise)
     _save_follow_up(lesson, reference, added)
     return added
@@ -428,6 +437,17 @@ def _read_mistakes(path: Path) -> dict:
     main = path.with_name(path.name.split(".mistakes-")[0] + ".pt")
     main.unlink(missing_ok=True)
     return {}
+
+
+def _mutation_progress(data) -> tuple[dict, list[str]]:
+    """A reference child's mutants.json as counts per exercise, and the exercises whose probing it did not finish
+    (it died on a candidate: that one counts as broken and the next follow-up starts after it)."""
+    counts, died = _mutation_counts(data), []
+    for exercise, c in counts.items():
+        if c.get("done") is False and isinstance(c.get("at"), int) and isinstance(c.get("candidates"), int):
+            died.append(exercise)
+            c.update(broken=c.get("broken", 0) + 1, next=c["at"] + 1, skipped=max(0, c["candidates"] - c["at"] - 1))
+    return counts, died
 
 
 def _mutation_counts(data) -> dict:

@@ -768,14 +768,16 @@ def entries(observations: dict, exercise: str) -> dict:
 
 def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, only_public: bool = False,
                   hidden_seed: int | None = None, budget: float = BUDGET_S, cap: int = CAP, alarm=None,
-                  source: str | None = None, start: int = 0, on_candidate=None) -> tuple[dict, dict]:
+                  source: str | None = None, start: int = 0, on_candidate=None, on_kept=None) -> tuple[dict, dict]:
     """Probe `exercise`'s mutants in copies of the solved namespace `ns` on the checks' own inputs (the
     same seeds as the student's). Returns ({key: observations with a "mutant" record}, counts): a mutant
     that fails no check the reference passes is dropped (equivalent, for these checks), and of mutants with
     identical observations the first is kept. `alarm(seconds)`: a context manager raising ExerciseTimeout
     (the child's), bounding each candidate by what is left of `budget`. `start`: the first candidate probed (a
     follow-up goes on where the reference child's budget ran out; counts["next"] is where the next would);
-    `on_candidate(key)` before each (the child's progress file)."""
+    `on_candidate(key, counts)` before each and `on_kept(key, observations)` after each kept one (the child
+    records them as it goes: a candidate that kills the process, a Triton kernel writing out of bounds under the
+    interpreter, costs only the candidates after it)."""
     import contextlib
     import time
 
@@ -803,7 +805,7 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
             counts["skipped"] = len(cands) - n
             break
         if on_candidate is not None:
-            on_candidate(key(exercise, n))
+            on_candidate(key(exercise, n), counts)
         name = f"<mutant {exercise} {n}>"
         _probe.register_source(name, m.source)  # triton reads a kernel's source
         m_ns = dict(ns)
@@ -829,6 +831,9 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
             continue
         obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
         kept[key(exercise, n)] = obs
+        counts["kept"] = len(kept)
+        if on_kept is not None:
+            on_kept(key(exercise, n), obs)
     counts["kept"] = len(kept)
     counts["next"] = len(cands) - counts["skipped"]
     counts["seconds"] = round(time.perf_counter() - started, 3)

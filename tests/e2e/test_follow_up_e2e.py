@@ -92,3 +92,21 @@ def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_p
     assert warm_checks(run_dir) >= 1
     assert all(r == first for r in warm)
     assert _cached_counts(tmp_path / "warm")["skipped"] == 0
+
+
+def test_a_candidate_that_kills_the_reference_child_costs_only_what_comes_after_it(tmp_path, monkeypatch):
+    """Lesson 05's rms_norm_triton has candidates that corrupt memory under Triton's interpreter (malloc aborts,
+    SIGSEGV; where depends on the run). Probed past the budget, the reference child used to die and take the
+    whole reference with it ("the reference solution of lesson05 failed to run"). Now the reference stands, with
+    what came before the candidate, and the counts say where a follow-up goes on."""
+    from course_cli.sandboxed import grading
+
+    L05 = find_lesson("lesson05")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COURSE_MUTANT_BUDGET", "100000")  # every candidate, as far as the child lives
+    reference = grading.Reference.finish(L05, *grading.Reference.start(L05, "cpu"), "cpu")
+    assert set(reference.exercises) == {e.name for e in L05.exercises}
+    for name, c in reference.mutation.items():
+        assert c["next"] + c["skipped"] == c["candidates"], (name, c)
+        assert c.get("done") is True or (c["broken"] >= 1 and c["next"] == c["at"] + 1), (name, c)
+    assert grading.grade_notebook(L05, L05.solution_path).all_passed

@@ -121,3 +121,19 @@ def test_probing_from_a_later_candidate_gives_the_same_observations_and_says_whe
     assert none == {} and none_counts["skipped"] == none_counts["candidates"] and none_counts["next"] == 0
     reference = grading.Reference({}, {}, mutation={"softmax": none_counts, "scaled_dot_product_attention": counts})
     assert reference.next_candidate("softmax") == 0 and reference.next_candidate("scaled_dot_product_attention") is None
+
+
+def test_a_child_that_died_on_a_candidate_keeps_what_came_before_and_goes_on_after_it():
+    """mutants.json as a reference child leaves it when a candidate kills it (a Triton kernel writing out of bounds
+    under the interpreter: lesson 05's rms_norm_triton, probed past the budget): the exercise it died in counts
+    that candidate broken and goes on after it; finished exercises stand; nothing else is a death."""
+    report = {"rms_norm": {"candidates": 17, "tried": 17, "skipped": 0, "next": 17, "done": True},
+              "rms_norm_triton": {"candidates": 27, "tried": 3, "kept": 2, "broken": 0, "skipped": 24, "at": 3,
+                                  "done": False}}
+    counts, died = grading._mutation_progress(report)
+    assert died == ["rms_norm_triton"]
+    assert counts["rms_norm_triton"]["next"] == 4 and counts["rms_norm_triton"]["skipped"] == 23
+    assert counts["rms_norm_triton"]["broken"] == 1 and counts["rms_norm"] == report["rms_norm"]
+    assert grading.Reference({}, {}, mutation=counts).next_candidate("rms_norm_triton") == 4
+    assert grading._mutation_progress({"rms_norm": report["rms_norm"]})[1] == []
+    assert grading._mutation_progress("not a report") == ({}, [])
