@@ -377,21 +377,13 @@ def _save_follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) 
     path = reference.path
     if path is None or not exercises or not path.exists():
         return
-    import torch  # lazy: judging imported it already
-
-    def save(target: Path, obj) -> None:
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        atomic.write_bytes(target, buf.getvalue())
-
-    catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
+    of = _exercise_of(lesson)
     for exercise in exercises:
-        save(_mistakes_path(path, exercise),
-             {k: v for k, v in reference.mistakes.items() if (catalogue.get(k) or mutation_exercise(k)) == exercise})
+        _save_cached(_mistakes_path(path, exercise), {k: v for k, v in reference.mistakes.items() if of(k) == exercise})
     main = _load(path)
     if isinstance(main, dict) and isinstance(main.get("mutation"), dict):
         main["mutation"].update({e: reference.mutation[e] for e in exercises})
-        save(path, main)
+        _save_cached(path, main)
 
 
 def _mistakes_path(path: Path, exercise: str) -> Path:
@@ -402,29 +394,35 @@ def _mistakes_path(path: Path, exercise: str) -> Path:
 def _write_cache(lesson: Lesson, path: Path, data: dict, drawn: dict) -> None:
     """The reference's observations in the cache: each exercise's mistakes (the catalogue's and the mutants') in
     a file of their own, then the draws, then the main file last (its presence says the others are complete)."""
-    import torch  # lazy: 4.6 s here; finish imported it already
-
-    catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
-    names = {e.name for e in lesson.exercises}
+    of, names = _exercise_of(lesson), {e.name for e in lesson.exercises}
     own: dict[str, dict] = {}
     rest = {}
     for k, v in data["mistakes"].items():
-        exercise = catalogue.get(k) or mutation_exercise(k)
+        exercise = of(k)
         if exercise in names:
             own.setdefault(exercise, {})[k] = v
         else:
             rest[k] = v  # a mistake of no exercise here: read with the main file
     path.parent.mkdir(parents=True, exist_ok=True)
-
-    def save(target: Path, obj) -> None:
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        atomic.write_bytes(target, buf.getvalue())  # an unpredictable name, then renamed (no pid-named tmp)
-
     for exercise, entries in own.items():
-        save(_mistakes_path(path, exercise), entries)
+        _save_cached(_mistakes_path(path, exercise), entries)
     atomic.write_text(path.with_suffix(".draws.json"), json.dumps(drawn))
-    save(path, {**data, "mistakes": rest, "split": sorted(own)})
+    _save_cached(path, {**data, "mistakes": rest, "split": sorted(own)})
+
+
+def _exercise_of(lesson: Lesson):
+    """The exercise a mistake's key belongs to: a catalogued mistake's, or a mutant's (mutations.exercise_of)."""
+    catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
+    return lambda k: catalogue.get(k) or mutation_exercise(k)
+
+
+def _save_cached(target: Path, obj) -> None:
+    """`obj` to a cache file: torch.save to memory, then an unpredictable name, renamed (no pid-named tmp)."""
+    import torch  # lazy: 4.6 s here; whoever saves has judged or finished a reference, so imported it already
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic.write_bytes(target, buf.getvalue())
 
 
 def _read_mistakes(path: Path) -> dict:
