@@ -267,38 +267,50 @@ def _probe_mutants(job, module, ns, solved, configs, only_public, hidden_seed, o
     """The engine's mutants of each exercise (graders/engine/mutations.py), run here, in the reference child
     only: the solved cell's own source, changed by the engine; `mutant-<exercise>-<n>.pt` for the ones that
     show on a check, and mutants.json with what was tried, dropped and skipped (a time budget per exercise).
-    A follow-up (job["mutant_start"]: {exercise: first candidate}) probes those exercises' candidates from there
-    to the last, by count, each within the exercise time limit (course_cli/sandboxed/grading.py follow_up).
+    A follow-up (job["mutant_follow"]: {exercise: {"candidates": [n, ...], "screen": a check key or None}})
+    probes those candidates of those exercises, by count, each within the exercise time limit; with a screen,
+    each first runs that check against the student's observation there ("student": torch.save's bytes, base64)
+    and `screened-<exercise>-<n>.pt` keeps what it gave (course_cli/sandboxed/grading.py follow_up).
     Each candidate is a phase of its own in the progress file ("probing mistake mutant:..."), so the parent's
     watchdog gives each the exercise limit."""
     from graders import engine
     from graders.engine import mutations
 
     report = {}
-    starts = job.get("mutant_start")
+    follow = job.get("mutant_follow")
 
     def at(name: str, k: str, counts: dict) -> None:  # mutants.json says where a child that died was
         _write(progress, f"probing mistake {k}")
         report[name] = {**counts, "at": int(k.rsplit(":", 1)[1]), "done": False}
         _write(out / "mutants.json", json.dumps(report))
 
-    def keep(k: str, obs: dict) -> None:
-        _save(torch, obs, out / f"mutant-{k.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
+    def keep(k: str, obs: dict, prefix: str = "mutant") -> None:
+        _save(torch, obs, out / f"{prefix}-{k.removeprefix(mutations.PREFIX).replace(':', '-')}.pt")
 
     for name in job["exercises"]:
-        if name not in solved or solved[name].get("missing") or (starts is not None and name not in starts):
+        if name not in solved or solved[name].get("missing") or (follow is not None and name not in follow):
             continue
         _write(progress, f"probing mistake mutant:{name}")
-        if starts is not None:  # by count: every candidate left, each bounded by the exercise limit
+        only, screen = None, None
+        if follow is not None:  # by count: the candidates asked for, each bounded by the exercise limit
             budget, alarm = float("inf"), lambda s: _Alarm(float(job["exercise_timeout"]), engine.ExerciseTimeout)
+            only = [int(n) for n in follow[name]["candidates"]]
+            if follow[name].get("screen"):
+                try:  # the student's observation: data (weights_only), from the parent
+                    import base64
+
+                    raw = base64.b64decode(follow[name]["student"])
+                    screen = (follow[name]["screen"], torch.load(io.BytesIO(raw), weights_only=True))
+                except Exception:  # noqa: BLE001 - unreadable: every candidate runs the whole battery
+                    screen = None
         else:
             budget = float(job.get("mutant_budget", mutations.BUDGET_S))
             alarm = lambda s: _Alarm(max(s, 0.001), engine.ExerciseTimeout)  # noqa: E731
         kept, counts = mutations.probe_mutants(
             module, ns, name, configs, solved[name], only_public, hidden_seed,
-            budget=budget, cap=int(job.get("mutant_cap", mutations.CAP)), alarm=alarm,
-            start=int(starts[name]) if starts is not None else 0,
-            on_candidate=lambda k, counts, name=name: at(name, k, counts), on_kept=keep)
+            budget=budget, cap=int(job.get("mutant_cap", mutations.CAP)), alarm=alarm, only=only, screen=screen,
+            on_candidate=lambda k, counts, name=name: at(name, k, counts), on_kept=keep,
+            on_screened=lambda k, seen: keep(k, {"checks": seen}, "screened"))
         report[name] = {**counts, "done": True}
         _write(out / "mutants.json", json.dumps(report))
 

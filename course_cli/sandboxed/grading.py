@@ -11,6 +11,7 @@ process imports torch (it needs it to judge): on two cores the imports overlap.
 
 from __future__ import annotations
 
+import base64
 import builtins
 import copy
 import hashlib
@@ -201,6 +202,19 @@ class Reference:
             return None
         return total - skipped
 
+    def screened(self, exercise: str) -> dict[int, dict]:
+        """`exercise`'s candidates a follow-up screened out on a student's failing check and never probed whole:
+        {candidate: {check key: its observation there}} (read with the exercise's mistakes)."""
+        entry = self.mistakes_of(exercise).get(screened_key(exercise))
+        got = entry.get("screened") if isinstance(entry, dict) else None
+        if not isinstance(got, dict):
+            return {}
+        return {n: v for n, v in got.items() if isinstance(n, int) and isinstance(v, dict)}
+
+    def unprobed(self, exercise: str) -> bool:
+        """Are some of `exercise`'s candidates not probed whole (past the budget, or screened out)?"""
+        return self.next_candidate(exercise) is not None or bool(self.screened(exercise))
+
     def mistakes_of(self, exercise: str) -> dict:
         """Every mistake's observations read so far, `exercise`'s among them (read from its file if not yet)."""
         path = self.unread.pop(exercise, None)
@@ -327,48 +341,142 @@ def _read_mutants(lesson: Lesson, child) -> dict:
     return found
 
 
-def follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> list[str]:
-    """Probe the mutation candidates the reference child's time budget left for `exercises` (each failed a
-    check and no cause was named), all of them, by count: a reference child (the solved notebook, in the sandbox,
-    on the reference's own draws) from each one's next candidate to its last. What it keeps joins `reference`
-    (and the warm server's, and the disk cache), so each exercise is followed up once per course version on this
-    machine. Returns the exercises it added mutants to."""
-    starts = {e: n for e in exercises if (n := reference.next_candidate(e)) is not None}
-    if not starts or reference.path is None:
+def screened_key(exercise: str) -> str:
+    """Where an exercise's screened candidates sit among a reference's mistakes: an entry that names no mistake
+    ({"checks": {}, "screened": {candidate: {check key: observation}}}), saved in the exercise's file."""
+    return f"screened:{exercise}"
+
+
+def screens(module, obs: dict, result: LessonResult, exercises: list[str]) -> dict:
+    """{exercise: (check key, the student's observation there)}: the check a follow-up screens each exercise's
+    candidates on, the smallest of those the student failed (the cheapest to run; any failed check rules out
+    as surely). An exercise with no such observation is not in it (its candidates run the whole battery)."""
+    out = {}
+    for r in result.exercises:
+        if r.id not in exercises or not isinstance(obs.get(r.id), dict):
+            continue
+        seen = obs[r.id].get("checks") or {}
+        failed = [c for c in r.checks if c.status in ("failed", "error") and isinstance(seen.get(_key(c)), dict)]
+        if failed:
+            c = min(failed, key=lambda c: c.size or float("inf"))
+            out[r.id] = (_key(c), seen[_key(c)])
+    return out
+
+
+def _key(c) -> str:
+    """A check result's observation key (engine.checks Check.key)."""
+    return f"{c.name} @ {c.device}/{c.dtype}"
+
+
+def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen: dict | None = None) -> list[str]:
+    """Probe the mutation candidates of `exercises` (each failed a check and no cause was named) that were never
+    probed whole: those the reference child's time budget left, and those an earlier follow-up screened out on
+    another check. A reference child (the solved notebook, in the sandbox, on the reference's own draws) probes
+    them by count. With `screen` ({exercise: (check key, the student's observation)}, as `screens` gives) each
+    candidate first runs that one check, and only those it does not rule out (diagnosis.rules_out) run the whole
+    battery; what each gave on the check is kept, so a candidate it ruled out for this student is ruled out here,
+    in the parent, the next time, and a check that fails the same way starts no child. What it probes whole joins
+    `reference` (and the warm server's, and the disk cache). Returns the exercises it added to."""
+    module = __import__(lesson.module, fromlist=["CHECKS"])
+    screen = screen or {}
+    plan = {}
+    for e in exercises:
+        first, total = reference.next_candidate(e), (reference.mutation.get(e) or {}).get("candidates")
+        todo = list(range(first, total)) if first is not None and isinstance(total, int) else []
+        for n, seen in sorted(reference.screened(e).items()):
+            if not (e in screen and screen[e][0] in seen and _rules_out(module, e, screen[e], seen, reference)):
+                todo.append(n)
+        if todo:
+            plan[e] = {"candidates": sorted(todo), "screen": screen[e][0] if e in screen else None}
+    if not plan or reference.path is None:
         return []
-    child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(starts), "cpu",
+    import torch  # lazy: torch costs 1-2 s to import, and a passing check never gets here (it judged: loaded)
+
+    for e, asked in plan.items():
+        if asked["screen"]:  # the student's observation, as data the child loads with weights_only
+            buf = io.BytesIO()
+            torch.save(screen[e][1], buf)
+            asked["student"] = base64.b64encode(buf.getvalue()).decode()
+    child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(plan), "cpu",
                           mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws,
-                          job_extra={"catalogue": False, "mutant_start": starts})
+                          job_extra={"catalogue": False, "mutant_follow": plan})
     try:
         child.wait()
-        counts, died_in = _mutation_progress(child.json("mutants.json"))
+        report = child.json("mutants.json")
+        counts, died_in = _mutation_progress(report)
         if (child.death() or child.timed_out) and not died_in:
             return []  # the diagnosis stays with the facts; the next failing check tries again
-        # (died_in: a candidate killed it; those before it stand, and the next follow-up starts after it)
+        # (died_in: a candidate killed it; those before it stand, and it counts as broken)
         found = {k: v for k, v in _read_mutants(lesson, child).items()
                  if v is not None and not isinstance(v, _Unreadable)}
+        seen_now = _read_screened(lesson, child)
     finally:
         child.cleanup()
     added = []
-    for exercise in starts:
+    for exercise, asked in plan.items():
         if not isinstance(counts.get(exercise), dict):
             continue
+        now = counts[exercise]
+        probed = _probed(report, exercise)
+        if exercise in died_in and isinstance(now.get("at"), int):
+            probed.add(now["at"])  # the candidate that killed it: broken, never again
+        reached = [n for n in asked["candidates"] if not (exercise in died_in and n > now.get("at", -1))]
         for target in {id(r): r for r in (reference, reference.origin) if r is not None}.values():
             mine = mutation_entries(target.mistakes_of(exercise), exercise)
             for k, obs in sorted(found.items()):
                 if mutation_exercise(k) == exercise and k not in mine and \
                         not any(_identical(obs["checks"], other["checks"]) for other in mine.values()):
                     target.mistakes[k] = mine[k] = dict(obs)
+            kept = target.screened(exercise)
+            for n in reached:
+                if n in probed:
+                    kept.pop(n, None)
+                elif n in seen_now.get(exercise, {}):
+                    kept[n] = {**kept.get(n, {}), **seen_now[exercise][n]}
+            target.mistakes[screened_key(exercise)] = {"checks": {}, "screened": kept}
             before = target.mutation.get(exercise, {})
-            now = counts[exercise]
+            total = now.get("candidates", before.get("candidates", 0))
+            nxt = max([before.get("next", 0) if isinstance(before.get("next"), int) else 0,
+                       *(n + 1 for n in reached)])
             target.mutation[exercise] = {**before, **{c: before.get(c, 0) + now.get(c, 0)
                                                       for c in ("tried", "kept", "equivalent", "merged", "broken")},
-                                         "candidates": now.get("candidates", before.get("candidates", 0)),
-                                         "skipped": now.get("skipped", 0), "next": now.get("next", before.get("next", 0)),
-                                         "done": bool(now.get("done", True))}
+                                         "candidates": total, "next": nxt, "skipped": max(0, total - nxt),
+                                         "screened": len(kept), "done": True}
         added.append(exercise)
     _save_follow_up(lesson, reference, added)
     return added
+
+
+def _rules_out(module, exercise: str, screen: tuple, seen: dict, reference: Reference) -> bool:
+    """Does a screened candidate's cached observation on the screen's check rule it out for this student?"""
+    from graders.engine.diagnosis import rules_out  # lazy: it imports torch (1-2 s); only a failing check asks
+
+    s_key, s_obs = screen
+    for check in module.CHECKS.of(exercise):
+        for config in check.configs:
+            if check.key(config) == s_key:
+                r_obs = reference.exercises.get(exercise, {}).get("checks", {}).get(s_key, {})
+                return rules_out(check, config, s_obs, seen[s_key], r_obs)
+    return False
+
+
+def _probed(report, exercise: str) -> set[int]:
+    """The candidates a follow-up's child ran the whole battery on (or that broke), from its mutants.json."""
+    got = report.get(exercise, {}).get("probed") if isinstance(report, dict) and \
+        isinstance(report.get(exercise), dict) else None
+    return {n for n in got[:1000] if isinstance(n, int)} if isinstance(got, list) else set()
+
+
+def _read_screened(lesson: Lesson, child) -> dict:
+    """What the follow-up's candidates gave on the screen's check: {exercise: {candidate: {check key: obs}}}."""
+    found: dict = {}
+    names = {e.name for e in lesson.exercises}
+    for f in sorted(child.files.glob("screened-*.pt")):
+        exercise, _, n = f.stem.removeprefix("screened-").rpartition("-")
+        obs = _read_obs(f)
+        if n.isdigit() and exercise in names and isinstance(obs, dict):
+            found.setdefault(exercise, {})[int(n)] = obs["checks"]
+    return found
 
 
 def _save_follow_up(lesson: Lesson, reference: Reference, exercises: list[str]) -> None:
@@ -413,7 +521,8 @@ def _write_cache(lesson: Lesson, path: Path, data: dict, drawn: dict) -> None:
 def _exercise_of(lesson: Lesson):
     """The exercise a mistake's key belongs to: a catalogued mistake's, or a mutant's (mutations.exercise_of)."""
     catalogue = {m.id: m.exercise for m in getattr(__import__(lesson.module, fromlist=["MISTAKES"]), "MISTAKES", ())}
-    return lambda k: catalogue.get(k) or mutation_exercise(k)
+    return lambda k: catalogue.get(k) or mutation_exercise(k) or (k.removeprefix("screened:") if isinstance(k, str)
+                                                                   and k.startswith("screened:") else None)
 
 
 def _save_cached(target: Path, obj) -> None:
@@ -562,10 +671,11 @@ class Grading:
                             self.only_public)
             status = {r.id: r.status for r in result.exercises}
             unnamed = [r.id for r in result.exercises if r.status in ("failed", "error")
-                       and not is_cause(r.diagnosis_id) and reference.next_candidate(r.id) is not None
+                       and not is_cause(r.diagnosis_id) and reference.unprobed(r.id)
                        and all(status.get(d, "passed") == "passed" for d in lesson.exercise(r.id).depends)]
             # (an exercise whose part fails too is told "fix X first": its own candidates would not explain it)
-            if unnamed and not self.trusted and settings.follow_ups() and follow_up(lesson, reference, unnamed):
+            if unnamed and not self.trusted and settings.follow_ups() and \
+                    follow_up(lesson, reference, unnamed, screens(module, obs, result, unnamed)):
                 result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                                 self.only_public)
             if self.only_public:

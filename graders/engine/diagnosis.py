@@ -668,14 +668,34 @@ def mistake_fits(check_list, s_checks, r_checks, m_checks, status: dict) -> int:
             if st not in ("passed", "failed", "error") or not isinstance(m_obs, dict) or "__inapplicable__" in m_obs:
                 continue
             r_obs = r_checks.get(k, {})
-            if (st != "passed") != _mistake_fails(check, config, m_obs, r_obs):
-                return 0
-            if st != "passed":
-                if _matches(check, config, s_checks.get(k), m_obs, r_obs):
-                    count += 1
-                elif not _same_failure(s_checks.get(k), m_obs):
+            if st == "passed":
+                if _mistake_fails(check, config, m_obs, r_obs):
                     return 0
+                continue
+            fit = fits_failed_check(check, config, s_checks.get(k), m_obs, r_obs)
+            if fit is None:
+                return 0
+            count += fit
     return count
+
+
+def fits_failed_check(check: Check, config: Config, s_obs: dict | None, m_obs: dict, r_obs: dict) -> int | None:
+    """mistake_fits's rule for one check the student failed: 1 when the mistake gives the student's outputs
+    there, 0 when it fails the same way said the same way (consistent, not evidence), None when it does not fit
+    (it passes there, or fails otherwise)."""
+    if not _mistake_fails(check, config, m_obs, r_obs):
+        return None
+    if _matches(check, config, s_obs, m_obs, r_obs):
+        return 1
+    return 0 if _same_failure(s_obs, m_obs) else None
+
+
+def rules_out(check: Check, config: Config, s_obs: dict | None, m_obs, r_obs: dict) -> bool:
+    """Does a candidate's observation on one check the student failed prove that it cannot be the student's
+    mistake (mistake_fits would give 0 whatever its other checks show)? A follow-up screens candidates on it
+    (mutations.probe_mutants `screen`): only those it does not rule out run the whole battery."""
+    return isinstance(m_obs, dict) and "__inapplicable__" not in m_obs and \
+        fits_failed_check(check, config, s_obs, m_obs, r_obs) is None
 
 
 class Named(str):

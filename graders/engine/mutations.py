@@ -768,7 +768,8 @@ def entries(observations: dict, exercise: str) -> dict:
 
 def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, only_public: bool = False,
                   hidden_seed: int | None = None, budget: float = BUDGET_S, cap: int = CAP, alarm=None,
-                  source: str | None = None, start: int = 0, on_candidate=None, on_kept=None) -> tuple[dict, dict]:
+                  source: str | None = None, start: int = 0, on_candidate=None, on_kept=None, only=None,
+                  screen=None, on_screened=None) -> tuple[dict, dict]:
     """Probe `exercise`'s mutants in copies of the solved namespace `ns` on the checks' own inputs (the
     same seeds as the student's). Returns ({key: observations with a "mutant" record}, counts): a mutant
     that fails no check the reference passes is dropped (equivalent, for these checks), and of mutants with
@@ -777,7 +778,14 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     follow-up goes on where the reference child's budget ran out; counts["next"] is where the next would);
     `on_candidate(key, counts)` before each and `on_kept(key, observations)` after each kept one (the child
     records them as it goes: a candidate that kills the process, a Triton kernel writing out of bounds under the
-    interpreter, costs only the candidates after it)."""
+    interpreter, costs only the candidates after it).
+
+    A follow-up on a student's failing check passes `only` (the candidates to probe, in order) and `screen`
+    ((check key, the student's observation there), or None): each candidate first runs that one check, and
+    `on_screened(key, {check key: its observation})` records it; one that check rules out
+    (diagnosis.rules_out: it cannot be the student's mistake, whatever its other checks give) is counted
+    "screened" and goes no further. The rest run the whole battery as above. counts["probed"]: the candidates
+    that ran the whole battery (or broke)."""
     import contextlib
     import time
 
@@ -787,7 +795,7 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
 
     started = time.perf_counter()
     counts = {"candidates": 0, "tried": 0, "kept": 0, "equivalent": 0, "merged": 0, "broken": 0, "skipped": 0,
-              "start": start}
+              "start": start, "screened": 0, "probed": []}
     try:
         source = source if source is not None else solved_cell(CHECKS_OF(module).lesson, exercise)
     except (LookupError, OSError):
@@ -797,31 +805,46 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     checks = [(c, cfg) for c in CHECKS_OF(module).of(exercise) for cfg in c.configs if cfg in configs
               and not (only_public and c.hidden)]
     kept: dict = {}
-    for n, m in enumerate(cands):
-        if n < start:
-            continue
+    screening = _screening(checks, screen, reference)
+    order = [n for n in (only if only is not None else range(start, len(cands))) if 0 <= n < len(cands)]
+    for i, n in enumerate(order):
+        m = cands[n]
         left = budget - (time.perf_counter() - started)
         if left <= 0:
-            counts["skipped"] = len(cands) - n
+            counts["skipped"] = len(order) - i
             break
         if on_candidate is not None:
             on_candidate(key(exercise, n), counts)
         name = f"<mutant {exercise} {n}>"
         _probe.register_source(name, m.source)  # triton reads a kernel's source
-        m_ns = dict(ns)
         try:
             with (alarm(left) if alarm else contextlib.nullcontext()):
+                if screening is not None:
+                    s_key, ruled_out = screening
+                    m_ns = dict(ns)
+                    exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
+                    seen = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed,
+                                                 keys={s_key})["checks"]
+                    if on_screened is not None and s_key in seen:
+                        on_screened(key(exercise, n), {s_key: seen[s_key]})
+                    if ruled_out(seen.get(s_key)):
+                        counts["screened"] += 1
+                        continue
+                m_ns = dict(ns)  # (afresh: the screen's run may have left state in the namespace)
                 exec(compile(m.source, name, "exec", dont_inherit=True), m_ns)
                 obs = _probe.probe_exercise(module, m_ns, exercise, configs, only_public, hidden_seed)
         except _probe.ExerciseTimeout:
             if budget == float("inf"):  # by count (a follow-up): a candidate past the exercise limit is broken
                 counts["broken"] += 1
+                counts["probed"].append(n)
                 continue
-            counts["skipped"] = len(cands) - n
+            counts["skipped"] = len(order) - i
             break
         except Exception:  # noqa: BLE001 - a mutant whose cell does not run is no candidate
             counts["broken"] += 1
+            counts["probed"].append(n)
             continue
+        counts["probed"].append(n)
         counts["tried"] += 1
         if not _shows(checks, obs, reference):
             counts["equivalent"] += 1
@@ -835,9 +858,28 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         if on_kept is not None:
             on_kept(key(exercise, n), obs)
     counts["kept"] = len(kept)
-    counts["next"] = len(cands) - counts["skipped"]
+    if only is None:
+        counts["next"] = len(cands) - counts["skipped"]
+    else:  # (the candidates before it were all considered only when `only` lists them: the caller's to say)
+        counts["next"] = order[len(order) - counts["skipped"]] if counts["skipped"] else max(order, default=-1) + 1
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
+
+
+def _screening(checks, screen, reference: dict):
+    """(check key, rule) for probe_mutants's `screen`: rule(observation) is True when a candidate's observation
+    on that check rules it out (diagnosis.rules_out against the student's); None without a screen, or when the
+    check is not among those probed here."""
+    from .diagnosis import rules_out
+
+    if not screen:
+        return None
+    s_key, s_obs = screen
+    found = [(c, cfg) for c, cfg in checks if c.key(cfg) == s_key]
+    if not found:
+        return None
+    (check, config), r_obs = found[0], reference.get("checks", {}).get(s_key, {})
+    return s_key, lambda m_obs: rules_out(check, config, s_obs, m_obs, r_obs)
 
 
 def _shows(checks, obs: dict, reference: dict) -> bool:

@@ -504,9 +504,10 @@ MEMORY_STOP = 2
 
 
 def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
-                   only_public: bool = False, hidden_seed: int | None = None) -> dict:
+                   only_public: bool = False, hidden_seed: int | None = None, keys=None) -> dict:
     """Run every check of one exercise on `ns` for the configs given; returns the observations. The hidden
-    checks draw their inputs from `hidden_seed` (class grading's per-run seed; None: the fixed seeds)."""
+    checks draw their inputs from `hidden_seed` (class grading's per-run seed; None: the fixed seeds). `keys`:
+    only the checks with these keys (a follow-up's screen; each check's inputs are its own, run alone or not)."""
     checks = CHECKS_OF(module).of(exercise)
     if only_public:
         checks = [c for c in checks if not c.hidden]
@@ -519,7 +520,7 @@ def probe_exercise(module, ns: dict, exercise: str, configs: tuple[Config, ...],
     short_of_memory = 0  # memory errors in a row: code that exhausts memory on every input is stopped at two
     for check in checks:
         for config in check.configs:
-            if config not in configs:
+            if config not in configs or (keys is not None and check.key(config) not in keys):
                 continue
             ctx = ProbeContext(ns, exercise, config, seed_for(CHECKS_OF(module).lesson, check, config, hidden_seed), watched,
                                check.variant)

@@ -25,17 +25,22 @@ L07 = find_lesson("lesson07")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _late_mutant(tmp_path: Path) -> tuple[Path, str]:
+def _late_mutants(tmp_path: Path, n_wanted: int = 2) -> list[tuple[Path, str]]:
     """The solved lesson 07 notebook with one of TransformerBlock's last candidates in place of its cell, and the
-    diagnosis id the in-process grader gives it with every candidate probed (tests/harness.py, no budget)."""
+    diagnosis id the in-process grader gives it with every candidate probed (tests/harness.py, no budget): the
+    last `n_wanted` candidates named, each named differently."""
     cands = mutations.mutants(solved_cell(L07.id, "TransformerBlock"), "TransformerBlock", mutations.CAP)
     assert len(cands) > 30
+    found: list[tuple[Path, str]] = []
     for n in range(len(cands) - 1, 0, -1):
         path = harness.with_code(L07, "TransformerBlock", cands[n].source, tmp_path, name=f"late-{n}.ipynb")
         want = harness.check_one(L07, path, "TransformerBlock", mutants=True)
-        if want.status == "failed" and (want.diagnosis_id or "").startswith("mutation:"):
-            return path, want.diagnosis_id
-    raise AssertionError("no late candidate of TransformerBlock is named in process")
+        if want.status == "failed" and (want.diagnosis_id or "").startswith("mutation:") and \
+                want.diagnosis_id not in {d for _, d in found}:
+            found.append((path, want.diagnosis_id))
+            if len(found) == n_wanted:
+                return found
+    raise AssertionError("too few late candidates of TransformerBlock are named in process")
 
 
 def _check(path: Path, cache: Path, **env) -> tuple[dict, float]:
@@ -70,8 +75,15 @@ def _copy_reference(src: Path, dst: Path) -> None:
         shutil.copy2(p, dst / p.name)
 
 
+def _stamps(cache: Path) -> dict:
+    return {p.name: p.stat().st_mtime_ns for p in cache.glob(f"{L07.id}-cpu-*")}
+
+
 def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_path, run_dir):
-    path, want = _late_mutant(tmp_path)
+    """The follow-up screens the candidates on the student's failing check (only those it does not rule out run
+    every check): the cause named is the one every candidate probed whole names, a check that fails the same way
+    again starts no follow-up, and another student's mistake is named from what the cache kept."""
+    (path, want), (other, other_want) = _late_mutants(tmp_path)
     # without the follow-up, no mutant is named: the budget of 0 probed none
     off, _ = _check(path, tmp_path / "unprobed", COURSE_FOLLOW_UPS="0")
     assert _block(off)["status"] == "failed" and not (_block(off)["diagnosis_id"] or "").startswith("mutation:")
@@ -82,9 +94,14 @@ def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_p
     first, _ = _check(path, tmp_path / "cold")
     assert _block(first)["status"] == "failed" and _block(first)["diagnosis_id"] == want
     counts = _cached_counts(tmp_path / "cold")
-    assert counts["skipped"] == 0 and counts["tried"] + counts["broken"] == counts["candidates"] > 30
+    assert counts["skipped"] == 0 and counts["tried"] + counts["broken"] + counts["screened"] == counts["candidates"] > 30
+    stamps = _stamps(tmp_path / "cold")
     again, _ = _check(path, tmp_path / "cold")
     assert again == first  # from the cache, without a follow-up: the same words
+    assert _stamps(tmp_path / "cold") == stamps  # nothing probed again: the cache was not written
+    # another mistake in the same exercise: its cause too, as with every candidate probed whole
+    second, _ = _check(other, tmp_path / "cold")
+    assert _block(second)["status"] == "failed" and _block(second)["diagnosis_id"] == other_want
 
     # warm: the first check follows up inside the server, the next is judged from the server's memory; the same
     # words as cold

@@ -60,7 +60,7 @@ def test_a_failing_check_follows_up_on_the_exercise_that_fails_not_on_one_that_c
     from course_cli.sandboxed import grading
 
     asked = []
-    monkeypatch.setattr(grading, "follow_up", lambda lesson, reference, exercises: asked.append(exercises) or [])
+    monkeypatch.setattr(grading, "follow_up", lambda lesson, reference, exercises, *screen: asked.append(exercises) or [])
     monkeypatch.setattr(grading.Reference, "next_candidate", lambda self, exercise: 0)  # every one left
     monkeypatch.setenv("COURSE_MUTANT_BUDGET", "0")  # the reference probes no candidate: none can name it
     monkeypatch.setattr(grading, "_TRUSTED", {})  # (a reference kept by an earlier test has its mutants)
