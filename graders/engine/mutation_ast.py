@@ -9,8 +9,10 @@ from typing import Callable, Iterator
 MODULES = {"math", "torch", "np", "numpy", "F", "nn", "tl", "triton"}
 
 
-# A site: (indices of nodes in _scope order, builder(node) -> replacement, operator id, sentence)
-Site = tuple[tuple[int, ...], Callable[[ast.AST], ast.AST], str, str]
+# A site: (indices of nodes in _scope order, builder(node) -> replacement, operator id, sentence), and optionally a
+# fifth: (builder, operator id, sentence) of a wider change at the same nodes that the checks may not tell apart
+# from it (mutations.py Mutant.alternative: when they give the same observations, that wider sentence is named).
+Site = tuple
 
 
 def _parents(root: ast.AST) -> dict[int, tuple[ast.AST, str, int | None]]:

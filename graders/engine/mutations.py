@@ -61,6 +61,10 @@ class Mutant:
     source: str
     operator: str  # "<family>-<variant>": the stable part of the diagnosis id, mutation:<operator>
     sentence: str  # the concept, with the code's own names; shown as the diagnosis when it reproduces
+    # (source, operator, sentence) of a wider change the checks may not tell apart from this one (a test turned
+    # the wrong way round, and the block under it gone): when both give the same observations, the wider
+    # sentence, true of both, is the one named (probe_mutants), never a construct the student may not have
+    alternative: tuple[str, str, str] | None = None
 
     @property
     def family(self) -> str:
@@ -86,7 +90,7 @@ def _scope(tree: ast.Module, exercise: str) -> list[ast.AST]:
 
 
 def _apply(tree: ast.Module, exercise: str, site: Site) -> str | None:
-    indices, build, _, _ = site
+    indices, build = site[0], site[1]
     twin = copy.deepcopy(tree)
     nodes = _scope(twin, exercise)
     parents = _parents(twin)
@@ -255,13 +259,19 @@ def op_comparison(nodes, parents, ctx) -> Iterator[Site]:
              f"({_SYMBOL[new]}): an off-by-one at {right}")
         neg = _NEGATED[op]
         parent = parents.get(id(node), (None,))[0]
+        alternative = ()
         if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is node:  # a branch, not a selection
             sentence = (f"the test of {left} against {right} is the wrong way round ({_SYMBOL[neg]}): what runs "
                         f"under it runs in the cases it should skip, and not in the cases it is for")
+            if isinstance(parent, ast.If) and not parent.orelse:  # the checks may only see the block not run
+                test = _short(node, 40)
+                alternative = ((lambda n: ast.Constant(False), "branch-skipped",
+                                f"the block under `if {test}:` does not run when its test holds (the block is "
+                                f"missing, or the test is the wrong way round)"),)
         else:
             sentence = (f"the comparison of {left} with {right} is the wrong way round ({_SYMBOL[neg]}): it "
                         f"selects the positions it should leave out")
-        yield (i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", sentence
+        yield ((i,), (lambda n, neg=neg: _with_op(n, neg)), "comparison-negated", sentence, *alternative)
 
 
 def _with_op(node: ast.Compare, op) -> ast.Compare:
@@ -719,7 +729,12 @@ def mutants(source: str, exercise: str, cap: int = CAP, operators=OPERATORS) -> 
                 if src is None or src.strip() in seen:
                     continue
                 seen.add(src.strip())
-                out.append(Mutant(src, site[2], site[3]))
+                alternative = None
+                if len(site) > 4:
+                    alt_build, alt_operator, alt_sentence = site[4]
+                    alt_src = _apply(tree, exercise, (site[0], alt_build))
+                    alternative = (alt_src, alt_operator, alt_sentence) if alt_src is not None else None
+                out.append(Mutant(src, site[2], site[3], alternative))
                 break
             if len(out) >= cap:
                 break
@@ -853,6 +868,16 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
             counts["merged"] += 1
             continue
         obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
+        if m.alternative is not None:
+            left = budget - (time.perf_counter() - started)
+            try:
+                with (alarm(max(left, 0.001)) if alarm else contextlib.nullcontext()):
+                    same = _same_as(module, ns, exercise, configs, only_public, hidden_seed, obs, m.alternative[0],
+                                    f"{name} (wider)")
+            except _probe.ExerciseTimeout:
+                same = False  # (the candidate's own sentence stands)
+            if same:
+                obs["mutant"].update(operator=m.alternative[1], sentence=m.alternative[2])
         kept[key(exercise, n)] = obs
         counts["kept"] = len(kept)
         if on_kept is not None:
@@ -864,6 +889,21 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         counts["next"] = order[len(order) - counts["skipped"]] if counts["skipped"] else max(order, default=-1) + 1
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
+
+
+def _same_as(module, ns: dict, exercise: str, configs, only_public, hidden_seed, obs: dict, source: str,
+             name: str) -> bool:
+    """Does `source` (a candidate's wider alternative) give the same observations as the candidate's `obs`?"""
+    from . import probe as _probe
+
+    _probe.register_source(name, source)
+    a_ns = dict(ns)
+    try:
+        exec(compile(source, name, "exec", dont_inherit=True), a_ns)
+        other = _probe.probe_exercise(module, a_ns, exercise, configs, only_public, hidden_seed)
+    except Exception:  # noqa: BLE001 - an alternative that does not run tells nothing: the candidate's sentence
+        return False
+    return _identical(obs["checks"], other["checks"])
 
 
 def _screening(checks, screen, reference: dict):

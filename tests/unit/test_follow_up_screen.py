@@ -174,3 +174,34 @@ def test_a_follow_up_child_that_dies_on_a_candidate_keeps_what_came_before(tmp_p
     counts = reference.mutation[exercise]
     assert counts["next"] == 8 and counts["skipped"] == total - 8 and counts["broken"] == 1
     assert reference.next_candidate(exercise) == 8
+
+
+def test_a_wider_alternative_is_named_only_when_the_checks_cannot_tell_it_from_the_candidate(monkeypatch):
+    """A test turned the wrong way round and the block under it gone can look the same to the checks (lesson 08's
+    generate: a cache rebuilt whenever it is NOT full is a cache rebuilt never, once the outputs are compared):
+    then the sentence named is the one true of both (`branch-skipped`), never a test the student may not have
+    written; when the checks tell them apart, the candidate's own sentence stands."""
+    import ast
+
+    from graders.engine import mutations
+    from graders.engine.mistakes import solved_cell
+
+    (negated,) = [m for m in mutations.mutants(solved_cell("lesson08", "generate"), "generate") if m.alternative]
+    assert negated.operator == "comparison-negated" and negated.alternative[1] == "branch-skipped"
+    assert "if False:" in negated.alternative[0] and "> block_size" not in negated.alternative[0]
+    assert ast.parse(negated.source) and "<= block_size" in negated.source
+
+    module = __import__(L01.module, fromlist=["CHECKS"])
+    ns, ref = harness.reference(L01)
+    source = solved_cell(L01.id, "softmax")
+    wrong = source.replace("amax", "amin")  # a candidate that fails the checks
+    assert wrong != source
+    same = mutations.Mutant(wrong, "made-up", "its own sentence", (wrong, "wider", "the wider sentence"))
+    other = mutations.Mutant(wrong.replace("(", "( ", 1), "made-up", "its own sentence",
+                             (source, "wider", "the wider sentence"))  # the alternative passes: told apart
+    for candidate, operator in ((same, "wider"), (other, "made-up")):
+        monkeypatch.setattr(mutations, "mutants", lambda *a, candidate=candidate, **k: [candidate])
+        kept, _ = probe_mutants(module, ns, "softmax", harness._configs(module), ref["softmax"], budget=float("inf"))
+        (obs,) = kept.values()
+        assert obs["mutant"]["operator"] == operator
+        assert obs["mutant"]["sentence"] == {"wider": "the wider sentence", "made-up": "its own sentence"}[operator]
