@@ -21,6 +21,8 @@ from graders.engine import mistake_source
 from graders.engine.notebook import defining_index
 from graders.registry import Lesson
 
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile"  # the corpus of broken and hostile notebooks
+
 
 def solution_cell_index(nb, exercise: str) -> int:
     """The index in nb.cells of the code cell that defines `exercise` (graders/notebook.py's rule)."""
@@ -378,6 +380,43 @@ class SandboxMatrix:
 
         key = hashlib.sha256(path.read_bytes() + _matrix_key(lesson).encode()).hexdigest()[:16]
         got = self._once(f"{lesson.id}-{path.stem}-{path.parent.name}-{key}", lambda: grade_notebook(lesson, path))
+        return got if got is not None else grade_notebook(lesson, path)
+
+    def hostile_corpus(self) -> Path:
+        """tests/fixtures/hostile/'s notebooks, copied into one folder of this session's (every worker's) shared
+        folder: the folder every grading of the corpus reads them from (`hostile`), so that a message naming a
+        notebook's path names the same path in each test. A child never writes there (its root is read-only,
+        its working folder one of its own), so a grading cannot leave anything for the next."""
+        import os
+        import threading
+
+        folder = self.shared / "hostile-corpus"
+        folder.mkdir(parents=True, exist_ok=True)
+        for nb in sorted(HOSTILE.glob("*.ipynb")):
+            if not (folder / nb.name).exists():  # another worker or thread may be copying it too: whole or not at all
+                tmp = folder / f".{nb.name}.{os.getpid()}-{threading.get_ident()}.tmp"
+                tmp.write_bytes(nb.read_bytes())
+                tmp.replace(folder / nb.name)
+        return folder
+
+    def hostile(self, name: str):
+        """The LessonResult of the corpus's notebook `name` (lesson 01; in `hostile_corpus()`), every exercise,
+        graded by a fresh cold sandboxed child (`grade_notebook`) under the limits this process's environment sets
+        (the corpus's short limits, tests/unit/test_hostile.py SHORT), once per session: the corpus's test
+        (tests/e2e/test_hostile_e2e.py) and its warm twin (tests/e2e/test_warm_e2e.py) read the same grading. The
+        key holds the notebook, lesson 01's matrix key and every limit's variable, so a test under other limits
+        never reads it."""
+        import hashlib
+        import os
+
+        from course_cli.settings import Limits
+        from graders.registry import find_lesson
+
+        lesson = find_lesson("lesson01")
+        path = self.hostile_corpus() / name
+        limits = "\0".join(f"{var}={os.environ.get(var, '')}" for var, _ in sorted(Limits.ENV.values()))
+        key = hashlib.sha256(path.read_bytes() + _matrix_key(lesson).encode() + limits.encode()).hexdigest()[:16]
+        got = self._once(f"hostile-{path.stem}-{key}", lambda: grade_notebook(lesson, path))
         return got if got is not None else grade_notebook(lesson, path)
 
     def _once(self, name: str, compute):

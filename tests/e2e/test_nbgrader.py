@@ -1,7 +1,15 @@
 """The instructor's path, driven through nbgrader's real commands for every lesson in the registry:
-generate_assignment → autograde four submissions (solved, untouched, a planted mistake, a tampering
-twin of it) → generate_feedback (no hidden tests in the HTML) → export (CSV). `course check` must give
-the same points as nbgrader for the same notebook."""
+generate_assignment → autograde → generate_feedback (no hidden tests in the HTML) → export (CSV). Every
+lesson's class holds a solved submission and a planted mistake (its feedback must name that lesson's mistake);
+`course check` must give the same points as nbgrader for the same notebook.
+
+The untouched release and a tampering twin of the planted mistake are submitted for the lessons of
+`WHOLE_CLASS` only: what they test does not depend on the lesson (nbgrader's code stub, the same for every
+solution region, scores nothing; a cell that patches the grader runs inside the sandbox, and a deleted or edited
+autograder cell comes back from the source), so two lessons stand for all: lesson01, two functions, and lesson10,
+the lesson with the most exercises (ten autograder cells to delete or edit, classes and a config whose stubs are
+the likeliest to score by accident). Each nbgrader command runs once for every lesson at hand (nbgrader takes
+an assignment glob): a command's start (nbgrader, the course's config, torch) is paid once, not once a lesson."""
 
 from __future__ import annotations
 
@@ -47,11 +55,7 @@ def nbgrader(course: Path, *args: str) -> str:
     return proc.stdout + proc.stderr
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nbcourse")
-    make_course(root)
-    return root
+WHOLE_CLASS = ("lesson01", "lesson10")  # the lessons whose class also holds the untouched and tampering twins
 
 
 def _solved_source(lesson, exercise: str) -> str:
@@ -73,13 +77,9 @@ def _test_cell(nb, exercise: str) -> int:
                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == f"test_{exercise}")
 
 
-@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
-def test_nbgrader_pipeline(course, lesson):
-    nbgrader(course, "generate_assignment", lesson.id, "--force")
+def _class(course: Path, lesson) -> dict[str, Path]:
+    """The lesson's submissions from its released notebook: {student: path}."""
     release = nbformat.read(course / "release" / lesson.id / lesson.notebook, as_version=4)
-    text = (course / "release" / lesson.id / lesson.notebook).read_text()
-    assert "### BEGIN SOLUTION" not in text and "hidden=True" not in text
-
     names = [e.name for e in lesson.exercises]
     solved = copy.deepcopy(release)
     for name in names:
@@ -87,34 +87,75 @@ def test_nbgrader_pipeline(course, lesson):
     mistake = importlib.import_module(lesson.module).MISTAKES[0]
     planted = copy.deepcopy(solved)
     planted.cells[solution_cell_index(planted, mistake.exercise)].source = mistake_source(mistake)
-    tamper = copy.deepcopy(planted)
-    tamper.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
-    del tamper.cells[_test_cell(tamper, mistake.exercise)]  # deleting its autograder cell gains nothing
-    other = next((n for n in names if n != mistake.exercise), None)
-    if other:
-        tamper.cells[_test_cell(tamper, other)].source = "pass  # edited by the student"
-    paths = {s: _submit(course, s, lesson, nb) for s, nb in
-             (("solved", solved), ("untouched", release), ("mistake", planted), ("tamper", tamper))}
+    klass = [("solved", solved), ("mistake", planted)]
+    if lesson.id in WHOLE_CLASS:
+        tamper = copy.deepcopy(planted)
+        tamper.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
+        del tamper.cells[_test_cell(tamper, mistake.exercise)]  # deleting its autograder cell gains nothing
+        other = next((n for n in names if n != mistake.exercise), None)
+        if other:
+            tamper.cells[_test_cell(tamper, other)].source = "pass  # edited by the student"
+        klass += [("untouched", release), ("tamper", tamper)]
+    return {s: _submit(course, s, lesson, nb) for s, nb in klass}
 
-    nbgrader(course, "autograde", lesson.id, "--force")
-    nbgrader(course, "generate_feedback", lesson.id, "--force")
-    out = course / f"grades-{lesson.id}.csv"
-    nbgrader(course, "export", "--to", str(out), "--assignment", lesson.id)
-    scores = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(out.open()) if r["assignment"] == lesson.id}
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, request):
+    """The lessons this session runs (every lesson, or those `-k`/`-m` kept), each with its class submitted,
+    through one run of each nbgrader command: {lesson id: {student: path}}, the course folder, the scores
+    {lesson id: {student: raw score}} from the export."""
+    wanted = {item.callspec.params["lesson"].id for item in request.session.items
+              if item.module is request.module and hasattr(item, "callspec")}
+    lessons = [l for l in LESSONS if l.id in wanted]
+    course = tmp_path_factory.mktemp("nbcourse")
+    make_course(course)
+    # nbgrader takes an assignment glob: every lesson in one command; a few lessons, one command each
+    assignments = ["*"] if len(lessons) == len(LESSONS) else [l.id for l in lessons]
+    for a in assignments:
+        nbgrader(course, "generate_assignment", a, "--force")
+    paths = {l.id: _class(course, l) for l in lessons}
+    for a in assignments:
+        nbgrader(course, "autograde", a, "--force")
+        nbgrader(course, "generate_feedback", a, "--force")
+    out = course / "grades.csv"
+    nbgrader(course, "export", "--to", str(out))
+    scores: dict[str, dict[str, float]] = {}
+    for r in csv.DictReader(out.open()):  # a student of the gradebook who did not submit this lesson: "not submitted"
+        if r["status"] != "not submitted":
+            scores.setdefault(r["assignment"], {})[r["student_id"]] = (float(r["raw_score"]) if r["status"] == "graded"
+                                                                       else r["status"])
+    return paths, course, scores
+
+
+@pytest.mark.parametrize("lesson", [pytest.param(l, marks=marks(l), id=l.id) for l in LESSONS])
+def test_nbgrader_pipeline(graded, lesson):
+    all_paths, course, all_scores = graded
+    paths, scores = all_paths[lesson.id], all_scores[lesson.id]
+    text = (course / "release" / lesson.id / lesson.notebook).read_text()
+    assert "### BEGIN SOLUTION" not in text and "hidden=True" not in text
+    assert sorted(scores) == sorted(paths)  # every submission graded and exported, and only those
+    mistake = importlib.import_module(lesson.module).MISTAKES[0]
 
     full = lesson.max_score
     lost = lesson.exercise(mistake.exercise).points
     assert scores["solved"] == full
-    assert scores["untouched"] == 0
     # course check gives the same points for the same notebook
     assert grade_notebook(lesson, paths["mistake"]).score == scores["mistake"]
-    assert grade_notebook(lesson, paths["tamper"]).score == scores["tamper"]
     # partial credit: the mistaken exercise scores nothing (later exercises that build on it may fail too)
     assert scores["mistake"] <= full - lost
-    assert scores["tamper"] <= scores["mistake"]
+    if lesson.id in WHOLE_CLASS:
+        assert scores["untouched"] == 0
+        assert grade_notebook(lesson, paths["tamper"]).score == scores["tamper"]
+        assert scores["tamper"] <= scores["mistake"]
 
     feedback = (course / "feedback" / "mistake" / lesson.id / lesson.notebook.replace(".ipynb", ".html")).read_text()
     assert "BEGIN HIDDEN TESTS" not in feedback and "hidden=True" not in feedback
     assert mistake.exercise in feedback
     words = re.sub(r"<[^>]+>", "", feedback)  # the report's `code` spans are <code> elements
     assert html.escape(mistake.message.replace("`", ""), quote=False) in words
+
+
+def test_the_whole_class_lessons_exist():
+    """WHOLE_CLASS names lessons of the registry (a renamed lesson would silently drop the untouched and
+    tampering twins)."""
+    assert set(WHOLE_CLASS) <= {l.id for l in LESSONS}

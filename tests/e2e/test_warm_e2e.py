@@ -16,7 +16,8 @@ import pytest
 from course_cli.sandboxed import warm
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from graders.registry import LESSONS, ROOT, find_lesson
-from test_warm import HOSTILE, L01, SHORT, _env, _hostile, _stop_servers, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from test_hostile import SHORT, _short_limits
+from test_warm import HOSTILE, L01, _env, _hostile, _stop_servers, _notebooks, _probe, check, hostile_folder, run_dir, server_pid, warm_checks  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 def cold_check(path, lesson=L01, monkeypatch=None, **env) -> dict:
@@ -235,13 +236,16 @@ def test_the_check_cell_path_and_course_lab_s_prestart(tmp_path, run_dir, monkey
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(p.name for p in HOSTILE.glob("*.ipynb")))
-def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder, monkeypatch):
+def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder, monkeypatch, sandbox_matrix):
     """Every broken and hostile notebook of tests/fixtures/hostile: the same JSON warm and cold (time limits,
     memory, output caps, exits, signals, leftovers; wrong_device's attention reads memory torch never wrote,
-    which engine.probe.filled_memory makes NaN, so its messages agree too)."""
+    which engine.probe.filled_memory makes NaN, so its messages agree too). The cold one is the session's cold
+    grading of that notebook, in the same folder and under the same limits (SHORT), which
+    tests/e2e/test_hostile_e2e.py reads too: `cold_check`'s JSON of it (`student_json`)."""
     folder, run_dir = hostile_folder
     path = folder / name
-    cold = cold_check(path, L01, monkeypatch, **SHORT)
+    _short_limits(monkeypatch)
+    cold = student_json(sandbox_matrix.hostile(name), path)
     warm_result = check(path, run_dir, **SHORT)
     assert warm_result == cold
 

@@ -17,25 +17,34 @@ from course_cli.sandboxed import sandbox
 from course_cli.sandboxed.grading import Reference, grade_notebook
 from course_cli.main import cli
 from graders.registry import find_lesson
-from harness import set_limit
+from harness import HOSTILE as HERE
 
-HERE = Path(__file__).parents[1] / "fixtures" / "hostile"
 EXPECTED = json.loads((HERE / "expected.json").read_text())
 L01 = find_lesson("lesson01")
 EXERCISES = [e.name for e in L01.exercises]
 ROOT_USER = os.geteuid() == 0
 
 
+# The corpus's limits, one set for every test that grades it: this file's `results` and its warm twin
+# (tests/e2e/test_warm_e2e.py), so that each notebook is graded cold once per session and both read that grading
+# (tests/harness.py SandboxMatrix.hostile; the warm twin compares its warm JSON to it, so it must be under the same
+# limits). The warm twin had cell 5 s and exercise 8 s; these are the ones that held under load:
+#   cell 3 s: long enough for a cold child's first cell (it imports torch) with four children on two cores, and
+#     a notebook that hangs at top level is stopped after 3 s
+#   exercise 15 s: several children share two cores here (8 s timed out under load)
+#   1.5 GiB of address space: a child with torch holds about 0.65 GiB, so the corpus's memory bomb (1 GiB a step)
+#     fails on its first step. With 2 GiB its first GiB fit, and torch's deterministic mode fills what it hands
+#     out (engine.probe.filled_memory): a GiB of page faults per check, seconds on a busy two-core machine, and
+#     "softmax: timeout" in CI where "error: out of memory" was meant (tests/e2e/test_sandbox.py grades a bomb
+#     that fills the cap, alone and with the default time limits)
+#   files of 8 MB: the corpus's huge writes are stopped early
+SHORT = {"COURSE_CELL_TIMEOUT": "3", "COURSE_EXERCISE_TIMEOUT": "15", "COURSE_MEMORY_LIMIT_GB": "1.5",
+         "COURSE_FILE_LIMIT_MB": "8"}
+
+
 def _short_limits(mp: pytest.MonkeyPatch) -> None:
-    set_limit(mp, "cell_timeout", 3.0)
-    set_limit(mp, "exercise_timeout", 15.0)  # several children share two cores here (8 s timed out under load)
-    # 1.5 GiB of address space: a child with torch holds about 0.65 GiB, so the corpus's memory bomb (1 GiB
-    # a step) fails on its first step. With 2 GiB its first GiB fit, and torch's deterministic mode fills what
-    # it hands out (engine.probe.filled_memory): a GiB of page faults per check, seconds on a busy two-core
-    # machine, and "softmax: timeout" in CI where "error: out of memory" was meant (tests/e2e/test_sandbox.py
-    # grades a bomb that fills the cap, alone and with the default time limits)
-    set_limit(mp, "memory", 1.5 * 2**30)
-    set_limit(mp, "file", 8 * 2**20)
+    for name, value in SHORT.items():
+        mp.setenv(name, value)
 
 
 def _leftovers(marker: str) -> list[int]:
@@ -52,7 +61,7 @@ def _leftovers(marker: str) -> list[int]:
     return found
 
 
-def _grade_case(name: str, case: dict, tmp: Path):
+def _grade_case(name: str, case: dict, tmp: Path, sandbox_matrix):
     kind = case.get("kind", "notebook")
     if kind == "unknown_lesson":
         r = CliRunner().invoke(cli, ["check", "lesson99", "--json"])
@@ -66,20 +75,19 @@ def _grade_case(name: str, case: dict, tmp: Path):
         path = tmp / "unreadable.ipynb"
         shutil.copy(L01.solution_path, path)
         path.chmod(0)
-    else:
-        path = tmp / name
-        shutil.copy(HERE / name, path)  # graded in a folder of its own: the child's cwd
+    else:  # the session's one cold grading of it, which the warm twin reads too (tests/e2e/test_warm_e2e.py)
+        return sandbox_matrix.hostile(name)
     return grade_notebook(L01, path)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
+def results(tmp_path_factory, sandbox_matrix):
     with pytest.MonkeyPatch.context() as mp:
         _short_limits(mp)
         path, child = Reference.start(L01)  # the reference once, before grading in parallel
         Reference.finish(L01, path, child)
         with ThreadPoolExecutor(4) as pool:
-            futures = {name: pool.submit(_grade_case, name, case, tmp_path_factory.mktemp("hostile"))
+            futures = {name: pool.submit(_grade_case, name, case, tmp_path_factory.mktemp("hostile"), sandbox_matrix)
                        for name, case in EXPECTED.items()}
             out = {name: f.result() for name, f in futures.items()}
         return out

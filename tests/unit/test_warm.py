@@ -267,26 +267,21 @@ if _traces or os.environ.get("PLANTED") or getattr(builtins, "PLANTED", False) o
     return path
 
 
-HOSTILE = Path(__file__).parents[1] / "fixtures" / "hostile"
-SHORT = {"COURSE_CELL_TIMEOUT": "5", "COURSE_EXERCISE_TIMEOUT": "8", "COURSE_MEMORY_LIMIT_GB": "1.5",
-         "COURSE_FILE_LIMIT_MB": "8"}  # as tests/test_hostile.py's
+from harness import HOSTILE  # noqa: E402 (the corpus of tests/fixtures/hostile; tests/e2e/test_warm_e2e.py grades it)
 
 
 @pytest.fixture(scope="module")
-def hostile_folder(tmp_path_factory):
-    """The corpus in one folder, and one socket folder: one warm server and one zygote serve them all."""
+def hostile_folder(sandbox_matrix):
+    """The corpus in one folder (the session's, where its cold gradings read it: tests/harness.py
+    SandboxMatrix.hostile_corpus), and one socket folder: one warm server and one zygote serve them all."""
     import shutil
     import tempfile
 
-    folder = tmp_path_factory.mktemp("hostile")
-    for nb in HOSTILE.glob("*.ipynb"):
-        (folder / nb.name).write_bytes(nb.read_bytes())
+    folder = sandbox_matrix.hostile_corpus()
     d = Path(tempfile.mkdtemp(prefix="cw-"))
     yield folder, d
     _stop_servers(d)
     shutil.rmtree(d, ignore_errors=True)
-
-
 
 
 def test_a_followed_process_is_recognised_by_its_pid_and_start_time():
