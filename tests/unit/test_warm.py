@@ -155,18 +155,35 @@ def run_dir(monkeypatch):
 
 
 def _stop_servers(d: Path) -> None:
-    """Stop the servers of run folder `d`: SIGTERM, then SIGKILL after 5 s (a server left running here outlives
-    the test session; one that misses both still exits once `d` is deleted: its socket is gone)."""
+    """Stop the servers of run folder `d`: SIGTERM to every one, then SIGKILL to those still there 5 s later (a
+    server left running here outlives the test session; one that misses both still exits once `d` is deleted: its
+    socket is gone). All at once: the hostile corpus's folder held 19 servers, and waiting 5 s for each in turn
+    made its module's teardown 87 s (`--durations`)."""
+    pids = []
     for pidfile in (d / "attention-course").glob("w-*.pid"):
         try:
             pid = int(pidfile.read_text())
             os.kill(pid, signal.SIGTERM)
-            for _ in range(100):
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
+            pids.append(pid)
         except (OSError, ValueError):
             pass
+    deadline = time.monotonic() + 5
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _exists(pid)]
+        time.sleep(0.05)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
 
 
 def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
