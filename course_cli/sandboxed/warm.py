@@ -366,16 +366,29 @@ def _stop(conn, reply: dict | None) -> None:
     conn.close()
     pid = reply.get("pid") if reply else None
     if isinstance(pid, int) and pid > 1:
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except OSError:
-                return
-            time.sleep(0.1)
+        end([pid], 5.0)
+
+
+def end(pids: list[int], seconds: float) -> None:
+    """Give `pids` (told to go) `seconds` to exit, all at once, then SIGKILL those still there."""
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _exists(pid)]
+        if pids:
+            time.sleep(0.05)
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def _discard(path: Path) -> None:

@@ -167,23 +167,7 @@ def _stop_servers(d: Path) -> None:
             pids.append(pid)
         except (OSError, ValueError):
             pass
-    deadline = time.monotonic() + 5
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if _exists(pid)]
-        time.sleep(0.05)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+    warm.end(pids, 5.0)
 
 
 def check(path, run_dir, *flags, lesson=L01, cwd=None, timeout=600, **env):
