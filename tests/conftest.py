@@ -232,8 +232,10 @@ def _quarantine(items) -> None:
 
 # Where a tier's time goes (docs/benchmarks.md "CI time per tier"): with COURSE_TEST_TIMES=DIR each worker appends
 # one JSON line per test to DIR/<worker>.jsonl: its wall clock, this process's CPU and its waited-for children's
-# CPU (a sandboxed child, a CLI run; not a detached warm server's forks). A test whose wall clock is far above its
-# CPU waits (a deadline, a server, a browser): such tests overlap when more workers than cores run them.
+# CPU (a sandboxed child, a CLI run; not a detached warm server's forks), its start (epoch seconds), and where a
+# cpuacct cgroup can be made, all the CPU of the worker's processes during the test (`cgroup_cpu`, warm servers and
+# sandboxed children included). A test whose wall clock is far above its CPU waits (a deadline, a server, a
+# browser): such tests overlap when more workers than cores run them.
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     folder = os.environ.get("COURSE_TEST_TIMES")
@@ -248,14 +250,41 @@ def pytest_runtest_protocol(item, nextitem):
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
         return time.process_time(), kids.ru_utime + kids.ru_stime
 
-    wall, (own, kids) = time.perf_counter(), cpu()
+    usage = _cpu_cgroup()
+    start, wall, (own, kids), group = time.time(), time.perf_counter(), cpu(), _cgroup_cpu(usage)
     yield
     own2, kids2 = cpu()
     line = {"test": item.nodeid, "wall": round(time.perf_counter() - wall, 3), "cpu": round(own2 - own, 3),
-            "children_cpu": round(kids2 - kids, 3), "outcome": getattr(item, "_course_outcome", "passed")}
+            "children_cpu": round(kids2 - kids, 3), "outcome": getattr(item, "_course_outcome", "passed"),
+            "start": round(start, 1)}
+    if usage is not None:
+        line["cgroup_cpu"] = round(_cgroup_cpu(usage) - group, 3)
     Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl", "a") as f:
         f.write(json.dumps(line) + "\n")
+
+
+_CPU_GROUP: list = []
+
+
+def _cpu_cgroup() -> Path | None:
+    """This worker's own cpuacct cgroup (cgroup v1, where this user may make one), joined once: every process it
+    starts after that is counted in it, the sandboxed children and warm servers included (`children_cpu` misses
+    them: they are not waited for by this process). None where there is none to make (cgroup v2 without a
+    delegated tree): the line then has no `cgroup_cpu`."""
+    if not _CPU_GROUP:
+        group = Path("/sys/fs/cgroup/cpuacct") / f"course-tests-{os.getpid()}"
+        try:
+            group.mkdir(exist_ok=True)
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            _CPU_GROUP.append(group / "cpuacct.usage")
+        except OSError:
+            _CPU_GROUP.append(None)
+    return _CPU_GROUP[0]
+
+
+def _cgroup_cpu(usage: Path | None) -> float:
+    return int(usage.read_text()) / 1e9 if usage is not None else 0.0
 
 
 @pytest.hookimpl(hookwrapper=True)
