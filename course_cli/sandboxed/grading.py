@@ -26,7 +26,7 @@ from pathlib import Path
 
 from graders import registry
 from graders.registry import LESSONS, ROOT, Lesson, find_lesson
-from graders.engine.mutations import CAP as MUTANT_CAP, _identical, entries as mutation_entries, exercise_of as mutation_exercise, key as mutation_key
+from graders.engine.mutations import CAP as MUTANT_CAP, _identical, add_alias, entries as mutation_entries, exercise_of as mutation_exercise, key as mutation_key
 from graders.engine.kinds import is_cause
 from graders.engine.results import PUBLIC_ONLY_NOTE, LessonResult
 
@@ -424,9 +424,15 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
         for target in {id(r): r for r in (reference, reference.origin) if r is not None}.values():
             mine = mutation_entries(target.mistakes_of(exercise), exercise)
             for k, obs in sorted(found.items()):
-                if mutation_exercise(k) == exercise and k not in mine and \
-                        not any(_identical(obs["checks"], other["checks"]) for other in mine.values()):
+                if mutation_exercise(k) != exercise or k in mine:
+                    continue
+                twin = next((o for o in mine.values() if _identical(obs["checks"], o["checks"])), None)
+                if twin is None:
                     target.mistakes[k] = mine[k] = dict(obs)
+                elif isinstance(twin.get("mutant"), dict) and isinstance(obs.get("mutant"), dict):
+                    for said in (obs["mutant"], *(obs["mutant"].get("also") or ())):  # the checks cannot tell them apart
+                        if isinstance(said, dict) and isinstance(said.get("sentence"), str):
+                            add_alias(twin["mutant"], str(said.get("operator")), said["sentence"])
             kept = target.screened(exercise)
             for n in reached:
                 if n in probed:

@@ -710,10 +710,21 @@ class Named(str):
 
 
 class _Reproduced:
-    """A mutant that reproduces the student's observations, as settle() takes a catalogued mistake."""
+    """A mutant that reproduces the student's observations, as settle() takes a catalogued mistake. When other
+    changes reproduce them just as well (`others`: mutants that fit as many failed checks; the mutant's
+    `"also"`: candidates with the same observations on every check), the checks cannot tell which one the
+    student made: every one is said (at most three), never the first alone."""
 
-    def __init__(self, mutant: dict):
-        self.message = Named(mutant["sentence"], f"mutation:{mutant['operator']}")
+    def __init__(self, mutant: dict, others: list[dict] = ()):
+        said: list[str] = []
+        for m in (mutant, *others):
+            for s in (m.get("sentence"), *(a.get("sentence") for a in m.get("also") or () if isinstance(a, dict))):
+                if isinstance(s, str) and s not in said:
+                    said.append(s)
+        said = said[:3]
+        text = said[0] if len(said) == 1 else \
+            f"{said[0]} (or, with the same outputs on every input checked: {'; or '.join(said[1:])})"
+        self.message = Named(text, f"mutation:{mutant['operator']}")
 
 
 def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:
@@ -729,6 +740,7 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
             best, best_count = mistake, count
     if best is None:  # catalogued mistakes first: theirs is the written, reviewed wording
         head = f"mutant:{name}:"  # mutations.py `key` (not imported: mutations imports this module)
+        tied: list[dict] = []  # the mutants that fit as many failed checks as the best
         for obs in (mistakes[k] for k in sorted(mistakes) if isinstance(k, str) and k.startswith(head)):
             mutant = obs.get("mutant") if isinstance(obs, dict) else None
             if not (isinstance(mutant, dict) and isinstance(mutant.get("sentence"), str)
@@ -736,7 +748,11 @@ def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str
                 continue
             count = mistake_fits(checks, s_checks, r_checks, obs["checks"], status)
             if count > best_count:
-                best, best_count = _Reproduced(mutant), count
+                tied, best_count = [mutant], count
+            elif count == best_count and tied:
+                tied.append(mutant)
+        if tied:
+            best = _Reproduced(tied[0], tied[1:])
     if best is None and any(r.name == "leaves its inputs unchanged" and r.status == "failed" for r in results):
         # the inputs were modified in place: every later number is suspect, and that check says why
         try:

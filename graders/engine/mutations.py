@@ -864,8 +864,11 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         if not _shows(checks, obs, reference):
             counts["equivalent"] += 1
             continue
-        if any(_identical(obs["checks"], other["checks"]) for other in kept.values()):
+        twin = next((k for k, other in kept.items() if _identical(obs["checks"], other["checks"])), None)
+        if twin is not None:  # the same observations as a kept one: its sentence must not be the only one said
             counts["merged"] += 1
+            if add_alias(kept[twin]["mutant"], m.operator, m.sentence) and on_kept is not None:
+                on_kept(twin, kept[twin])  # (recorded again, with the alias)
             continue
         obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
         if m.alternative is not None:
@@ -889,6 +892,21 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         counts["next"] = order[len(order) - counts["skipped"]] if counts["skipped"] else max(order, default=-1) + 1
     counts["seconds"] = round(time.perf_counter() - started, 3)
     return kept, counts
+
+
+ALIASES = 2  # other sentences kept beside a mutant's own (the student reads at most three)
+
+
+def add_alias(mutant: dict, operator: str, sentence: str) -> bool:
+    """Record on a kept mutant's record (`"also"`) another candidate's change that gave the same observations
+    on every check: the checks cannot tell the two apart, so a diagnosis that names the one names the other
+    too (diagnosis.py `_Reproduced`). False when it adds nothing (the same sentence, or ALIASES reached)."""
+    also = mutant.setdefault("also", [])
+    if sentence == mutant.get("sentence") or any(a.get("sentence") == sentence for a in also) or \
+            len(also) >= ALIASES:
+        return False
+    also.append({"operator": operator, "sentence": sentence})
+    return True
 
 
 def _same_as(module, ns: dict, exercise: str, configs, only_public, hidden_seed, obs: dict, source: str,

@@ -205,3 +205,44 @@ def test_a_wider_alternative_is_named_only_when_the_checks_cannot_tell_it_from_t
         (obs,) = kept.values()
         assert obs["mutant"]["operator"] == operator
         assert obs["mutant"]["sentence"] == {"wider": "the wider sentence", "made-up": "its own sentence"}[operator]
+
+
+def test_candidates_the_checks_cannot_tell_apart_are_named_together_never_the_first_alone(monkeypatch):
+    """Two changes with the same observations on every check (merged: only the first is kept) and two kept
+    mutants that fit a student's failed checks equally well: the student's outputs are each one's, so the
+    diagnosis says every such change (at most three), not whichever came first in the candidates' order."""
+    from graders.engine import mutations
+    from graders.engine.mistakes import solved_cell
+
+    module = __import__(L01.module, fromlist=["CHECKS"])
+    ns, ref = harness.reference(L01)
+    source = solved_cell(L01.id, "softmax")
+    wrong = source.replace("amax", "amin")  # fails the checks (a shift by the minimum overflows)
+    assert wrong != source
+    first = mutations.Mutant(wrong, "made-up", "the first sentence", None)
+    twin = mutations.Mutant(wrong.replace("(", "( ", 1), "other-op", "the twin's sentence", None)
+    again = mutations.Mutant(wrong.replace("(", "(  ", 1), "made-up", "the first sentence", None)  # said already
+    monkeypatch.setattr(mutations, "mutants", lambda *a, **k: [first, twin, again])
+    recorded: dict = {}
+    kept, counts = probe_mutants(module, ns, "softmax", harness._configs(module), ref["softmax"],
+                                 budget=float("inf"), on_kept=recorded.__setitem__)
+    (k, obs), = kept.items()
+    assert counts["merged"] == 2 and obs["mutant"]["sentence"] == "the first sentence"
+    assert obs["mutant"]["also"] == [{"operator": "other-op", "sentence": "the twin's sentence"}]
+    assert recorded[k]["mutant"]["also"] == obs["mutant"]["also"]  # the child's file holds the alias too
+
+    student = {kk: v for kk, v in obs.items() if kk != "mutant"}
+    named = judge_exercise(module, L01.exercise("softmax"), student, ref["softmax"], kept, gpu=False)
+    assert named.diagnosis_id == "mutation:made-up"
+    assert "the first sentence" in named.diagnosis and "the twin's sentence" in named.diagnosis
+
+    # two kept mutants that fit as many of the student's failed checks: both said, in the candidates' order
+    other = {"checks": obs["checks"], "mutant": {"exercise": "softmax", "operator": "third-op",
+                                                 "sentence": "the third sentence"}}
+    both = {k: {**obs, "mutant": {kk: v for kk, v in obs["mutant"].items() if kk != "also"}},
+            mutations.key("softmax", 99): other}
+    named = judge_exercise(module, L01.exercise("softmax"), student, ref["softmax"], both, gpu=False)
+    assert "the first sentence" in named.diagnosis and "the third sentence" in named.diagnosis
+    alone = judge_exercise(module, L01.exercise("softmax"), student, ref["softmax"],
+                           {k: both[k]}, gpu=False)
+    assert alone.diagnosis == "the first sentence"  # one change that fits: said alone, as before
