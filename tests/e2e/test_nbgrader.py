@@ -48,7 +48,12 @@ builtins.AssertionError = type("Nope", (Exception,), {})
 
 
 def nbgrader(course: Path, *args: str) -> str:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}  # nbgrader runs `alembic`
+    """Run an nbgrader command in `course`. COURSE_MUTANT_BUDGET=0: autograde's reference (one per lesson, trusted,
+    in that process's memory) probes no mutation candidate. The feedback this test reads names the planted
+    mistake from the catalogue, which is probed whatever the budget, and the points never depend on a mutant; the
+    engine's candidates cost up to 2 s per exercise, about 100 s of this test's CPU for nothing it checks."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # nbgrader runs `alembic`
+           "COURSE_MUTANT_BUDGET": "0"}
     proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
                           timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
