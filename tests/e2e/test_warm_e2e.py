@@ -242,11 +242,11 @@ def test_the_hostile_corpus_gets_the_same_verdicts_warm(name, hostile_folder, mo
     which engine.probe.filled_memory makes NaN, so its messages agree too). The cold one is the session's cold
     grading of that notebook, in the same folder and under the same limits (SHORT), which
     tests/e2e/test_hostile_e2e.py reads too: `cold_check`'s JSON of it (`student_json`)."""
-    folder, run_dir = hostile_folder
+    folder, run_dir, workspace = hostile_folder
     path = folder / name
     _short_limits(monkeypatch)
     cold = student_json(sandbox_matrix.hostile(name), path)
-    warm_result = check(path, run_dir, **SHORT)
+    warm_result = check(path, run_dir, **SHORT, **workspace)
     assert warm_result == cold
 
 

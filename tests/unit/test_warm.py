@@ -274,13 +274,16 @@ from harness import HOSTILE  # noqa: E402 (the corpus of tests/fixtures/hostile;
 @pytest.fixture(scope="module")
 def hostile_folder(sandbox_matrix):
     """The corpus in one folder (the session's, where its cold gradings read it: tests/harness.py
-    SandboxMatrix.hostile_corpus), and one socket folder: one warm server and one zygote serve them all."""
+    SandboxMatrix.hostile_corpus), one socket folder and one workspace (COURSE_WORKSPACE, which the autouse
+    `_isolated_workspace` makes per test: a server's key holds the COURSE_ variables, so a workspace per test
+    started a server per notebook, 44 torch imports): one warm server and one zygote serve them all, as they
+    serve one student's checks. (folder, run folder, the check's environment)."""
     import shutil
     import tempfile
 
     folder = sandbox_matrix.hostile_corpus()
     d = Path(tempfile.mkdtemp(prefix="cw-"))
-    yield folder, d
+    yield folder, d, {"COURSE_WORKSPACE": str(d / "workspace")}
     _stop_servers(d)
     shutil.rmtree(d, ignore_errors=True)
 
