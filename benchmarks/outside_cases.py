@@ -789,3 +789,16 @@ _READ: dict[str, list[dict]] = {
 }
 for _id, _entries in _READ.items():
     JUDGED.setdefault(_id, []).extend(_entries)
+
+# 2026-12-07: diagnoses that also say the changes the checks cannot tell apart (graders/engine/mutations.py
+# add_alias; diagnosis._Reproduced), read here: the first sentence is the student's edit, each alias the same size
+_ALIASED = {
+    'l01-sdpa-dk-from-tk': [_j("the size q.shape[-1] in `d_k` is taken from k's axis -2, not from q's last axis: two sizes that agree only when those axes are equal (or, with the same outputs on every input checked: the size q.shape[-1] in `d_k` is taken from v's axis -2, not from q's last axis: two sizes that agree only when those axes are equal)",
+        'right', "the student took d_k from k.shape[-2] (Tk), as the first sentence says; the alias, v's axis -2, is Tk too (k and v share Tk), so both sentences are the student's edit")],
+    'l02-masked-scale-tk': [_j("the size q.shape[-1] in `scores` is taken from k's axis -2, not from q's last axis: two sizes that agree only when those axes are equal (or, with the same outputs on every input checked: the size q.shape[-1] in `scores` is taken from v's axis -2, not from q's last axis: two sizes that agree only when those axes are equal; or the size q.shape[-1] in `scores` is taken from mask's last axis, not from q's last axis: two sizes that agree only when those axes are equal)",
+        'right', "the student scaled by sqrt(Tk): k's axis -2, as the first sentence says; v's axis -2 and the mask's last axis are Tk too, so each alias is the same size")],
+    'l06-ropehalf-D-from-T': [_j("one use of `D` in `inv_freq` is taken from x's axis -2, not from x's last axis: two sizes that agree only when those axes are equal (or, with the same outputs on every input checked: one use of `D` in `inv_freq` is taken from positions's last axis, not from x's last axis: two sizes that agree only when those axes are equal)",
+        'right', "the student divided the exponent by T, x's axis -2, as the first sentence says; positions's last axis is T too, so the alias is the same size")],
+}
+for _id, _entries in _ALIASED.items():
+    JUDGED.setdefault(_id, []).extend(_entries)
