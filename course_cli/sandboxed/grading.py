@@ -230,7 +230,7 @@ class Reference:
 
     def __getstate__(self):  # pickled whole (a cluster's workers): no file of this machine's cache travels
         self.read_all()
-        return self.__dict__
+        return {**self.__dict__, "origin": None}  # (the original stays in this process)
 
     @staticmethod
     def draws_at_hand(lesson: Lesson, path: Path | None, device: str = "cpu") -> dict:
@@ -278,7 +278,7 @@ class Reference:
         import torch  # lazy: 4.6 s here, taken while the children work (start, then finish)
 
         if child is None and path is None:
-            return copy.deepcopy(_TRUSTED[(lesson.id, device, settings.hidden_seed())])
+            return _trusted_copy(lesson, device)
         if child is not None:
             child.wait()
             try:
@@ -311,7 +311,7 @@ class Reference:
             if path is None:
                 key = (lesson.id, device, settings.hidden_seed())
                 _TRUSTED[key] = Reference(data["exercises"], data["mistakes"], drawn, data["mutation"])
-                return copy.deepcopy(_TRUSTED[key])
+                return _trusted_copy(lesson, device)
             _write_cache(lesson, path, data, drawn)
         data = _load(path)
         split = data.get("split") if isinstance(data, dict) else None
@@ -329,6 +329,15 @@ class Reference:
                               {e: _mistakes_path(path, e) for e in split or ()})
         reference.path = path if split is not None else None  # (only a split cache takes a follow-up's mutants)
         return reference
+
+
+def _trusted_copy(lesson: Lesson, device: str) -> Reference:
+    """One grading's copy of this process's trusted reference; a follow-up's mutants reach the original too
+    (`origin`), so the class's next students are judged with them."""
+    origin = _TRUSTED[(lesson.id, device, settings.hidden_seed())]
+    mine = copy.deepcopy(origin)
+    mine.origin = origin
+    return mine
 
 
 def _read_mutants(lesson: Lesson, child) -> dict:
@@ -368,7 +377,8 @@ def _key(c) -> str:
     return f"{c.name} @ {c.device}/{c.dtype}"
 
 
-def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen: dict | None = None) -> list[str]:
+def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen: dict | None = None,
+              trusted: bool = False) -> list[str]:
     """Probe the mutation candidates of `exercises` (each failed a check and no cause was named) that were never
     probed whole: those the reference child's time budget left, and those an earlier follow-up screened out on
     another check. A reference child (the solved notebook, in the sandbox, on the reference's own draws) probes
@@ -376,7 +386,12 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
     candidate first runs that one check, and only those it does not rule out (diagnosis.rules_out) run the whole
     battery; what each gave on the check is kept, so a candidate it ruled out for this student is ruled out here,
     in the parent, the next time, and a check that fails the same way starts no child. What it probes whole joins
-    `reference` (and the warm server's, and the disk cache). Returns the exercises it added to."""
+    `reference` (and the warm server's, and the disk cache). Returns the exercises it added to.
+
+    trusted=True (class grading): `reference` is this process's in-memory one, drawn with the class's hidden seed;
+    the child probes with that seed, and what it finds joins the in-memory reference (`origin`), never a file.
+    Probing by count, the cause named does not depend on how many candidates the reference child's time budget
+    reached on this machine: every seat names the same one."""
     module = __import__(lesson.module, fromlist=["CHECKS"])
     screen = screen or {}
     plan = {}
@@ -388,7 +403,7 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
                 todo.append(n)
         if todo:
             plan[e] = {"candidates": sorted(todo), "screen": screen[e][0] if e in screen else None}
-    if not plan or reference.path is None:
+    if not plan or (reference.path is None and not trusted):
         return []
     import torch  # lazy: torch costs 1-2 s to import, and a passing check never gets here (it judged: loaded)
 
@@ -398,7 +413,8 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
             torch.save(screen[e][1], buf)
             asked["student"] = base64.b64encode(buf.getvalue()).decode()
     child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(plan), "cpu",
-                          mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws,
+                          mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws, strict=trusted,
+                          hidden_seed=settings.hidden_seed() if trusted else None,
                           job_extra={"catalogue": False, "mutant_follow": plan})
     try:
         child.wait()
@@ -432,7 +448,7 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
                 elif isinstance(twin.get("mutant"), dict) and isinstance(obs.get("mutant"), dict):
                     for said in (obs["mutant"], *(obs["mutant"].get("also") or ())):  # the checks cannot tell them apart
                         if isinstance(said, dict) and isinstance(said.get("sentence"), str):
-                            add_alias(twin["mutant"], str(said.get("operator")), said["sentence"])
+                            add_alias(twin["mutant"], str(said.get("operator")), said["sentence"], said.get("n"))
             kept = target.screened(exercise)
             for n in reached:
                 if n in probed:
@@ -680,8 +696,8 @@ class Grading:
                        and not is_cause(r.diagnosis_id) and reference.unprobed(r.id)
                        and all(status.get(d, "passed") == "passed" for d in lesson.exercise(r.id).depends)]
             # (an exercise whose part fails too is told "fix X first": its own candidates would not explain it)
-            if unnamed and not self.trusted and settings.follow_ups() and \
-                    follow_up(lesson, reference, unnamed, screens(module, obs, result, unnamed)):
+            if unnamed and settings.follow_ups() and lesson.solution_path.exists() and \
+                    follow_up(lesson, reference, unnamed, screens(module, obs, result, unnamed), self.trusted):
                 result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                                 self.only_public)
             if self.only_public:

@@ -716,15 +716,18 @@ class _Reproduced:
     student made: every one is said (at most three), never the first alone."""
 
     def __init__(self, mutant: dict, others: list[dict] = ()):
-        said: list[str] = []
+        found: dict[str, tuple] = {}  # sentence -> (its earliest candidate, its operator)
         for m in (mutant, *others):
-            for s in (m.get("sentence"), *(a.get("sentence") for a in m.get("also") or () if isinstance(a, dict))):
-                if isinstance(s, str) and s not in said:
-                    said.append(s)
-        said = said[:3]
+            for a in (m, *(a for a in m.get("also") or () if isinstance(a, dict))):
+                s, n = a.get("sentence"), a.get("n")
+                n = n if isinstance(n, int) else float("inf")
+                if isinstance(s, str) and (s not in found or n < found[s][0]):
+                    found[s] = (n, str(a.get("operator", mutant["operator"])))
+        # in the candidates' order, whichever a budget or a follow-up reached first: every seat says the same
+        said = sorted(found, key=lambda s: found[s][0])[:3]
         text = said[0] if len(said) == 1 else \
             f"{said[0]} (or, with the same outputs on every input checked: {'; or '.join(said[1:])})"
-        self.message = Named(text, f"mutation:{mutant['operator']}")
+        self.message = Named(text, f"mutation:{found[said[0]][1]}")
 
 
 def diagnose(module, name, checks, s_checks, r_checks, mistakes, results) -> str | None:

@@ -867,10 +867,10 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
         twin = next((k for k, other in kept.items() if _identical(obs["checks"], other["checks"])), None)
         if twin is not None:  # the same observations as a kept one: its sentence must not be the only one said
             counts["merged"] += 1
-            if add_alias(kept[twin]["mutant"], m.operator, m.sentence) and on_kept is not None:
+            if add_alias(kept[twin]["mutant"], m.operator, m.sentence, n) and on_kept is not None:
                 on_kept(twin, kept[twin])  # (recorded again, with the alias)
             continue
-        obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence}
+        obs["mutant"] = {"exercise": exercise, "operator": m.operator, "sentence": m.sentence, "n": n}
         if m.alternative is not None:
             left = budget - (time.perf_counter() - started)
             try:
@@ -894,18 +894,15 @@ def probe_mutants(module, ns: dict, exercise: str, configs, reference: dict, onl
     return kept, counts
 
 
-ALIASES = 2  # other sentences kept beside a mutant's own (the student reads at most three)
-
-
-def add_alias(mutant: dict, operator: str, sentence: str) -> bool:
-    """Record on a kept mutant's record (`"also"`) another candidate's change that gave the same observations
-    on every check: the checks cannot tell the two apart, so a diagnosis that names the one names the other
-    too (diagnosis.py `_Reproduced`). False when it adds nothing (the same sentence, or ALIASES reached)."""
+def add_alias(mutant: dict, operator: str, sentence: str, n: int | None = None) -> bool:
+    """Record on a kept mutant's record (`"also"`) another candidate's change (candidate `n`) that gave the same
+    observations on every check: the checks cannot tell the two apart, so a diagnosis that names the one names
+    the other too (diagnosis.py `_Reproduced`, in the candidates' order, whichever was found first: a follow-up
+    may find the earlier one after the later). False when it adds nothing (the same sentence said already)."""
     also = mutant.setdefault("also", [])
-    if sentence == mutant.get("sentence") or any(a.get("sentence") == sentence for a in also) or \
-            len(also) >= ALIASES:
+    if sentence == mutant.get("sentence") or any(a.get("sentence") == sentence for a in also):
         return False
-    also.append({"operator": operator, "sentence": sentence})
+    also.append({"operator": operator, "sentence": sentence, "n": n})
     return True
 
 

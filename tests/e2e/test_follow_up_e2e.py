@@ -110,6 +110,23 @@ def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_p
     assert all(r == first for r in warm)
     assert _cached_counts(tmp_path / "warm")["skipped"] == 0
 
+    # class grading (`course grade`: a trusted reference in memory, the class's hidden seed) follows up too, by
+    # count: the same causes as `course check`, whatever the reference child's budget reached on this machine
+    klass = tmp_path / "class"
+    klass.mkdir()
+    for student, nb in (("ada", path), ("bo", other)):
+        (klass / f"{student}.ipynb").write_bytes(nb.read_bytes())
+    out = tmp_path / "class.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_CACHE_DIR": str(tmp_path / "class-cache"),
+           "COURSE_MUTANT_BUDGET": "0", "COURSE_WARM": "0"}
+    r = subprocess.run([sys.executable, "-m", "course_cli", "grade", str(klass), "--lesson", L07.id, "--jobs", "1",
+                        "--out", str(out)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    students = json.loads(out.read_text())["students"]
+    for student, cold in (("ada", first), ("bo", second)):
+        graded = next(e for e in students[student]["exercises"] if e["id"] == "TransformerBlock")
+        assert graded["status"] == "failed" and graded["diagnosis"] == _block(cold)["diagnosis"], student
+
 
 def test_a_candidate_that_kills_the_reference_child_costs_only_what_comes_after_it(tmp_path, monkeypatch):
     """Lesson 05's rms_norm_triton has candidates that corrupt memory under Triton's interpreter (malloc aborts,

@@ -55,12 +55,14 @@ def test_a_cell_error_is_reported_by_the_one_rule(tmp_path):
 
 def test_a_failing_check_follows_up_on_the_exercise_that_fails_not_on_one_that_calls_it(tmp_path, monkeypatch):
     """grading.follow_up (the candidates the reference child's budget left) is asked for the failing exercise
-    whose cause was not named, never for one that fails because a part it calls fails ("fix X first"), and only
-    for an untrusted check (class grading keeps its reference in memory)."""
+    whose cause was not named, never for one that fails because a part it calls fails ("fix X first"); class
+    grading (trusted: its reference in memory) asks too, saying so (the follow-up then probes with the class's
+    hidden seed and keeps what it finds in that memory)."""
     from course_cli.sandboxed import grading
 
     asked = []
-    monkeypatch.setattr(grading, "follow_up", lambda lesson, reference, exercises, *screen: asked.append(exercises) or [])
+    monkeypatch.setattr(grading, "follow_up", lambda lesson, reference, exercises, screen=None, trusted=False:
+                        asked.append((exercises, trusted)) or [])
     monkeypatch.setattr(grading.Reference, "next_candidate", lambda self, exercise: 0)  # every one left
     monkeypatch.setenv("COURSE_MUTANT_BUDGET", "0")  # the reference probes no candidate: none can name it
     monkeypatch.setattr(grading, "_TRUSTED", {})  # (a reference kept by an earlier test has its mutants)
@@ -69,11 +71,11 @@ def test_a_failing_check_follows_up_on_the_exercise_that_fails_not_on_one_that_c
                      runner=InProcess()).finish()
     statuses = {e.id: e.status for e in result.exercises}
     assert statuses == {"softmax": "failed", "scaled_dot_product_attention": "failed"}
-    assert asked == [["softmax"]]  # scaled_dot_product_attention calls softmax: not followed up
+    assert asked == [(["softmax"], False)]  # scaled_dot_product_attention calls softmax: not followed up
     asked.clear()
     Grading(L01, graded_cells(read_notebook(path)), str(path), only_public=True, trusted=True,
             runner=InProcess()).finish()
-    assert asked == []
+    assert asked == [(["softmax"], True)]
 
 
 def _unnamed_softmax_mistake(tmp_path):

@@ -228,7 +228,7 @@ def test_candidates_the_checks_cannot_tell_apart_are_named_together_never_the_fi
                                  budget=float("inf"), on_kept=recorded.__setitem__)
     (k, obs), = kept.items()
     assert counts["merged"] == 2 and obs["mutant"]["sentence"] == "the first sentence"
-    assert obs["mutant"]["also"] == [{"operator": "other-op", "sentence": "the twin's sentence"}]
+    assert obs["mutant"]["also"] == [{"operator": "other-op", "sentence": "the twin's sentence", "n": 1}]
     assert recorded[k]["mutant"]["also"] == obs["mutant"]["also"]  # the child's file holds the alias too
 
     student = {kk: v for kk, v in obs.items() if kk != "mutant"}
@@ -246,3 +246,19 @@ def test_candidates_the_checks_cannot_tell_apart_are_named_together_never_the_fi
     alone = judge_exercise(module, L01.exercise("softmax"), student, ref["softmax"],
                            {k: both[k]}, gpu=False)
     assert alone.diagnosis == "the first sentence"  # one change that fits: said alone, as before
+
+
+def test_changes_said_together_come_in_the_candidates_order_whichever_was_found_first():
+    """A follow-up can find an earlier candidate after a later one (the reference child's budget reached the later
+    on this machine): the sentences are said in the candidates' order, and the id is the earliest's, so a faster
+    machine or another seat says the same words."""
+    from graders.engine.diagnosis import _Reproduced
+    from graders.engine.kinds import diagnosis_id
+
+    late_first = {"operator": "op-b", "sentence": "B", "n": 5,
+                  "also": [{"operator": "op-a", "sentence": "A", "n": 2}, {"operator": "op-c", "sentence": "C", "n": 9}]}
+    early_first = {"operator": "op-a", "sentence": "A", "n": 2,
+                   "also": [{"operator": "op-c", "sentence": "C", "n": 9}, {"operator": "op-b", "sentence": "B", "n": 5}]}
+    said = [_Reproduced(m).message for m in (late_first, early_first)]
+    assert said[0] == said[1] == "A (or, with the same outputs on every input checked: B; or C)"
+    assert diagnosis_id(said[0]) == diagnosis_id(said[1]) == "mutation:op-a"

@@ -86,9 +86,12 @@ def test_a_missing_mistakes_file_makes_the_cache_unusable(tmp_path, observations
     grading._mistakes_path(path, "softmax").unlink()
     started = []
     monkeypatch.setattr(grading.Reference, "start", lambda *a, **k: started.append(a) or (None, None))
-    monkeypatch.setattr(grading, "_TRUSTED", {(L01.id, "cpu", grading.settings.hidden_seed()): "recomputed"})
+    import types
+
+    recomputed = types.SimpleNamespace()  # (what the recomputation made: this process's own reference)
+    monkeypatch.setattr(grading, "_TRUSTED", {(L01.id, "cpu", grading.settings.hidden_seed()): recomputed})
     monkeypatch.setattr(grading.copy, "deepcopy", lambda x: x)
-    assert grading.Reference.finish(L01, path, None) == "recomputed" and started and not path.exists()
+    assert grading.Reference.finish(L01, path, None) is recomputed and started and not path.exists()
 
 
 def test_a_pickled_reference_carries_every_mistake_and_no_path(tmp_path, observations):
