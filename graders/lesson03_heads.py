@@ -356,11 +356,24 @@ def mha_params(ctx):
     return {"parameters, D=512, H=8, bias=False": _count(big), "parameters, D=24, H=4, bias=True": _count(small)}
 
 
-def _dropout(s, r, ctx):
+def _eval_with_dropout(s, r, tol, hint: str) -> str | None:
+    """The eval-mode output of a module built with dropout=0.5 against the reference's; `hint` (dropout must do
+    nothing in eval mode) only when the premise holds on these inputs: the same module built with dropout=0.0 is
+    right in eval mode. When it is wrong too, the difference is not dropout's, and the message says so."""
     msg = close(s["eval output, dropout=0.5"], r["eval output, dropout=0.5"], "eval-mode output with dropout=0.5",
-                tol=ctx.tol)
+                tol=tol)
+    if not msg:
+        return None
+    if close(s["eval output, dropout=0.0"], r["eval output, dropout=0.0"], "eval-mode output with dropout=0.0",
+             tol=tol):
+        return msg + " (with dropout=0.0 too: the difference is not dropout's)"
+    return msg + hint
+
+
+def _dropout(s, r, ctx):
+    msg = _eval_with_dropout(s, r, ctx.tol, " (in eval mode dropout must do nothing)")
     if msg:
-        return msg + " (in eval mode dropout must do nothing)"
+        return msg
     if not s["eval is repeatable"]:
         return "two eval-mode calls gave different outputs: dropout must be off in eval mode"
     if not s["train differs from eval"]:
@@ -380,10 +393,11 @@ def mha_dropout(ctx):
     ctx.manual_seed()
     out_train = _call_mha(ctx, module, x)[0]
     plain, _ = _mha(ctx, dropout=0.0)
+    plain_eval = _call_mha(ctx, plain, x)[0]
     plain.train()
     return {"eval output, dropout=0.5": out_eval, "eval is repeatable": bool(torch.equal(out_eval, out_eval2)),
             "train differs from eval": not torch.allclose(out_train, out_eval),
-            "train output, dropout=0.0": _call_mha(ctx, plain, x)[0]}
+            "train output, dropout=0.0": _call_mha(ctx, plain, x)[0], "eval output, dropout=0.0": plain_eval}
 
 
 def _dropout_on_weights(s, r, ctx):
@@ -594,10 +608,10 @@ def csa_future(ctx):
 
 
 def _csa_dropout(s, r, ctx):
-    msg = close(s["eval output, dropout=0.5"], r["eval output, dropout=0.5"], "eval-mode output with dropout=0.5",
-                tol=ctx.tol.scaled(2))
+    msg = _eval_with_dropout(s, r, ctx.tol.scaled(2),
+                             " (in eval mode dropout must do nothing: dropout_p=self.dropout if self.training else 0.0)")
     if msg:
-        return msg + " (in eval mode dropout must do nothing: dropout_p=self.dropout if self.training else 0.0)"
+        return msg
     if not s["train differs from eval"]:
         return ("in training mode with dropout=0.5 the output equals the eval-mode output: pass "
                 "dropout_p=self.dropout when self.training is True")
@@ -613,7 +627,9 @@ def csa_dropout(ctx):
     module.train()
     ctx.manual_seed()
     out_train = _tensor(ctx, ctx.call(module, x))
-    return {"eval output, dropout=0.5": out_eval, "train differs from eval": not torch.allclose(out_train, out_eval)}
+    plain, _ = _csa(ctx, D, H)
+    return {"eval output, dropout=0.5": out_eval, "train differs from eval": not torch.allclose(out_train, out_eval),
+            "eval output, dropout=0.0": _tensor(ctx, ctx.call(plain, x))}
 
 
 def _fast_path_obs(ctx, module, x, backends: dict) -> dict:
