@@ -196,12 +196,29 @@ def follow_ups() -> bool:
     return os.environ.get("COURSE_FOLLOW_UPS", "1") != "0"
 
 
+_ON_DEMAND: list[bool] = []  # inside `mutants_on_demand`
+
+
+@contextlib.contextmanager
+def mutants_on_demand():
+    """A seat that grades one submission per process (Gradescope's run_autograder): the trusted reference it builds
+    serves nobody else, so unless COURSE_MUTANT_BUDGET is set its child probes the catalogue only (a budget of 0),
+    and an exercise that fails with no cause named follows up on the engine's candidates by count
+    (grading.follow_up), naming what every other seat names."""
+    _ON_DEMAND.append(True)
+    try:
+        yield
+    finally:
+        _ON_DEMAND.pop()
+
+
 def mutant_budget() -> float | None:
     """Seconds of mutation candidates the reference child probes per exercise (COURSE_MUTANT_BUDGET; None: the
-    engine's default, graders.engine.mutations.BUDGET_S); a failing check follows up on the rest (`follow_ups`)."""
+    engine's default, graders.engine.mutations.BUDGET_S; 0 when unset inside `mutants_on_demand`); a failing check
+    follows up on the rest (`follow_ups`)."""
     raw = os.environ.get("COURSE_MUTANT_BUDGET", "")
     if not raw:
-        return None
+        return 0.0 if _ON_DEMAND else None
     try:
         value = float(raw)
     except ValueError:

@@ -26,6 +26,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from course_cli import settings
 from graders.registry import ROOT, Lesson, find_lesson
 from graders.engine.results import LessonResult
 
@@ -238,7 +239,9 @@ def run(lesson: Lesson, root: Path) -> dict:
     if path is None:
         result = error_result(lesson, "", note, not_graded=True)
     else:
-        result = grade_submission(lesson, "submission", path, root=root / "submission")  # no link out of it
+        # one submission per process: the reference's mutants on demand (a passing one never waits for them)
+        with settings.mutants_on_demand():
+            result = grade_submission(lesson, "submission", path, root=root / "submission")  # no link out of it
         result.note = note
     data = gradescope_results(lesson, result, hidden_names(lesson), note, time.monotonic() - t0)
     from course_cli.atomic import write_text
@@ -266,7 +269,8 @@ def selftest(lesson: Lesson) -> int:
     from course_cli.classes.dispatch import grade_submission
 
     t0 = time.monotonic()
-    result = grade_submission(lesson, "selftest", lesson.solution_path)
+    with settings.mutants_on_demand():
+        result = grade_submission(lesson, "selftest", lesson.solution_path)
     if result.score != result.max_score:
         bad = "; ".join(f"{ex.id}: {ex.status} ({ex.reason})" for ex in result.exercises if ex.status != "passed")
         print(f"the sandbox started, but the solution of {lesson.id} scored {result.score:g}/{result.max_score:g} "
