@@ -311,9 +311,10 @@ def _matrix_key(lesson: Lesson) -> str:
     return h.hexdigest()[:16]
 
 
-def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path) -> dict:
+def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path, whole: bool = False) -> dict:
     """{mistake id: LessonResult}: each catalogued mistake of `lesson` (the solved notebook with that mistake's
-    code in place of its exercise) graded on that exercise alone, as `grade_one` grades it, through one sandbox start for the lesson: a
+    code in place of its exercise) graded on that exercise alone, as `grade_one` grades it (whole=True: on every
+    exercise, as `course check LESSON` grades it), through one sandbox start for the lesson: a
     warm zygote (course_cli/sandboxed/warm.py: bubblewrap, torch and the graders imported once) forks one check
     per mistake, and each check runs course_cli.sandboxed.child's `run` on its notebook exactly as a fresh cold
     child does (tests/e2e/test_warm_e2e.py holds warm = cold). The reference is read once (the disk cache, as
@@ -330,13 +331,13 @@ def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path) -> dict:
     logs.mkdir(exist_ok=True)
     paths = {m.id: (m, with_mistake(lesson, m, notebooks)) for m in mistakes_of(lesson)}
     if not sandbox.bwrap_status()[0]:
-        return {mid: grade_notebook(lesson, path, [m.exercise]) for mid, (m, path) in paths.items()}
+        return {mid: grade_notebook(lesson, path, None if whole else [m.exercise]) for mid, (m, path) in paths.items()}
     reference = grading.Reference.finish(lesson, *grading.Reference.start(lesson, "cpu"), "cpu")
     zygote = warm.Zygote(lesson, str(notebooks), logs)
     try:
         out = {}
         for mid, (m, path) in paths.items():
-            g = grading.Grading(lesson, graded_cells(read_notebook(path)), str(path), [m.exercise],
+            g = grading.Grading(lesson, graded_cells(read_notebook(path)), str(path), None if whole else [m.exercise],
                                 cwd=str(notebooks), runner=zygote.runner, reference=copy.deepcopy(reference))
             out[mid] = g.finish()
         return out
@@ -371,6 +372,19 @@ class SandboxMatrix:
 
             with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
                 return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)), [mistake.exercise])
+        return matrix[mistake.id]
+
+    def whole(self, lesson: Lesson, mistake):
+        """The LessonResult of `mistake`'s notebook graded on every exercise (what `course check LESSON` prints for
+        it), all the lesson's mistakes through one warm zygote (`grade_mistakes_in_the_sandbox`, whole=True), once
+        per session; a fresh cold child for this one while another worker grades them."""
+        matrix = self._once(f"{lesson.id}-whole-{_matrix_key(lesson)}",
+                            lambda: grade_mistakes_in_the_sandbox(lesson, self.shared / "whole", whole=True))
+        if matrix is None:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(dir=self.shared) as tmp:
+                return grade_notebook(lesson, with_mistake(lesson, mistake, Path(tmp)))
         return matrix[mistake.id]
 
     def cold(self, lesson: Lesson, path: Path):

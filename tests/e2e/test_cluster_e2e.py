@@ -23,7 +23,7 @@ from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
 from harness import mistakes_of, with_code, with_mistake
-from test_cluster import ENV_LIMITS, L01, _children_started, _grade_cli, _journal, _kills_its_worker, _spy_on_reference_children, _subset, _table, client, klass, limits, local, needs_dask  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from test_cluster import CLASS_SIZE, ENV_LIMITS, L01, _children_started, _grade_cli, _journal, _kills_its_worker, _spy_on_reference_children, _subset, _table, client, klass, limits, local, needs_dask  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 def test_bad_options_are_clean_errors(tmp_path, monkeypatch):
@@ -63,7 +63,8 @@ def test_a_local_cluster_gives_the_local_pools_results_field_by_field(klass, loc
     assert data == local["data"]  # the JSON the instructor gets, and below the notes too
     assert _journal(Path(str(out) + ".journal")) == local["journal"]
     assert _table(r.stdout) == _table(local["run"].stdout)  # the same summary
-    assert "20/20" in r.stderr and "20/20" in local["run"].stderr  # the same progress bar
+    n = f"{CLASS_SIZE}/{CLASS_SIZE}"
+    assert n in r.stderr and n in local["run"].stderr  # the same progress bar
     csv_local, csv_cluster = tmp_path / "local.csv", tmp_path / "cluster.csv"
     batch.write({s: result_from_dict(d) for s, d in local["journal"].items()}, csv_local)
     batch.write({s: result_from_dict(d) for s, d in _journal(Path(str(out) + ".journal")).items()}, csv_cluster)
@@ -158,9 +159,9 @@ def test_a_killed_client_resumes_to_the_uninterrupted_output(klass, local, tmp_p
         proc.wait()
     assert not out.exists()
     done_before = len(_journal(journal))
-    assert 4 <= done_before < 20
+    assert 4 <= done_before < CLASS_SIZE
     r = _grade_cli(klass, out, "--resume")
-    assert "20/20" in r.stderr
+    assert f"{CLASS_SIZE}/{CLASS_SIZE}" in r.stderr
     assert _journal(journal) == local["journal"]  # every student once: only the missing were graded
     assert out.read_text() == local["out"].read_text()
 
@@ -171,14 +172,14 @@ def test_regrading_one_student_adds_to_the_class_journal(klass, local, tmp_path)
     shutil.copy(local["out"], out)
     shutil.copy(str(local["out"]) + ".journal", str(out) + ".journal")
     r = _grade_cli(klass, out, "--student", "stub1")
-    assert "20 results kept" not in r.stderr
+    assert f"{CLASS_SIZE} results kept" not in r.stderr
     lines = Path(str(out) + ".journal").read_text().splitlines()
-    assert len(lines) == 1 + 20 + 1 and json.loads(lines[-1])["student"] == "stub1"
+    assert len(lines) == 1 + CLASS_SIZE + 1 and json.loads(lines[-1])["student"] == "stub1"
     assert not Path(str(out) + ".journal.bak").exists()
     assert out.read_text() == local["out"].read_text()
     r = _grade_cli(klass, out, "--resume")  # nothing is missing: nothing is graded
-    assert "20 results kept from" in r.stderr and "20/20" in r.stderr
-    assert len(Path(str(out) + ".journal").read_text().splitlines()) == 22
+    assert f"{CLASS_SIZE} results kept from" in r.stderr and f"{CLASS_SIZE}/{CLASS_SIZE}" in r.stderr
+    assert len(Path(str(out) + ".journal").read_text().splitlines()) == CLASS_SIZE + 2
     assert out.read_text() == local["out"].read_text()
 
 

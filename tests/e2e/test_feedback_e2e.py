@@ -9,14 +9,19 @@ from rich.console import Console
 from course_cli import render
 from graders.registry import find_lesson
 from graders.engine.results import CheckResult, ExerciseResult, LessonResult
-from test_feedback import _cli, _planted_mask_leak, _planted_outputs, _sdpa_with, lesson01, printed  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from test_feedback import _cli, _planted_mask_leak, _sdpa_with, lesson01, printed  # noqa: F401 (helpers and fixtures shared with the fast tests)
 
 
 @pytest.mark.slow
-def test_one_mistake_prints_at_most_20_lines_at_80_columns():
-    """Every catalogued mistake of lessons 01-03, planted alone in the solved notebook: `course check` output."""
+def test_one_mistake_prints_at_most_20_lines_at_80_columns(sandbox_matrix):
+    """Every catalogued mistake of lessons 01-03, planted alone in the solved notebook: `course check` output
+    (every exercise graded; the session's warm gradings of them, tests/harness.py SandboxMatrix.whole)."""
+    from harness import mistakes_of
+
     counts = {}
-    for lid, m, result in _planted_outputs():
+    planted = [(lid, m) for lid in ("lesson01", "lesson02", "lesson03") for m in mistakes_of(find_lesson(lid))]
+    for lid, m in planted:
+        result = sandbox_matrix.whole(find_lesson(lid), m)
         out = printed(result, 80)
         counts[f"{lid}/{m.id}"] = out.count("\n")
         assert max(len(l.rstrip()) for l in out.splitlines()) <= 80, out

@@ -1,7 +1,7 @@
 """`course grade` on Dask distributed (`--scheduler local`) and the results journal (`--resume`).
 
-A class of 20 mixed lesson01 submissions (solved, stubs, a half-done notebook, every known mistake, a hang, a
-crash, a truncated file) is graded on the local pool and on a LocalCluster and compared field by field; a
+A class of CLASS_SIZE (15) mixed lesson01 submissions (solved, stubs, a half-done notebook, the known mistakes
+these tests name, a hang, a crash, a truncated file) is graded on the local pool and on a LocalCluster and compared field by field; a
 worker is killed mid-batch; a submission that kills its worker every time becomes an error row; batches
 interrupted (the client killed, or stopped after k results) resume to the same output. Grading runs with
 short sandbox limits; on the cluster they travel with each task (monkeypatching stops at this process).
@@ -116,25 +116,27 @@ def limits():
 
 
 NAMED_MISTAKES = {"no_max", "k_T", "divide_by_dk", "inverted_mask", "sum_wrong_dim", "no_scaling"}
+# 3 solved, 2 stubs, one half done, the named mistakes, a hang, a crash, a torn file: every kind of row a class
+# gives (passed, not implemented, partly done, a named cause, a timeout, an error, NOT GRADED) and identical
+# notebooks graded apart. Every submission is graded on the local pool and again on the cluster (the other
+# catalogued mistakes are each graded in the sandbox by tests/e2e/test_lessons_e2e.py).
+CLASS_SIZE = 3 + 2 + 1 + len(NAMED_MISTAKES) + 3
 
 
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory, limits) -> Path:
-    """20 submissions: 3 solved, 3 stubs, one half done, the 10 known mistakes, a hang, a crash, a torn file."""
+    """CLASS_SIZE submissions: 3 solved, 2 stubs, one half done, the named mistakes, a hang, a crash, a torn file."""
     tmp = tmp_path_factory.mktemp("class")
     folder = tmp / "subs"
     folder.mkdir()
     for i in range(3):
         shutil.copy(L01.solution_path, folder / f"solved{i}.ipynb")
+    for i in range(2):
         shutil.copy(L01.student_path, folder / f"stub{i}.ipynb")
     half = with_code(L01, "softmax", "def softmax(x, dim=-1):\n    raise NotImplementedError\n", tmp)
     shutil.copy(half, folder / "half.ipynb")
-    # ten of the catalogue (it grows), the class stays 20 submissions: first the ones tests name, then the rest
-    catalogue = list(mistakes_of(L01))
-    named = [m for m in catalogue if m.id in NAMED_MISTAKES]
-    assert len(named) == len(NAMED_MISTAKES), "a mistake the cluster tests name left lesson 01's catalogue"
-    mistakes = (named + [m for m in catalogue if m not in named])[:10]
-    assert len(mistakes) == 10
+    mistakes = [m for m in mistakes_of(L01) if m.id in NAMED_MISTAKES]
+    assert len(mistakes) == len(NAMED_MISTAKES), "a mistake the cluster tests name left lesson 01's catalogue"
     for m in mistakes:
         shutil.copy(with_mistake(L01, m, tmp), folder / f"mistake-{m.id}.ipynb")
     hang = with_code(L01, "softmax", "def softmax(x, dim=-1):\n    while True:\n        pass\n", tmp)
@@ -143,7 +145,7 @@ def klass(tmp_path_factory, limits) -> Path:
     crash.cells.insert(2, nbformat.v4.new_code_cell("import os\nos._exit(3)"))
     nbformat.write(crash, folder / "crash.ipynb")
     (folder / "torn.ipynb").write_text('{"cells": [')
-    assert len(list(folder.glob("*.ipynb"))) == 20
+    assert len(list(folder.glob("*.ipynb"))) == CLASS_SIZE
     return folder
 
 

@@ -98,20 +98,6 @@ def test_points_are_singular_for_one():
     assert "(1/1 point)" in render.exercise_plain(ex, "lesson02") and "1 points" not in render.exercise_html(ex, "lesson02")
 
 
-def _planted_outputs():
-    from harness import mistakes_of, with_mistake
-    import tempfile
-    from pathlib import Path
-
-    from course_cli.sandboxed.grading import grade_notebook
-
-    for lid in ("lesson01", "lesson02", "lesson03"):
-        lesson = find_lesson(lid)
-        for m in mistakes_of(lesson):
-            path = with_mistake(lesson, m, Path(tempfile.mkdtemp(prefix="fb-")))
-            yield lid, m, grade_notebook(lesson, path)
-
-
 # ------------------------------------------------------------------------------------------------
 # 2. Structural diagnoses, on planted answers
 
