@@ -799,6 +799,8 @@ _ALIASED = {
         'right', "the student scaled by sqrt(Tk): k's axis -2, as the first sentence says; v's axis -2 and the mask's last axis are Tk too, so each alias is the same size")],
     'l06-ropehalf-D-from-T': [_j("one use of `D` in `inv_freq` is taken from x's axis -2, not from x's last axis: two sizes that agree only when those axes are equal (or, with the same outputs on every input checked: one use of `D` in `inv_freq` is taken from positions's last axis, not from x's last axis: two sizes that agree only when those axes are equal)",
         'right', "the student divided the exponent by T, x's axis -2, as the first sentence says; positions's last axis is T too, so the alias is the same size")],
+    'l05-RMS-eps-dropped': [_j("`RMSNorm` ignores the argument `eps`: it always uses the default, 1e-06 (or, with the same outputs on every input checked: `rms_norm` in the result is called without `self.eps`: it falls back to its default; or in `rms_norm` (or wherever your `RMSNorm` does that work): `rms_norm` ignores the argument `eps`: it always uses the default, 1e-06)",
+        'right', "the student calls rms_norm(x, self.weight) without self.eps: the first sentence and the first alias are that edit; the second alias puts the ignored eps inside rms_norm, which gives the same outputs and is hedged as where the module does the work, so no sentence sends the student to a line that is right")],
 }
 for _id, _entries in _ALIASED.items():
     JUDGED.setdefault(_id, []).extend(_entries)
