@@ -292,6 +292,9 @@ def _rope_values(s, r, ctx):
         msg = close(out, r["float32 " + k], what=k, tol=HALF_TOL[ctx.config.dtype], check_dtype=False)
         if msg and (not isinstance(out, torch.Tensor) or out.shape != ref.shape):
             return msg
+        if msg and close(s.get("float32 " + k), r["float32 " + k], what="float32 " + k, tol=ctx.tol.scaled(ROPE_SCALE)):
+            # the precision hint's premise does not hold: the same inputs in float32 are wrong too
+            return msg + f" (with the same inputs in float32 too: the difference is not {ctx.config.dtype}'s)"
         if msg:
             return (msg + ". Compute the angles p·θ in float32 (a float16 position is inexact past 2048, a "
                     "bfloat16 one past 256), then cast cos and sin, or the result, to x's dtype")
