@@ -338,7 +338,7 @@ def grade_mistakes_in_the_sandbox(lesson: Lesson, folder: Path, whole: bool = Fa
         out = {}
         for mid, (m, path) in paths.items():
             g = grading.Grading(lesson, graded_cells(read_notebook(path)), str(path), None if whole else [m.exercise],
-                                cwd=str(notebooks), runner=zygote.runner, reference=copy.deepcopy(reference))
+                                cwd=str(notebooks), runner=zygote.runner, reference=reference.for_one_grading())
             out[mid] = g.finish()
         return out
     finally:

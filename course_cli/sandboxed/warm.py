@@ -628,21 +628,7 @@ def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises,
     """grading.Grading with the zygote as its runner and the reference from memory: the cold grading's rules,
     its student's CPU child forked instead of started."""
     return _grading().Grading(lesson, cells, notebook, exercises, only_public, cwd, runner=zygote.runner,
-                              reference=_for_one_grading(reference))
-
-
-def _for_one_grading(reference):
-    """The server's reference for one grading: dicts of its own where a grading writes (Grading._add_gpu adds
-    the GPU checks' observations to each exercise's and mistake's "checks"), the observations themselves shared,
-    since judging only reads them (tests/unit/test_reference_untouched.py holds it for every catalogued mistake).
-    A deep copy took 0.75-1.0 s a check here once the engine's mutants joined the mistakes (3,600 tensors)."""
-    def own(entries: dict) -> dict:
-        return {k: {**v, "checks": dict(v["checks"])} if isinstance(v.get("checks"), dict) else dict(v)
-                for k, v in entries.items()}
-
-    copy = type(reference)(own(reference.exercises), own(reference.mistakes), reference.draws, dict(reference.mutation))
-    copy.path, copy.origin = reference.path, reference  # a follow-up's mutants reach the server's own too
-    return copy
+                              reference=reference.for_one_grading())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -89,8 +89,8 @@ def test_a_missing_mistakes_file_makes_the_cache_unusable(tmp_path, observations
     import types
 
     recomputed = types.SimpleNamespace()  # (what the recomputation made: this process's own reference)
+    recomputed.for_one_grading = lambda: recomputed  # (one grading's copy of it: itself, to be recognised)
     monkeypatch.setattr(grading, "_TRUSTED", {(L01.id, "cpu", grading.settings.hidden_seed()): recomputed})
-    monkeypatch.setattr(grading.copy, "deepcopy", lambda x: x)
     assert grading.Reference.finish(L01, path, None) is recomputed and started and not path.exists()
 
 
@@ -140,3 +140,31 @@ def test_a_child_that_died_on_a_candidate_keeps_what_came_before_and_goes_on_aft
     assert grading.Reference({}, {}, mutation=counts).next_candidate("rms_norm_triton") == 4
     assert grading._mutation_progress({"rms_norm": report["rms_norm"]})[1] == []
     assert grading._mutation_progress("not a report") == ({}, [])
+
+
+def test_one_grading_s_copy_shares_the_observations_and_owns_what_a_grading_writes(tmp_path, observations):
+    """`Reference.for_one_grading` (each warm check's and each class-graded student's copy): the tensors are the
+    reference's own objects (judging only reads them: test_reference_untouched.py), the dicts a grading writes
+    (an exercise's or a mistake's "checks", the mistakes, the counts) are the copy's, and `origin` is the
+    reference, which a follow-up's mutants reach too."""
+    import torch
+
+    reference = grading.Reference.finish(L01, _cache(tmp_path, observations), None)
+    mine = reference.for_one_grading()
+    assert mine.origin is reference and mine.unread == {} and reference.unread == {}  # (read whole first)
+    for ours, theirs in ((mine.exercises, reference.exercises), (mine.mistakes, reference.mistakes)):
+        assert ours.keys() == theirs.keys() and ours is not theirs
+        for k in theirs:
+            if isinstance(theirs[k].get("checks"), dict):
+                assert ours[k]["checks"] is not theirs[k]["checks"]
+                for key, obs in theirs[k]["checks"].items():
+                    assert ours[k]["checks"][key] is obs  # shared, not copied
+    shared = [v for e in reference.exercises.values() for o in e["checks"].values() if isinstance(o, dict)
+              for v in o.values() if isinstance(v, torch.Tensor)]
+    assert shared  # (the assertions above looked at tensors)
+    exercise = next(iter(mine.exercises))
+    mine.exercises[exercise]["checks"]["a GPU check"] = {}  # what Grading._add_gpu writes
+    mine.mistakes["mutation:softmax:999"] = {"checks": {}}  # what a follow-up adds (to the origin too, itself)
+    mine.mutation["softmax"] = {"candidates": 1}
+    assert "a GPU check" not in reference.exercises[exercise]["checks"]
+    assert "mutation:softmax:999" not in reference.mistakes and "softmax" not in reference.mutation

@@ -1,6 +1,7 @@
 """Judging only reads the reference's observations: a warm server keeps one reference per lesson in memory and
-hands it to every check without copying it (course_cli/sandboxed/warm.py, `_for_one_grading`: a deep copy cost
-0.75-1.0 s a check), so a judge or a diagnosis that wrote into it would change the next student's verdict.
+hands it to every check without copying it, and class grading hands its trusted reference to every student the
+same way (course_cli/sandboxed/grading.py, `Reference.for_one_grading`: a deep copy cost 0.75-1.0 s a check), so
+a judge or a diagnosis that wrote into it would change the next student's verdict.
 
 For lesson 01 here (the other lessons in tests/e2e/test_warm_reference.py, the slow tier: 10-145 s each on a
 loaded 2-core machine), each catalogued mistake's observations are judged as a student's (every failing path: the
