@@ -181,6 +181,12 @@ def warm() -> bool:
     return os.environ.get("COURSE_WARM", "1") != "0"
 
 
+def class_forks() -> bool:
+    """Class grading forks each submission from a zygote of its lesson (COURSE_CLASS_FORKS=0: a fresh sandbox per
+    submission; course_cli/sandboxed/class_forks.py)."""
+    return os.environ.get("COURSE_CLASS_FORKS", "1") != "0"
+
+
 def warm_idle() -> float:
     """Seconds a warm grader waits for the next check before it exits (COURSE_WARM_IDLE, default 900)."""
     raw = os.environ.get("COURSE_WARM_IDLE", "")

@@ -98,8 +98,13 @@ def grade_all(lesson: Lesson, submissions: list[tuple[str, Path]], jobs: int = 2
     from course_cli.classes.dispatch import STEP_SECONDS
 
     # one daemon thread per submission in flight: one past its deadline is left behind, never waited for
-    dispatch(DaemonThreads(), submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item, root=root), on_result,
-             window=max(1, jobs), seconds=seconds, on_overdue=on_overdue)
+    try:
+        dispatch(DaemonThreads(), submissions, lambda ex, item: ex.submit(grade_submission, lesson, *item, root=root),
+                 on_result, window=max(1, jobs), seconds=seconds, on_overdue=on_overdue)
+    finally:
+        from course_cli.sandboxed import class_forks
+
+        class_forks.stop_all()  # the batch's lanes are done: their zygotes too (one left behind is killed)
     return dict(sorted(results.items()))
 
 

@@ -27,14 +27,17 @@ Item = TypeVar("Item")
 
 
 def grade_submission(lesson: Lesson, student: str, path: Path, root: Path | None = None, **kwargs) -> LessonResult:
-    """Grade one submission in its own fresh sandbox: whatever goes wrong is that student's error row, except a
-    sandbox that could not start (SandboxUnavailable), which stops the batch: "not graded", never a score. The
-    task of every class-grading executor."""
+    """Grade one submission in a sandbox of its own, forked from its lesson's class zygote where one can run
+    (course_cli/sandboxed/class_forks.py), else started fresh: whatever goes wrong is that student's error row,
+    except a sandbox that could not start (SandboxUnavailable), which stops the batch: "not graded", never a
+    score. The task of every class-grading executor."""
+    from course_cli.sandboxed import class_forks
     from course_cli.sandboxed.grading import grade_notebook
     from course_cli.sandboxed.sandbox import SandboxUnavailable
 
     try:
-        return grade_notebook(lesson, path, trusted=True, root=root, **kwargs)
+        return class_forks.graded(lesson, lambda runner: grade_notebook(lesson, path, trusted=True, root=root,
+                                                                        runner=runner, **kwargs))
     except SandboxUnavailable:  # the grader's failure, not the student's: nobody gets a 0 from it
         raise
     except Exception as exc:  # one submission's failure is never the batch's end

@@ -5,8 +5,9 @@
 nbgrader's own commands. The config replaces nbgrader's kernel execution in `nbgrader autograde`:
 
   StartCourseGrading   the course's grading of the submitted code (the same `Grading` as `course check`),
-                       every cell of it inside the course's sandbox (bubblewrap); refuses to run unsandboxed
-                       unless COURSE_INSECURE=1
+                       every cell of it inside the course's sandbox (bubblewrap; each submission forked from
+                       its lesson's class zygote, as `course grade`'s); refuses to run unsandboxed unless
+                       COURSE_INSECURE=1
   ApplyCourseVerdict   each autograder cell's outputs are *replaced* by the verdict computed in the sandbox;
                        nbgrader's SaveAutoGrades then reads them as usual
 
@@ -669,16 +670,24 @@ def _release_mismatch(lesson, resources) -> str | None:
     return None
 
 
+class _Deferred:
+    """A grading to make when its verdict is asked for (`finish`)."""
+
+    def __init__(self, finish):
+        self.finish = finish
+
+
 class StartCourseGrading(NbGraderPreprocessor):
-    """Start the course's sandboxed grading of this notebook's code (returns at once). A notebook the course
+    """Ready the course's sandboxed grading of this notebook's code (graded when ApplyCourseVerdict asks, each
+    submission forked from its lesson's class zygote: course_cli/sandboxed/class_forks.py). A notebook the course
     cannot judge (refused when it arrived, an unknown lesson, another course version) is recorded as
     NotJudged or NOT GRADED, never left without a verdict."""
 
     def preprocess(self, nb, resources):
+        from course_cli.sandboxed import class_forks, sandbox
         from course_cli.sandboxed.grading import Grading
         from course_cli.sandboxed.notebook import graded_cells
 
-        from course_cli.sandboxed import sandbox
         key = _key(resources)
         nbg = resources.get("nbgrader") or {}
         _put_back(nbg.get("student"), nbg.get("assignment"))  # nbgrader has read the stand-ins by now
@@ -712,7 +721,10 @@ class StartCourseGrading(NbGraderPreprocessor):
                     f"the course cannot read the cells of {name}.ipynb: {exc}",
                     f"The cells of your notebook {name}.ipynb cannot be read ({exc}). {_OPEN_AND_SUBMIT}")
                 return nb, resources
-            _IN_FLIGHT[_key(resources)] = Grading(lesson, cells, resources["nbgrader"]["notebook"], trusted=True)
+            notebook = resources["nbgrader"]["notebook"]
+            # graded when ApplyCourseVerdict asks, forked from the lesson's class zygote (class_forks.py)
+            _IN_FLIGHT[_key(resources)] = _Deferred(lambda: class_forks.graded(
+                lesson, lambda runner: Grading(lesson, cells, notebook, trusted=True, runner=runner).finish()))
             notes = (nb.metadata.get("course") or {}).get("notes") or []
             _NOTES[_key(resources)] = [str(n) for n in notes] if isinstance(notes, list) else []
         return nb, resources

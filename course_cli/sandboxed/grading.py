@@ -746,9 +746,10 @@ class Grading:
 
 
 def grade_cells(lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
-                only_public: bool = False, cwd: str | None = None, trusted: bool = False) -> LessonResult:
-    """Grade code cells (as `graded_cells` returns them) against the lesson's reference."""
-    return Grading(lesson, cells, notebook, exercises, only_public, cwd, trusted).finish()
+                only_public: bool = False, cwd: str | None = None, trusted: bool = False,
+                runner=None) -> LessonResult:
+    """Grade code cells (as `graded_cells` returns them) against the lesson's reference (`runner`: Grading's)."""
+    return Grading(lesson, cells, notebook, exercises, only_public, cwd, trusted, runner).finish()
 
 
 def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wanted, only_public) -> LessonResult:
@@ -761,9 +762,11 @@ def _judge(lesson, module, student, all_obs, gpu, reference, cells, notebook, wa
 
 
 def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None = None,
-                   only_public: bool = False, trusted: bool = False, root: str | Path | None = None) -> LessonResult:
+                   only_public: bool = False, trusted: bool = False, root: str | Path | None = None,
+                   runner=None) -> LessonResult:
     """Grade one notebook file, read as a submission inside `root` (default: its folder; see
-    notebook.submission_bytes). A notebook that cannot be read, or is refused, is NOT GRADED with why."""
+    notebook.submission_bytes). A notebook that cannot be read, or is refused, is NOT GRADED with why.
+    `runner`: where its code runs (Grading's; a fresh sandboxed child by default)."""
     try:
         nb = read_notebook(path, root)
     except NotebookError as exc:
@@ -771,7 +774,7 @@ def grade_notebook(lesson: Lesson, path: str | Path, exercises: list[str] | None
 
         return error_result(lesson, str(path), str(exc), not_graded=True)
     return grade_cells(lesson, graded_cells(nb), str(path), exercises, only_public, cwd=str(Path(path).resolve().parent),
-                       trusted=trusted)
+                       trusted=trusted, runner=runner)
 
 
 def run_benchmark(lesson: Lesson, path: str | Path) -> list[dict]:

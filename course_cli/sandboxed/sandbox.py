@@ -500,19 +500,36 @@ def _new_memory_cgroup(limit: int) -> Path | None:
         return None
 
 
-def _oom_killed(cg: Path | None) -> bool:
-    """Did the kernel's OOM killer kill in this memory cgroup?"""
+def capped_memory(cgroup: Path | None, cap: int) -> Path | None:
+    """The memory cgroup of whatever `cgroup` (the pids cgroup, or None) will hold, capped at `cap` bytes: on
+    cgroup v2 the same cgroup, else a memory cgroup of its own (None where none can be made)."""
+    if cgroup is not None and _memory_base() == _cgroup_base():  # cgroup v2: one cgroup holds both limits
+        try:
+            (cgroup / "memory.max").write_text(str(cap))
+            return cgroup
+        except OSError:
+            return None
+    return _new_memory_cgroup(cap)
+
+
+def oom_kills(cg: Path | None) -> int:
+    """How many times the kernel's OOM killer killed in this memory cgroup (0 without one)."""
     if cg is None:
-        return False
+        return 0
     for name in ("memory.events", "memory.oom_control"):
         try:
             for line in (cg / name).read_text().splitlines():
                 k, _, v = line.partition(" ")
-                if k == "oom_kill" and int(v) > 0:
-                    return True
+                if k == "oom_kill":
+                    return int(v)
         except (OSError, ValueError):
             pass
-    return False
+    return 0
+
+
+def _oom_killed(cg: Path | None) -> bool:
+    """Did the kernel's OOM killer kill in this memory cgroup?"""
+    return oom_kills(cg) > 0
 
 
 def _new_cgroup(limit: int) -> Path | None:
@@ -961,15 +978,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
     # memory, heap and tmpfs pages together: the address-space limit (or twice it for CUDA, which has none)
     # plus the child's tmpfs; past it the kernel kills in the child's cgroup, never the grader
     mem_cap = (2 * lim.memory if memory is None or bench else lim.memory) + lim.write + (7 * lim.tmp if cuda else 0)
-    mem_cgroup = None
-    if cgroup is not None and _memory_base() == _cgroup_base():  # cgroup v2: one cgroup holds both limits
-        try:
-            (cgroup / "memory.max").write_text(str(mem_cap))
-            mem_cgroup = cgroup
-        except OSError:
-            mem_cgroup = None
-    else:
-        mem_cgroup = _new_memory_cgroup(mem_cap)
+    mem_cgroup = capped_memory(cgroup, mem_cap)
     # what bubblewrap says when it cannot set the sandbox up (the child sends its own stderr to its folder)
     setup_err = tempfile.TemporaryFile() if sandboxed else None
     try:

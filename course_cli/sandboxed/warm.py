@@ -497,6 +497,7 @@ def _warm_child_class():
         through its pidfd (its PID namespace's init) instead of a process group."""
 
         zygote: "Zygote | None" = None
+        oom_before: int = 0  # the zygote's memory cgroup's OOM kills when this check started
 
         def kill_all(self) -> None:
             proc = self.proc
@@ -509,6 +510,8 @@ def _warm_child_class():
             if proc.pidfd >= 0:
                 os.close(proc.pidfd)
                 proc.pidfd = -1
+            mem = self.zygote.mem_cgroup if self.zygote is not None else None
+            self.oom_killed = self.oom_killed or sandbox.oom_kills(mem) > self.oom_before
 
         def cleanup(self) -> None:
             super().cleanup()
@@ -518,26 +521,43 @@ def _warm_child_class():
     return WarmChild
 
 
-class Zygote:
-    """One warm sandbox for a lesson and a notebook folder (the binds a student child of that lesson gets)."""
+ZYGOTE_OWN = 2**30  # a class zygote's memory cap above its check's: its own pages (torch, the graders imported)
 
-    def __init__(self, lesson, cwd: str | None, log_dir: Path):
+
+class Zygote:
+    """One warm sandbox for a lesson and a notebook folder (the binds a student child of that lesson gets).
+
+    `for_class`: a zygote that class grading forks submissions from (course_cli/sandboxed/class_forks.py), under
+    a cold class child's rules: the graders shown as the student's child build (no answer; sandbox.start's
+    `graders`), no notebook folder, and a memory cgroup (its check's cold cap plus ZYGOTE_OWN) that one
+    submission's processes share with the zygote alone, as a cold child's are held in a cgroup of their own."""
+
+    def __init__(self, lesson, cwd: str | None, log_dir: Path, for_class: bool = False):
         grading = _grading()
         self.lesson, self.cwd, self.broken = lesson, cwd, False
         self.jobs = Path(tempfile.mkdtemp(prefix=f"course-warm-{os.getpid()}-"))  # swept if this server is killed
         visible = grading.visible_solutions(lesson) + ([Path(cwd)] if cwd else [])
         env = {**sandbox.child_env("cpu", False, True), **({"COURSE_WORKSPACE": str(cwd)} if cwd else {})}
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = sandbox._bwrap_argv(self.jobs, "cpu", visible, env) + [
+        graders = sandbox._child_build(lesson.module) if for_class else None
+        argv = sandbox._bwrap_argv(self.jobs, "cpu", visible, env, graders) + [
             sys.executable, "-m", "course_cli.sandboxed.zygote", str(theirs.fileno()), lesson.module]
         lim = sandbox.limits()
         self.cgroup = sandbox._new_cgroup(lim.pids())
-        with atomic.open_append(log_dir / f"zygote-{os.getpid()}.log") as err:
-            self.proc = subprocess.Popen(argv, cwd=str(self.jobs), env=env, pass_fds=(theirs.fileno(),),
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                         start_new_session=True,
-                                         preexec_fn=sandbox._limits(lim.memory, self.cgroup, file_limit=lim.file))
-        theirs.close()
+        self.mem_cgroup = sandbox.capped_memory(self.cgroup, lim.memory + lim.write + ZYGOTE_OWN) if for_class \
+            else None
+        try:
+            with atomic.open_append(log_dir / f"zygote-{os.getpid()}.log") as err:
+                self.proc = subprocess.Popen(argv, cwd=str(self.jobs), env=env, pass_fds=(theirs.fileno(),),
+                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                             start_new_session=True,
+                                             preexec_fn=sandbox._limits(lim.memory, self.cgroup, self.mem_cgroup,
+                                                                        file_limit=lim.file))
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            theirs.close()
         self.ready = None
 
     def wait_ready(self) -> None:
@@ -600,7 +620,7 @@ class Zygote:
         child = _warm_child_class()(_ZygoteProc(self, fds[0]), out, time.monotonic() + sandbox.STARTUP_ALLOWANCE + work,
                                     lim.memory, job, notebook_limit=work, sandboxed=True, report=report,
                                     write_limit=out_size, sized=True)
-        child.zygote = self
+        child.zygote, child.oom_before = self, sandbox.oom_kills(self.mem_cgroup)
         return child
 
     def wipe(self) -> None:
@@ -617,9 +637,13 @@ class Zygote:
         except OSError:
             pass
         self.proc.wait()
-        if self.cgroup is not None:
-            sandbox._cgroup_kill(self.cgroup)
-            sandbox._remove_cgroup(self.cgroup)
+        self._release()
+
+    def _release(self) -> None:
+        for cg in dict.fromkeys(c for c in (self.cgroup, self.mem_cgroup) if c is not None):
+            sandbox._cgroup_kill(cg)
+            sandbox._remove_cgroup(cg)
+        self.cgroup = self.mem_cgroup = None
         self.sock.close()
         shutil.rmtree(self.jobs, ignore_errors=True)
 

@@ -113,7 +113,9 @@ def softmax(x, dim=-1):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sandbox.bwrap_status()[0], reason="needs bubblewrap")
-def test_a_student_child_can_read_no_answer(tmp_path, monkeypatch):
+@pytest.mark.parametrize("forked", [False, True], ids=["cold", "forked from a class zygote"])
+def test_a_student_child_can_read_no_answer(tmp_path, monkeypatch, forked):
+    from course_cli.sandboxed import class_forks
     from course_cli.sandboxed.grading import grade_notebook
 
     set_limit(monkeypatch, "cell_timeout", 240.0)  # it reads every file it can
@@ -125,7 +127,17 @@ def test_a_student_child_can_read_no_answer(tmp_path, monkeypatch):
     (tmp_path / "nb").mkdir()
     path = tmp_path / "nb" / L.notebook
     nbformat.write(nb, path)
-    result = grade_notebook(L, path, trusted=True)
+    if forked:  # as class grading forks it (course grade, nbgrader): the zygote shows what a cold child sees
+        if not class_forks.usable():
+            pytest.skip("class zygotes need pidfds (Linux)")
+        zygote = class_forks.take(L)
+        try:
+            result = grade_notebook(L, path, trusted=True, runner=zygote.runner)
+        finally:
+            class_forks.give(zygote)
+            class_forks.stop_all()
+    else:
+        result = grade_notebook(L, path, trusted=True)
     text = json.dumps(result.to_dict())
     assert "WALKED" in text, result.notes
     report = next(c.message for e in result.exercises for c in e.checks if "WALKED" in c.message)

@@ -208,8 +208,11 @@ def _kills_its_worker(lesson_id, student, *args):
 
 
 def _spy_on_reference_children():
-    """On a worker: count the reference children (mistakes=True) its sandbox starts."""
-    start = sandbox.start
+    """On a worker: count the children its sandbox starts, the reference's (mistakes=True) apart, and the
+    students' forked from a class zygote (course_cli/sandboxed/class_forks.py) with the students'."""
+    from course_cli.sandboxed import warm
+
+    start, fork = sandbox.start, warm.Zygote.start
     if getattr(start, "spied", False):
         return
 
@@ -217,9 +220,14 @@ def _spy_on_reference_children():
         sandbox.children_started[bool(kwargs.get("mistakes"))] += 1
         return start(*args, **kwargs)
 
+    def spy_fork(zygote, job):
+        sandbox.children_started[0] += 1
+        return fork(zygote, job)
+
     spy.spied = True
     sandbox.children_started = [0, 0]  # [students' children, reference children]
     sandbox.start = spy
+    warm.Zygote.start = spy_fork
 
 
 def _children_started():
