@@ -34,7 +34,10 @@ from pathlib import Path
 from course_cli import settings
 from course_cli.sandboxed import sandbox, warm
 
-MAX_IDLE = 4  # zygotes kept idle in a process, at most (the least recently used stopped first): about 0.4 GB each
+# zygotes kept idle in a process, at most (the least recently used stopped first): one per lesson, since nbgrader's
+# autograde of several assignments goes student by student; each holds about 150 MB of its own (anonymous
+# memory measured here; torch's libraries are shared pages)
+MAX_IDLE = 10
 _LOCK = threading.Lock()
 _IDLE: dict[tuple, list] = {}  # key -> zygotes not grading now, most recently given back last
 _ALL: list = []  # every zygote this process started and has not stopped
