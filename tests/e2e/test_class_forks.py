@@ -134,19 +134,29 @@ def _same(a: dict, b: dict) -> None:
         assert json.dumps(a[student], sort_keys=True) == json.dumps(b[student], sort_keys=True), student
 
 
-def test_a_forked_class_gets_the_cold_verdicts_with_one_zygote_per_lane(tmp_path, monkeypatch):
-    _class(tmp_path, extra=False)
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The mixed class (solved, stub, three catalogued mistakes) and its results graded the cold way."""
+    folder = tmp_path_factory.mktemp("class")
+    _class(folder, extra=False)
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv("COURSE_CLASS_FORKS", "0")
+        cold = _grade(folder, jobs=2)
+    finally:
+        mp.undo()
+    assert cold["c_solved"]["score"] == L01.max_score and cold["d_stub"]["score"] == 0
+    return folder, cold
+
+
+def test_a_forked_class_gets_the_cold_verdicts_with_one_zygote_per_lane(mixed, monkeypatch):
+    folder, cold = mixed
     count = Count(monkeypatch)
-    forked = _grade(tmp_path, jobs=2)
+    forked = _grade(folder, jobs=2)
     assert count.forks == len(forked) == 5
     assert count.zygotes <= 2, count.zygotes  # one per lane: a lane's thread ending killed none
     assert class_forks._ALL == []  # the batch's zygotes stopped with it
-    monkeypatch.setenv("COURSE_CLASS_FORKS", "0")
-    count.zygotes = count.forks = 0
-    cold = _grade(tmp_path, jobs=2)
-    assert count.zygotes == count.forks == 0
     _same(forked, cold)
-    assert forked["c_solved"]["score"] == L01.max_score and forked["d_stub"]["score"] == 0
 
 
 def test_what_a_student_leaves_is_not_there_for_the_next(tmp_path, monkeypatch):
@@ -158,14 +168,10 @@ def test_what_a_student_leaves_is_not_there_for_the_next(tmp_path, monkeypatch):
     assert leaver["status"] == "error" and "left-by-a" in json.dumps(leaver)  # its own files: the look sees
     looker = forked["b_looker"]
     assert looker["score"] == L01.max_score, json.dumps(looker)[:2000]
-    monkeypatch.setenv("COURSE_CLASS_FORKS", "0")
-    cold = _grade(tmp_path, jobs=1)
-    assert cold["a_leaver"]["score"] == forked["a_leaver"]["score"]  # (its message names its own folders)
-    _same({s: r for s, r in forked.items() if s != "a_leaver"}, {s: r for s, r in cold.items() if s != "a_leaver"})
 
 
-def test_a_zygote_that_dies_under_a_submission_grades_it_cold(tmp_path, monkeypatch):
-    _class(tmp_path, extra=False)
+def test_a_zygote_that_dies_under_a_submission_grades_it_cold(mixed, monkeypatch):
+    folder, cold = mixed
     count = Count(monkeypatch)
     start = warm.Zygote.start
     killed = []
@@ -181,8 +187,7 @@ def test_a_zygote_that_dies_under_a_submission_grades_it_cold(tmp_path, monkeypa
     starts = []
     cold_start = sandbox.start
     monkeypatch.setattr(sandbox, "start", lambda *a, **k: starts.append(k.get("mistakes")) or cold_start(*a, **k))
-    forked = _grade(tmp_path, jobs=1)
+    forked = _grade(folder, jobs=1)
     assert killed and count.zygotes == 2  # a new zygote for the next submission
     assert sum(1 for mistakes in starts if not mistakes) == 1  # that one submission's child, started cold
-    monkeypatch.setenv("COURSE_CLASS_FORKS", "0")
-    _same(forked, _grade(tmp_path, jobs=1))
+    _same(forked, cold)
