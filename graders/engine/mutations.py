@@ -694,6 +694,17 @@ def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If
     return ast.If(ast.Constant(True), [twin, exercise_def], [])
 
 
+# The families that run inside a Triton kernel the exercise launches: those that change values only (an upcast, eps,
+# a scale, a statistic, a running max's rescaling, a fill value, an activation). A change of a mask, an offset or a
+# pointer's arithmetic reads or writes out of bounds under the interpreter, and can corrupt the child's memory.
+KERNEL_FAMILIES = {"cast", "eps", "scale", "variance", "statistic", "online", "neginf", "activation"}
+
+
+def _kernel(helper: ast.AST) -> bool:
+    """Is this definition a Triton kernel (decorated with `triton.jit` or `jit`)?"""
+    return any(_u(d).split("(")[0] in ("triton.jit", "jit") for d in getattr(helper, "decorator_list", []))
+
+
 def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     """Per operator, its sites: in the exercise's own definition first, then in each helper it hands work to."""
     nodes = _scope(tree, exercise)
@@ -703,8 +714,9 @@ def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     queues = []
     for op in operators:
         q: list[Site] = []
+        values_only = set(getattr(op, "families", (op.__name__.removeprefix("op_"),))) <= KERNEL_FAMILIES
         for sites in (lambda: op(nodes, parents, ctx), *(lambda h=h: _helper_sites(op, h, parents, exercise)
-                                                        for h in around)):
+                                                        for h in around if values_only or not _kernel(h))):
             try:
                 q += list(sites())
             except (ValueError, TypeError, AttributeError, IndexError):

@@ -733,6 +733,39 @@ def op_guard(nodes, parents, ctx) -> Iterator[Site]:
         yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
             (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "
              f"naming the argument")
+    yield from _loosened(nodes, parents)  # (after every other site of the family: a cap keeps those first)
+
+
+_LOOSE = {ast.Lt: -1, ast.Gt: 1}  # a strict integer limit moved one step outwards (<= and >= are flipped above)
+
+
+def _loosened(nodes, parents) -> Iterator[Site]:
+    """A validation's strict integer limit one step too far (`value < 1` → `value < 0`: 0 let through). Inside a loop
+    over field names (`for f in ("a", "b"):`, each field's value tested against one limit) one field at a time, the
+    others validated as before: the limit of one field written apart, one too far."""
+    for i, node in enumerate(nodes):
+        test = node.test if isinstance(node, ast.If) and _raises(node) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _LOOSE):
+            continue
+        c, step = _int_value(test.comparators[0]), _LOOSE[type(test.ops[0])]
+        if c is None or not _names(test.left) - MODULES:
+            continue
+        j = next(k for k, n in enumerate(nodes) if n is test)
+        let = lambda n, c=c, step=step: ast.Compare(n.left, n.ops, [_const(c + step)])  # noqa: E731
+        loop = parents.get(id(node), (None,))[0]
+        fields = [e.value for e in getattr(getattr(loop, "iter", None), "elts", [])
+                  if isinstance(e, ast.Constant) and isinstance(e.value, str)] if isinstance(loop, ast.For) and \
+            isinstance(loop.target, ast.Name) else []
+        if not fields:
+            yield (j,), let, "guard-loose", \
+                (f"`{_short(test.left, 24)}` = {c + step} is accepted, where the text rejects it with a "
+                 f"{_raises(node)}: the validation's limit is one step too far")
+            continue
+        for field in fields:
+            yield (j,), (lambda n, field=field, let=let, var=loop.target.id: ast.IfExp(ast.Compare(
+                ast.Name(var, ast.Load()), [ast.Eq()], [ast.Constant(field)]), let(copy.deepcopy(n)), n)), \
+                "guard-loose", (f"`{field}` = {c + step} is accepted, where the text rejects it with a {_raises(node)} "
+                                f"(the other fields are validated as before): its limit is one step too far")
 
 
 def _inside(parents, node: ast.AST, root: ast.AST) -> bool:

@@ -443,7 +443,10 @@ def f(x: torch.Tensor) -> torch.Tensor:
     assert "x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)\n" in _body(m) + "\n"
     assert m.sentence.startswith("in `_kernel` (or wherever your `f` does that work): `x` is computed in the input's")
     swapped = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "arguments-swapped"]
-    assert any(m.sentence.startswith("`_kernel` in ") for m in swapped)  # the launch named by its kernel
+    assert [m.sentence.split(" in ")[0] for m in swapped] == ["`_kernel`"]  # the launch, named by its kernel
+    # inside the kernel only values change: no mask, offset or pointer (out of bounds under the interpreter)
+    inside = [m for m in M.mutants(src, "f", cap=1000) if m.sentence.startswith("in `_kernel`")]
+    assert inside and {m.family for m in inside} <= M.KERNEL_FAMILIES
     # an axis of a shape left out of a reshape is an error at once, never an answer: not a candidate
     shape = "def f(x, a, b, c):\n    return g(x.reshape(a, b, c), a, b)\n"
     dropped = [_body(m) for m in M.mutants(shape, "f", cap=1000) if m.operator == "call-argument-dropped"]
@@ -469,3 +472,27 @@ class f(nn.Module):
     assert "if not hasattr(self, '_first_causal'):\n" in body and "causal = self._first_causal\n" in body
     assert body.index("_first_causal = torch.ones(T, T") < body.index("causal = self._first_causal")
     assert "self.keep = torch.ones(n, n, dtype=torch.bool).tril()" in body  # __init__ untouched
+
+
+def test_a_strict_integer_limit_one_step_too_far_and_per_field_in_a_loop():
+    src = '''
+class f:
+    def __post_init__(self):
+        for field in ("width", "depth"):
+            v = getattr(self, field)
+            if v < 1:
+                raise ValueError(f"{field} must be positive")
+        if self.rate > 4:
+            raise ValueError("rate too large")
+        if self.p <= 0:
+            raise ValueError("p must be positive")
+'''
+    got = {m.sentence: _body(m) for m in M.mutants(src, "f", cap=1000) if m.operator == "guard-loose"}
+    depth = got["`depth` = 0 is accepted, where the text rejects it with a ValueError (the other fields are "
+                "validated as before): its limit is one step too far"]
+    assert "if v < 0 if field == 'depth' else v < 1:" in depth
+    assert "if self.rate > 5:" in got["`self.rate` = 5 is accepted, where the text rejects it with a ValueError: the "
+                                      "validation's limit is one step too far"]
+    assert len(got) == 3  # `<=` is guard-boundary's to flip (p = 0 let through), not a second candidate here
+    order = [m.operator for m in M.mutants(src, "f", cap=1000) if m.family == "guard"]
+    assert order.index("guard-loose") > max(i for i, o in enumerate(order) if o != "guard-loose")  # last of its family
