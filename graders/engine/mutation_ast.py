@@ -65,6 +65,8 @@ def _target_of(nodes: list[ast.AST], parents, node: ast.AST) -> str:
 
 def _call_name(call: ast.Call) -> str:
     f = call.func
+    if isinstance(f, ast.Subscript):  # a Triton kernel launched on its grid: `kernel[grid](...)`
+        f = f.value
     if isinstance(f, ast.Attribute):
         return f.attr
     if isinstance(f, ast.Name):

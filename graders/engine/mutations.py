@@ -28,7 +28,7 @@ operators, in the order they are tried (round-robin, so a cap keeps every family
   default      an optional argument ignored: its name replaced by its default (one use, or all of them)
 
 Every family also runs inside the definitions of the same cell the exercise hands its work to (`helpers`:
-an autograd Function it applies, a function it calls): such a mutant redefines the helper, changed, right
+an autograd Function it applies, a Triton kernel it launches, a function it calls): such a mutant redefines the helper, changed, right
 before the exercise, and its sentence says where ("in `Fn` (or wherever your `f` does that work): ...").
 
 A mutant that does not compile or whose source equals the original is dropped; the child drops the ones
@@ -310,6 +310,7 @@ def _shift_bound(node: ast.Slice, end: str, delta: int) -> ast.Slice:
 
 
 def op_sign(nodes, parents, ctx) -> Iterator[Site]:
+    pairs = _shape._range_pairs(nodes)
     for i, node in enumerate(nodes):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant):
             if _is_neginf(node):
@@ -319,6 +320,8 @@ def op_sign(nodes, parents, ctx) -> Iterator[Site]:
                 f"the sign of {_short(node.operand, 30)} in {what} is flipped (a minus is missing)"
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _dims(node.left) and _dims(node.right) \
                 and not isinstance(node.right, ast.Constant):
+            if isinstance(node.left, ast.Name) and pairs.get(node.left.id) == (_u(node.right), False):
+                continue  # a range's length (end - start): reversed it is negative, an error at once, not an answer
             what = _target_of(nodes, parents, node)
             yield (i,), (lambda n: ast.BinOp(n.right, ast.Sub(), n.left)), "sign-subtraction-reversed", \
                 f"{what} subtracts the other way round: {_short(node.right, 20)} - {_short(node.left, 20)}"
@@ -349,7 +352,7 @@ def _swap_args(call: ast.Call) -> ast.Call:
 
 def _is_f32(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr in ("float32", "float") and \
-        isinstance(node.value, ast.Name) and node.value.id == "torch"
+        isinstance(node.value, ast.Name) and node.value.id in ("torch", "tl")  # (tl: inside a Triton kernel)
 
 
 def op_cast(nodes, parents, ctx) -> Iterator[Site]:
@@ -644,7 +647,8 @@ for _family, _text in _shape.HINTS.items():
 
 def helpers(nodes, parents, exercise: str) -> list[ast.AST]:
     """The definitions of the exercise's own cell that it hands work to, in the order it first names them: an
-    autograd Function it `.apply`s, a class it returns an instance of, a function of the cell it calls."""
+    autograd Function it `.apply`s, a kernel it launches (`kernel[grid](...)`), a class it returns an instance
+    of, a function of the cell it calls."""
     module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
     if not isinstance(module, ast.Module):
         return []
@@ -656,6 +660,8 @@ def helpers(nodes, parents, exercise: str) -> list[ast.AST]:
             continue
         f = n.func
         if isinstance(f, ast.Attribute) and f.attr == "apply" and isinstance(f.value, ast.Name):
+            name = f.value.id
+        elif isinstance(f, ast.Subscript) and isinstance(f.value, ast.Name):  # a Triton kernel launched on a grid
             name = f.value.id
         elif isinstance(f, ast.Name) and (isinstance(defs.get(f.id), ast.FunctionDef)
                                           or isinstance(parents.get(id(n), (None,))[0], ast.Return)):
@@ -688,6 +694,17 @@ def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If
     return ast.If(ast.Constant(True), [twin, exercise_def], [])
 
 
+# The families that run inside a Triton kernel the exercise launches: those that change values only (an upcast, eps,
+# a scale, a statistic, a running max's rescaling, a fill value, an activation). A change of a mask, an offset or a
+# pointer's arithmetic reads or writes out of bounds under the interpreter, and can corrupt the child's memory.
+KERNEL_FAMILIES = {"cast", "eps", "scale", "variance", "statistic", "online", "neginf", "activation"}
+
+
+def _kernel(helper: ast.AST) -> bool:
+    """Is this definition a Triton kernel (decorated with `triton.jit` or `jit`)?"""
+    return any(_u(d).split("(")[0] in ("triton.jit", "jit") for d in getattr(helper, "decorator_list", []))
+
+
 def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     """Per operator, its sites: in the exercise's own definition first, then in each helper it hands work to."""
     nodes = _scope(tree, exercise)
@@ -697,8 +714,9 @@ def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     queues = []
     for op in operators:
         q: list[Site] = []
+        values_only = set(getattr(op, "families", (op.__name__.removeprefix("op_"),))) <= KERNEL_FAMILIES
         for sites in (lambda: op(nodes, parents, ctx), *(lambda h=h: _helper_sites(op, h, parents, exercise)
-                                                        for h in around)):
+                                                        for h in around if values_only or not _kernel(h))):
             try:
                 q += list(sites())
             except (ValueError, TypeError, AttributeError, IndexError):

@@ -51,7 +51,9 @@ from . import mutation_ast
 ACTIVATIONS = ("silu", "gelu", "relu", "sigmoid", "tanh")
 _NORM = re.compile(r"(^|_)(ln|norm)|norm$|layernorm", re.I)
 _NO_DROP = {"range", "len", "min", "max", "isinstance", "getattr", "setattr", "hasattr", "zip", "enumerate",
-            "print", "int", "float", "str", "tuple", "list", "dict", "super", "type", "round", "abs", "sum"}
+            "print", "int", "float", "str", "tuple", "list", "dict", "super", "type", "round", "abs", "sum",
+            # a shape's or an order's axis left out is an error at once (the sizes no longer multiply out), no answer
+            "reshape", "view", "permute", "expand", "transpose"}
 
 
 def _m():

@@ -23,6 +23,14 @@ under the cap. In the order they are tried:
   fill       masked_fill with one mask dropped everywhere (what that mask selects is never set)
   diagonal   tril/triu's offset dropped (the triangle's edge on the main diagonal)
 
+and the families appended below, each where its pattern is: guard, sizeof, sibling, inplace, activation, limit,
+combine, view, count, and
+
+  unrounded  a rounded value (int(), round, floor, ceil, a power of two) read before its rounding by the steps
+             after it, up to the one that assigns it again
+  ends       one read of a range's end replaced by its start, or its start by its end (`qs`/`qe`, `start`/`end`)
+  once       a mask a module's forward makes on every call made once, at the first call, and kept
+
 (Every family also runs inside the definitions of the cell the exercise hands its work to: mutations.py
 `helpers`.)
 
@@ -725,6 +733,39 @@ def op_guard(nodes, parents, ctx) -> Iterator[Site]:
         yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
             (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "
              f"naming the argument")
+    yield from _loosened(nodes, parents)  # (after every other site of the family: a cap keeps those first)
+
+
+_LOOSE = {ast.Lt: -1, ast.Gt: 1}  # a strict integer limit moved one step outwards (<= and >= are flipped above)
+
+
+def _loosened(nodes, parents) -> Iterator[Site]:
+    """A validation's strict integer limit one step too far (`value < 1` → `value < 0`: 0 let through). Inside a loop
+    over field names (`for f in ("a", "b"):`, each field's value tested against one limit) one field at a time, the
+    others validated as before: the limit of one field written apart, one too far."""
+    for i, node in enumerate(nodes):
+        test = node.test if isinstance(node, ast.If) and _raises(node) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _LOOSE):
+            continue
+        c, step = _int_value(test.comparators[0]), _LOOSE[type(test.ops[0])]
+        if c is None or not _names(test.left) - MODULES:
+            continue
+        j = next(k for k, n in enumerate(nodes) if n is test)
+        let = lambda n, c=c, step=step: ast.Compare(n.left, n.ops, [_const(c + step)])  # noqa: E731
+        loop = parents.get(id(node), (None,))[0]
+        fields = [e.value for e in getattr(getattr(loop, "iter", None), "elts", [])
+                  if isinstance(e, ast.Constant) and isinstance(e.value, str)] if isinstance(loop, ast.For) and \
+            isinstance(loop.target, ast.Name) else []
+        if not fields:
+            yield (j,), let, "guard-loose", \
+                (f"`{_short(test.left, 24)}` = {c + step} is accepted, where the text rejects it with a "
+                 f"{_raises(node)}: the validation's limit is one step too far")
+            continue
+        for field in fields:
+            yield (j,), (lambda n, field=field, let=let, var=loop.target.id: ast.IfExp(ast.Compare(
+                ast.Name(var, ast.Load()), [ast.Eq()], [ast.Constant(field)]), let(copy.deepcopy(n)), n)), \
+                "guard-loose", (f"`{field}` = {c + step} is accepted, where the text rejects it with a {_raises(node)} "
+                                f"(the other fields are validated as before): its limit is one step too far")
 
 
 def _inside(parents, node: ast.AST, root: ast.AST) -> bool:
@@ -983,3 +1024,140 @@ def op_count_from_one(nodes, parents, ctx) -> Iterator[Site]:
 op_count_from_one.families = ("count",)
 OPERATORS += (op_count_from_one,)
 HINTS["count"] = ("Print the first few positions (or indices) your code makes: does the first one start at 0?")
+
+
+_ROUNDED = {"int": "int() truncates it", "round": "round() rounds it", "floor": "it is rounded down",
+            "ceil": "it is rounded up"}
+
+
+def _unrounded(value: ast.AST) -> tuple[ast.AST, str] | None:
+    """(the value before its rounding, what the rounding does) for `int(e)`, `round(e)`, `math.floor(e)`,
+    `math.ceil(e)`, and `2 ** math.floor(math.log2(x))` (x's largest power of two at most x: x itself); else None."""
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
+        name = _call_name(value)
+        module = isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name) and \
+            value.func.value.id in MODULES
+        if (name in ("int", "round") and isinstance(value.func, ast.Name)) or (name in ("floor", "ceil") and module):
+            return value.args[0], _ROUNDED[name]
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Pow) and _int_value(value.left) == 2:
+        e = value.right
+        if isinstance(e, ast.Call) and _call_name(e) in ("floor", "ceil") and len(e.args) == 1 and \
+                isinstance(e.args[0], ast.Call) and _call_name(e.args[0]) == "log2" and len(e.args[0].args) == 1:
+            return e.args[0].args[0], f"it is rounded {'down' if _call_name(e) == 'floor' else 'up'} to a power of two"
+    return None
+
+
+def op_unrounded(nodes, parents, ctx) -> Iterator[Site]:
+    """A name assigned a rounded value (`n = int(e)`) read unrounded (`e` itself) by the statements after it, up to
+    and including the one that assigns the name again: a rounding skipped at one step (a value truncated once, at
+    the end, where each step truncates it; a count used as it is where its power of two belongs)."""
+    stores: dict[str, list[int]] = {}
+    for n in nodes:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores.setdefault(n.id, []).append(n.lineno)
+    for node in nodes:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        got = _unrounded(node.value)
+        if got is None or not _names(got[0]) - MODULES:
+            continue
+        inner, how = got
+        name = node.targets[0].id
+        until = min((line for line in stores.get(name, []) if line > node.end_lineno), default=float("inf"))
+        uses = [j for j, n in enumerate(nodes) if isinstance(n, ast.Name) and n.id == name and
+                isinstance(n.ctx, ast.Load) and node.end_lineno < n.lineno <= until]
+        if not uses:
+            continue
+        what = _target_of(nodes, parents, nodes[uses[0]])
+        what = f"the next `{name}`" if what == f"`{name}`" else what  # (`n = int(c * n)`: the step after)
+        itself = f": it gets {_short(inner, 20)} itself" if isinstance(inner, (ast.Name, ast.Attribute)) else ""
+        yield tuple(uses), (lambda n, inner=inner: copy.deepcopy(inner)), "unrounded-value", \
+            f"{what} reads `{name}` before {how}{itself}: a rounding that belongs at that step is skipped"
+
+
+OPERATORS += (op_unrounded,)
+HINTS["unrounded"] = ("For each value your code rounds (int(), floor, a power of two), say at which step the text "
+                      "rounds it, and check that every later step reads the rounded value, not the one before it.")
+
+
+def _range_pairs(nodes) -> dict[str, tuple[str, bool]]:
+    """{name: (its partner, whether the name is the range's start)} for the names the scope assigns in pairs that
+    bound one range: `qs`/`qe`, `start`/`end` or `stop`, `x_start`/`x_end`, `lo`/`hi`, `begin`/`end`."""
+    assigned = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    out = {}
+    for a in assigned:
+        ends = [a[:-1] + "e"] if len(a) == 2 and a.endswith("s") else []
+        for start, stop in (("start", "end"), ("start", "stop"), ("lo", "hi"), ("begin", "end")):
+            if a.endswith(start):
+                ends.append(a[: len(a) - len(start)] + stop)
+        for b in ends:
+            if b in assigned and b != a:
+                out[a], out[b] = (b, True), (a, False)
+    return out
+
+
+def op_ends(nodes, parents, ctx) -> Iterator[Site]:
+    """One read of a range's end replaced by its start, or of its start by its end (`qe + shift` → `qs + shift`),
+    where the statement does not use both (a slice `qs:qe` or a size `qe - qs` made empty is no one's mistake)."""
+    pairs = _range_pairs(nodes)
+    for i, node in enumerate(nodes):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in pairs):
+            continue
+        other, is_start = pairs[node.id]
+        root, stmt = node, None
+        while id(root) in parents and not isinstance(parents[id(root)][0], ast.stmt):
+            root = parents[id(root)][0]
+        stmt = parents.get(id(root), (None,))[0]
+        targets = [n.id for t in getattr(stmt, "targets", []) + [getattr(stmt, "target", None)] if t is not None
+                   for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if other in _names(root) or other in targets or isinstance(stmt, ast.For) and root is stmt.iter:
+            continue
+        what = _target_of(nodes, parents, node)
+        own, new = ("start", "end") if is_start else ("end", "start")
+        yield (i,), (lambda n, o=other: ast.Name(o, ast.Load())), "ends-swapped", \
+            (f"{what} reads `{other}`, where its range {'ends' if is_start else 'starts'}, in place of `{node.id}`, "
+             f"where it {'starts' if is_start else 'ends'}: the range's {new} used for its {own}")
+
+
+OPERATORS += (op_ends,)
+HINTS["ends"] = ("For each range your code walks (a tile, a block, a window), write which position each bound "
+                 "names: the first one, or one past the last? Check every place that reads a bound against it.")
+
+
+def _a_mask(value: ast.AST) -> bool:
+    """Does the expression make a mask (a triangle, `tril`/`triu`, or a tensor of dtype bool)?"""
+    return any(isinstance(c, ast.Call) and (_call_name(c) in ("tril", "triu") or any(
+        k.arg == "dtype" and _u(k.value) == "torch.bool" for k in c.keywords)) for c in ast.walk(value))
+
+
+def op_once(nodes, parents, ctx) -> Iterator[Site]:
+    """A mask a module's forward makes afresh on every call (`mask = torch.ones(T, T, ...).tril()`) made once, at
+    the first call, and kept on the module: every later call reuses it, whatever its length or device."""
+    for fn in nodes:
+        if not (isinstance(fn, ast.FunctionDef) and fn.name not in ("__init__", "__post_init__") and fn.args.args
+                and fn.args.args[0].arg == "self" and isinstance(parents.get(id(fn), (None,))[0], ast.ClassDef)):
+            continue
+        for stmt in ast.walk(fn):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and _a_mask(stmt.value)):
+                continue
+            i = next((k for k, n in enumerate(nodes) if n is stmt), None)
+            if i is None:
+                continue
+            name = stmt.targets[0].id
+            yield (i,), (lambda s, name=name: _made_once(s, name)), "once-kept", \
+                (f"the mask `{name}` is made once, at the first call, and kept on the module: every later call "
+                 f"reuses it, though its length (or device) may differ")
+
+
+def _made_once(stmt: ast.Assign, name: str) -> ast.If:
+    kept = ast.Attribute(ast.Name("self", ast.Load()), f"_first_{name}", ast.Load())
+    first = ast.If(ast.UnaryOp(ast.Not(), ast.Call(ast.Name("hasattr", ast.Load()), [
+        ast.Name("self", ast.Load()), ast.Constant(f"_first_{name}")], [])),
+        [ast.Assign([ast.Attribute(ast.Name("self", ast.Load()), f"_first_{name}", ast.Store())], stmt.value)], [])
+    return ast.If(ast.Constant(True), [first, ast.Assign([ast.Name(name, ast.Store())], kept)], [])
+
+
+OPERATORS += (op_once,)
+HINTS["once"] = ("Call your module twice, with two different sequence lengths: is anything your forward made on the "
+                 "first call reused on the second?")

@@ -24,6 +24,11 @@ CASES = [  # (lesson, catalogued mistake, the operator expected to reproduce it)
     ("lesson03", "no_out_proj", "mutation:layer-skipped"),
     ("lesson03", "value_defaults_to_query", "mutation:default-fallback"),
     ("lesson05", "mean_abs", "mutation:statistic-mean-abs"),
+    # the general families added for issue 44's >= 90% (mutations_shape.py: unrounded, ends, guard-loose)
+    ("lesson06", "one_rule_for_all", "mutation:unrounded-value"),
+    ("lesson10", "multiplier_truncated_once", "mutation:unrounded-value"),
+    ("lesson09", "diagonal_skipped", "mutation:ends-swapped"),
+    ("lesson08", "n_layer_zero_accepted", "mutation:guard-loose"),
 ]
 
 

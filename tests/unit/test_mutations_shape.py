@@ -370,3 +370,129 @@ def f(x: torch.Tensor, n: int):
 '''
     (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "count"]
     assert "torch.arange(1, n + 1, dtype=torch.float32) + torch.arange(0, n, 2)" in _body(m)
+
+
+def test_a_rounded_value_read_before_its_rounding():
+    src = '''
+def f(d: int, m=None, heads: int = 8):
+    h = int(8 * d / 3)
+    if m is not None:
+        h = int(m * h)
+    n = 2 ** math.floor(math.log2(heads))
+    k = 2 ** math.ceil(math.log2(heads))
+    return h + n + k + len(range(n))
+'''
+    got = {_body(m): m.sentence for m in M.mutants(src, "f", cap=1000) if m.family == "unrounded"}
+    # the first h: read unrounded up to (and by) the statement that assigns h again, not by the return after it
+    once = next(b for b in got if "h = int(m * (8 * d / 3))" in b)
+    assert "return h + n" in once and got[once].startswith("the next `h` reads `h` before int() truncates it:")
+    # the second h: read unrounded by the return
+    assert any("return m * h + n" in b for b in got)
+    # a power of two: the count itself, at every read after it
+    pow2 = next(b for b in got if "return h + heads + k + len(range(heads))" in b)
+    assert got[pow2] == ("the result reads `n` before it is rounded down to a power of two: it gets heads itself: a "
+                         "rounding that belongs at that step is skipped")
+    assert any("return h + n + heads + len(range(n))" in b for b in got)
+    assert len(got) == 4
+    plain = "def f(x: int):\n    y = int(3.5)\n    z = x + 1\n    return y + z\n"  # no size rounded: nothing
+    assert not [m for m in M.mutants(plain, "f", cap=1000) if m.family == "unrounded"]
+
+
+def test_a_ranges_start_read_for_its_end_where_a_statement_uses_one_of_them():
+    src = '''
+def f(q: torch.Tensor, n: int, b: int, shift: int):
+    out = torch.empty_like(q)
+    for qs in range(0, n, b):
+        qe = min(qs + b, n)
+        stop = min(n, qe + shift)
+        acc = torch.zeros(qe - qs)
+        if stop - 1 > qs + shift:
+            acc = acc + 1
+        out[qs:qe] = acc
+    return out
+'''
+    got = {_body(m): m.sentence for m in M.mutants(src, "f", cap=1000) if m.family == "ends"}
+    end = next(b for b in got if "stop = min(n, qs + shift)" in b)
+    assert got[end] == ("`stop` reads `qs`, where its range starts, in place of `qe`, where it ends: the range's "
+                        "start used for its end")
+    start = next(b for b in got if "if stop - 1 > qe + shift:" in b)
+    assert "the range's end used for its start" in got[start]
+    assert len(got) == 2  # qe's own definition, the length qe - qs and the slice qs:qe use both: left alone
+    # the length of a range reversed is negative (an error at once): the sign family leaves it out
+    assert not [m for m in M.mutants(src, "f", cap=1000) if "qs - qe" in _body(m)]
+    assert not [m for m in M.mutants("def f(a, b):\n    return a + b\n", "f") if m.family == "ends"]
+
+
+def test_a_triton_kernel_is_a_helper_and_its_float32_upcast_may_be_dropped():
+    src = '''
+@triton.jit
+def _kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n, other=0.0).to(tl.float32)
+    tl.store(y_ptr + cols, x * x, mask=cols < n)
+
+
+def f(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    _kernel[(1,)](x, y, x.shape[-1], BLOCK=16)
+    return y
+'''
+    tree = ast.parse(src)
+    assert [h.name for h in M.helpers(M._scope(tree, "f"), M._parents(tree), "f")] == ["_kernel"]
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "cast-dropped"]
+    assert "x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)\n" in _body(m) + "\n"
+    assert m.sentence.startswith("in `_kernel` (or wherever your `f` does that work): `x` is computed in the input's")
+    swapped = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "arguments-swapped"]
+    assert [m.sentence.split(" in ")[0] for m in swapped] == ["`_kernel`"]  # the launch, named by its kernel
+    # inside the kernel only values change: no mask, offset or pointer (out of bounds under the interpreter)
+    inside = [m for m in M.mutants(src, "f", cap=1000) if m.sentence.startswith("in `_kernel`")]
+    assert inside and {m.family for m in inside} <= M.KERNEL_FAMILIES
+    # an axis of a shape left out of a reshape is an error at once, never an answer: not a candidate
+    shape = "def f(x, a, b, c):\n    return g(x.reshape(a, b, c), a, b)\n"
+    dropped = [_body(m) for m in M.mutants(shape, "f", cap=1000) if m.operator == "call-argument-dropped"]
+    assert len(dropped) == 2 and all("g(x.reshape(a, b, c), " in b for b in dropped)  # g's arguments only
+
+
+def test_a_mask_a_forward_makes_is_made_once_and_kept():
+    src = '''
+class f(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.keep = torch.ones(n, n, dtype=torch.bool).tril()
+
+    def forward(self, x):
+        T = x.shape[1]
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        pos = torch.arange(T, device=x.device)
+        return x.masked_fill(~causal, 0.0) + pos
+'''
+    (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.family == "once"]  # not __init__'s, not the positions
+    assert m.sentence.startswith("the mask `causal` is made once, at the first call, and kept on the module")
+    body = _body(m)
+    assert "if not hasattr(self, '_first_causal'):\n" in body and "causal = self._first_causal\n" in body
+    assert body.index("_first_causal = torch.ones(T, T") < body.index("causal = self._first_causal")
+    assert "self.keep = torch.ones(n, n, dtype=torch.bool).tril()" in body  # __init__ untouched
+
+
+def test_a_strict_integer_limit_one_step_too_far_and_per_field_in_a_loop():
+    src = '''
+class f:
+    def __post_init__(self):
+        for field in ("width", "depth"):
+            v = getattr(self, field)
+            if v < 1:
+                raise ValueError(f"{field} must be positive")
+        if self.rate > 4:
+            raise ValueError("rate too large")
+        if self.p <= 0:
+            raise ValueError("p must be positive")
+'''
+    got = {m.sentence: _body(m) for m in M.mutants(src, "f", cap=1000) if m.operator == "guard-loose"}
+    depth = got["`depth` = 0 is accepted, where the text rejects it with a ValueError (the other fields are "
+                "validated as before): its limit is one step too far"]
+    assert "if v < 0 if field == 'depth' else v < 1:" in depth
+    assert "if self.rate > 5:" in got["`self.rate` = 5 is accepted, where the text rejects it with a ValueError: the "
+                                      "validation's limit is one step too far"]
+    assert len(got) == 3  # `<=` is guard-boundary's to flip (p = 0 let through), not a second candidate here
+    order = [m.operator for m in M.mutants(src, "f", cap=1000) if m.family == "guard"]
+    assert order.index("guard-loose") > max(i for i, o in enumerate(order) if o != "guard-loose")  # last of its family
