@@ -166,14 +166,22 @@ def test_class_grading_never_uses_the_warm_grader(tmp_path, run_dir):
 @pytest.mark.slow
 def test_batch_gradescope_and_nbgrader_grade_fresh(tmp_path, run_dir, monkeypatch):
     """In this process, with warm checks on and the warm path made to fail loudly: class grading still grades
-    (so it never went through it)."""
+    (so it never went through it). Its own class zygotes (course_cli/sandboxed/class_forks.py: for_class=True,
+    the student child build, no notebook folder) are the only zygotes it may start."""
     monkeypatch.setenv("COURSE_WARM", "1")
 
     def used(*a, **k):
         raise AssertionError("class grading went through the warm grader")
 
+    zygote = warm.Zygote.__init__
+
+    def class_zygote_only(z, *a, for_class=False, **k):
+        if not for_class:
+            raise AssertionError("class grading started a student's warm zygote")
+        return zygote(z, *a, for_class=for_class, **k)
+
     monkeypatch.setattr(warm, "_grade_warm", used)
-    monkeypatch.setattr(warm.Zygote, "__init__", used)
+    monkeypatch.setattr(warm.Zygote, "__init__", class_zygote_only)
     monkeypatch.setattr(warm.Server, "__init__", used)
     from course_cli.classes.dispatch import grade_submission
 
