@@ -125,12 +125,28 @@ def layer_norm_shapes(ctx):
 
 
 def _affine_invariant(s, r, ctx):
-    msg = close(s.get("output of a·x + b"), s.get("output of x"), "LN(a·x + b) against LN(x)", tol=ctx.tol.scaled(2))
-    if msg and isinstance(s.get("output of x"), torch.Tensor):
-        return ("shifting and scaling each row (a > 0 and b constant along the last axis) must not change "
-                "LayerNorm's output, but yours changes: " + msg + ". The mean and variance must be each "
-                "row's own, over the last axis only.")
-    return same("output of x")(s, r, ctx)
+    """LN(a·x + b) = LN(x). A failure states what the numbers show: which of the shift and the scale alone changes
+    the output, and, only when the check's own row normalised alone differs from itself inside the batch, that the
+    statistics come from more than the row (a LayerNorm that never subtracts the mean keeps its rows independent:
+    it is told that the shift changes its output, not that its statistics span other rows)."""
+    base = s.get("output of x")
+    tol = ctx.tol.scaled(2)
+    msg = close(s.get("output of a·x + b"), base, "LN(a·x + b) against LN(x)", tol=tol)
+    if not (msg and isinstance(base, torch.Tensor)):
+        return same("output of x")(s, r, ctx)
+    text = ("shifting and scaling each row (a > 0 and b constant along the last axis) must not change LayerNorm's "
+            "output, but yours changes: " + msg + ".")
+    parts = {key: s.get(key) for key in ("output of x + b", "output of a·x")}
+    if all(isinstance(v, torch.Tensor) and v.shape == base.shape for v in parts.values()):
+        shift, scale = (close(v, base, key, tol=tol) for key, v in parts.items())
+        text += (f" Shifting each row by b alone {'changes it too' if shift else 'does not'}; scaling each row by a "
+                 f"alone {'changes it too' if scale else 'does not'}.")
+    row = s.get("output of row (0, 0) alone")
+    if isinstance(row, torch.Tensor) and base.dim() >= 2 and row.shape == base[:1, :1].shape \
+            and close(row, base[:1, :1], "row (0, 0) alone against in the batch", tol=tol):
+        text += (" Row (0, 0) normalised on its own gives another output than inside the batch: yours uses more "
+                 "than that row's own features (LayerNorm's mean and variance come from the last axis only).")
+    return text
 
 
 @CHECKS.probe("layer_norm", "LN(a·x + b) = LN(x) for a > 0", _affine_invariant, CPU,
@@ -139,7 +155,9 @@ def layer_norm_affine(ctx):
     x = ctx.randn(4, 5, 16, scale=2.0)  # (B, T, D)
     a = ctx.rand(4, 5, 1) * 2 + 1  # (B, T, 1): one positive scale per row, in [1, 3)
     b = ctx.randn(4, 5, 1, scale=3.0)  # (B, T, 1): one shift per row
-    return {"output of x": ctx.call(ctx.target, x), "output of a·x + b": ctx.call(ctx.target, a * x + b)}
+    return {"output of x": ctx.call(ctx.target, x), "output of a·x + b": ctx.call(ctx.target, a * x + b),
+            "output of x + b": ctx.call(ctx.target, x + b), "output of a·x": ctx.call(ctx.target, a * x),
+            "output of row (0, 0) alone": ctx.call(ctx.target, x[:1, :1])}
 
 
 def _sample_alone(s, r, ctx):
