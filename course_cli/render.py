@@ -108,14 +108,15 @@ def explains(c) -> tuple[int, int, int, int, float]:
     calls fails ("fix `X` first"); a check the lesson declared, before the same property on other inputs (its
     hidden twin's fresh draws, the drawn examples over the domain, the input battery's changed inputs, all
     after the declared checks in the results); a rule stated about the result (rows summing to 1, a mask
-    respected) before a comparison with a reference; a comparison of the forward values before one of
+    respected, the code's own outputs against each other: failure "property") before a comparison with a
+    reference; a comparison of the forward values before one of
     gradients, which a wrong forward makes wrong too; of two still alike, the one that observed fewer values
     (`CheckResult.size`, 0 unknown: last), whose input is the simpler."""
     msg = c.message or ""
     first = msg.split("\n", 1)[0]
     derived = (c.name.endswith(HIDDEN_TWIN) or c.name.startswith(DOMAIN) or _battery_entry(c)
                or msg.startswith(_HIDDEN_SAID))
-    comparison = bool(_COMPARISON.search(first))
+    comparison = c.failure != "property" and bool(_COMPARISON.search(first))
     gradient = comparison and bool(re.search(r"\bgradients? (?:of \S+ )?differs?\b", first))
     size = getattr(c, "size", 0) or float("inf")
     return (0 if _FIX_FIRST.search(msg) else 1, int(derived), int(comparison), int(gradient), size)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 
 from .engine.checks import Arg, Domain
-from .engine.compare import close, tolerance
+from .engine.compare import broken_rule, close, tolerance
 from .engine.probe import relaid
 from .interface import PASSED, arguments
 from .engine import CPU, CPU_AND_GPU, Checks, Config, Mistake, agrees_with, median_ms, raises_value_error, same
@@ -124,6 +124,12 @@ def layer_norm_shapes(ctx):
     return obs
 
 
+def _own(msg: str) -> str:
+    """A comparison of the code's outputs with each other: what it is compared with is its own output, named in
+    the message, not the reference."""
+    return msg.replace(" differs from the reference at ", " differs at ", 1)
+
+
 def _affine_invariant(s, r, ctx):
     """LN(a·x + b) = LN(x). A failure states what the numbers show: which of the shift and the scale alone changes
     the output, and, only when the check's own row normalised alone differs from itself inside the batch, that the
@@ -135,7 +141,7 @@ def _affine_invariant(s, r, ctx):
     if not (msg and isinstance(base, torch.Tensor)):
         return same("output of x")(s, r, ctx)
     text = ("shifting and scaling each row (a > 0 and b constant along the last axis) must not change LayerNorm's "
-            "output, but yours changes: " + msg + ".")
+            "output, but yours changes: " + _own(msg) + ".")
     parts = {key: s.get(key) for key in ("output of x + b", "output of a·x")}
     if all(isinstance(v, torch.Tensor) and v.shape == base.shape for v in parts.values()):
         shift, scale = (close(v, base, key, tol=tol) for key, v in parts.items())
@@ -146,7 +152,7 @@ def _affine_invariant(s, r, ctx):
             and close(row, base[:1, :1], "row (0, 0) alone against in the batch", tol=tol):
         text += (" Row (0, 0) normalised on its own gives another output than inside the batch: yours uses more "
                  "than that row's own features (LayerNorm's mean and variance come from the last axis only).")
-    return text
+    return broken_rule(text)
 
 
 @CHECKS.probe("layer_norm", "LN(a·x + b) = LN(x) for a > 0", _affine_invariant, CPU,
@@ -164,8 +170,9 @@ def _sample_alone(s, r, ctx):
     alone, inside = s.get("sample 2 alone"), s.get("sample 2 in the batch")
     msg = close(alone, inside, "sample 2 alone against sample 2 in the batch", tol=ctx.tol)
     if msg and isinstance(inside, torch.Tensor):
-        return ("one sample normalised on its own must give what it gives inside a batch of 5: "
-                + msg + ". LayerNorm's statistics come from each token's own features, never from other samples.")
+        return broken_rule("one sample normalised on its own must give what it gives inside a batch of 5: "
+                           + _own(msg) + ". LayerNorm's statistics come from each token's own features, never from "
+                           "other samples.")
     return same("sample 2 in the batch")(s, r, ctx)
 
 

@@ -96,6 +96,14 @@ def _failed(message: str, what: str) -> str:
     return message
 
 
+def broken_rule(message: str) -> str:
+    """A judge's message that says which rule the code's own outputs break between them (one row alone against
+    the same row in a batch, LN(a·x + b) against LN(x)), with the comparison of those outputs inside it: recorded
+    as a "property" failure, which feedback tells before a comparison with the reference (course_cli/render.py
+    `explains`). The message must contain the inner comparison's whole text."""
+    return _failed(message, "property")
+
+
 def close(actual, expected, what: str = "output", tol: Tolerance | None = None,
           check_dtype: bool = True) -> str | None:
     """None when `actual` matches `expected` within `tol`; otherwise a message saying how it differs."""

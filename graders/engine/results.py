@@ -23,8 +23,10 @@ STATUSES = ("passed", "failed", "error", "timeout", "not_implemented", "skipped"
 #                                                        the sandbox failed): not the student's code
 KINDS = ("check", "absent", "grader", "forbidden", "mutation")
 # How a failed check failed (the judge's message says, `compare.Failure.what`): the feedback shows a wrong shape or
-# dtype before an exception, and an exception before wrong values. "" for a message of no known kind.
-FAILURES = ("shape", "dtype", "device", "exception", "values", "")
+# dtype before an exception, and an exception before wrong values. "property": values that break a rule the code's
+# own outputs must keep between them (LN(a·x + b) = LN(x)), which feedback tells before a comparison with the
+# reference (compare.broken_rule). "" for a message of no known kind.
+FAILURES = ("shape", "dtype", "device", "exception", "values", "property", "")
 
 # An exercise's status is the worst of its checks' statuses, in this order (skipped checks do not count).
 _SEVERITY = {"not_implemented": 5, "timeout": 4, "error": 3, "failed": 2, "passed": 1, "skipped": 0}

@@ -236,7 +236,11 @@ def _verdict(check: Check, config: Config, s_obs: dict | None, r_obs: dict | Non
     if msg:
         res.status, res.message = "failed", msg
         # the kind of the comparison whose message the judge passed on (it may have added words around it)
-        res.failure = next((what for text, what in found if text in msg), "")
+        kinds = [what for text, what in found if text in msg]
+        # a broken rule's message holds its inner comparison's: the rule is the kind, unless a shape or dtype
+        # differs (those are fixed first)
+        res.failure = "property" if "property" in kinds and not {"shape", "dtype"} & set(kinds) else \
+            next((k for k in kinds if k != "property"), "")
     return res
 
 

@@ -47,3 +47,23 @@ def test_statistics_over_other_rows_are_named_where_the_row_alone_differs(tmp_pa
         assert SPANS in msg, (m.id, msg)
         told += 1
     assert told == 2
+
+
+def test_the_broken_rule_leads_not_a_check_whose_rule_the_code_keeps(tmp_path):
+    """Issue 44 item 4: a LayerNorm that keeps the mean normalises each sample on its own, so "one sample alone =
+    the same sample in a batch" fails only as a comparison with the reference; the check whose rule it breaks,
+    LN(a·x + b) = LN(x), is told first (its failure kind "property"), and its message compares the code's outputs
+    with each other, never calling them the reference."""
+    from course_cli.render import failing_checks
+
+    ex = _variant(tmp_path, MEAN, "    out = x / torch.sqrt(var + eps)  # (..., D)")
+    first, *rest = failing_checks(ex)
+    assert (first.name, first.failure) == (CHECK, "property"), [(c.name, c.failure) for c in failing_checks(ex)]
+    assert "LN(a·x + b) against LN(x) differs at " in first.message and "the reference" not in first.message
+    alone = next(c for c in rest if c.name == "one sample alone = the same sample in a batch")
+    assert alone.failure == "values" and "the reference" in alone.message  # its rule holds: a plain comparison
+    # a LayerNorm whose statistics span the batch breaks that check's own rule: said as the rule, a property
+    (m,) = [m for m in mistakes_of(L04) if m.id == "batch_dim"]
+    ex = check_one(L04, with_mistake(L04, m, tmp_path), m.exercise)
+    alone = next(c for c in ex.checks if c.name == "one sample alone = the same sample in a batch")
+    assert alone.failure == "property" and alone.message.startswith("one sample normalised on its own must give")
