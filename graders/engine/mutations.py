@@ -500,6 +500,114 @@ def op_mask(nodes, parents, ctx) -> Iterator[Site]:
                 f"the mask's meaning is inverted in {what}: the positions it should keep are the ones changed"
 
 
+_MASK_KWS = {"attn_mask", "mask", "src_mask", "attention_mask"}
+
+
+def op_nomask(nodes, parents, ctx) -> Iterator[Site]:
+    """An attention call handed no mask: its mask keyword left out (`attn_mask=causal` → the default, None), or
+    `is_causal=True` left out; not a mask the caller gave, passed on (`mask=mask`: the keyword family's). Reaches the parts the exercise builds (op.into_parts: a block's attention), where
+    the mask is most often passed."""
+    passed_on = {a.arg for fn in nodes if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for a in fn.args.args + fn.args.kwonlyargs}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if isinstance(kw.value, ast.Name) and kw.value.id in passed_on:
+                continue  # a mask the caller gave, passed on: the keyword family's (keyword-dropped)
+            if kw.arg in _MASK_KWS and not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
+                yield (i,), (lambda n, arg=kw.arg: _without_kw(n, arg)), "nomask-dropped", \
+                    (f"`{_short(node.func, 40)}` in {_target_of(nodes, parents, node)} gets no mask ({kw.arg}="
+                     f"{_short(kw.value, 20)} is left out): nothing is masked, so every query sees every key, the "
+                     f"ones it must not see included")
+            elif kw.arg == "is_causal" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+                yield (i,), (lambda n: _without_kw(n, "is_causal")), "nomask-not-causal", \
+                    (f"`{_short(node.func, 40)}` in {_target_of(nodes, parents, node)} is called without "
+                     f"is_causal=True: no causal mask, so every query sees the keys after it")
+
+
+op_nomask.into_parts = True
+
+_RANK = {"x": ("B", "T", "D")}  # the parameter, and the sizes a student who assumes its rank unpacks
+
+
+def op_rank(nodes, parents, ctx) -> Iterator[Site]:
+    """The input's rank assumed: x.shape unpacked into three sizes at the top of a module's forward whose `x` the
+    checks also give with another number of axes. Such code raises there (too few or too many values to unpack); on 3-d
+    inputs it is the reference. A forward that itself unpacks x.shape this way gives no candidate (it would be
+    the same code); one that no check calls with another rank is dropped as equivalent when probed."""
+    for fn in nodes:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward":
+            continue
+        params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
+        if not params or params[0] not in _RANK or not fn.body:
+            continue
+        x, sizes = params[0], _RANK[params[0]]
+        if any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple) and _u(n.value) == f"{x}.shape"
+               for n in ast.walk(fn)):
+            continue
+        unpack = ast.parse(f"{', '.join('_rank_' + s for s in sizes)} = {x}.shape").body[0]
+        yield (nodes.index(fn),), (lambda f, unpack=unpack: _prepend(f, unpack)), "rank-fixed", \
+            (f"`{ctx['exercise']}.forward` assumes a {len(sizes)}-d {x}: it unpacks {x}.shape into exactly "
+             f"{len(sizes)} sizes (as {', '.join(sizes)} = {x}.shape does), so an {x} with more or fewer axes, "
+             f"which the reference accepts, raises")
+
+
+_COUNTING = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)
+
+
+def _counted(node: ast.AST) -> bool:
+    """An integer count built of sizes: names, attributes (config.n_layer), integers and + - * // only."""
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, _COUNTING) and _counted(node.left) and _counted(node.right)
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    return isinstance(node, (ast.Name, ast.Attribute))
+
+
+def op_quantity(nodes, parents, ctx) -> Iterator[Site]:
+    """Two counts mixed up: a count computed from sizes (a product's, a sum's) replaced by another count computed
+    before it in the same function, as code that counts every parameter where only the matrices' belong does. In a function without loops: a cost's closed form."""
+    for fn in (n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        if any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(fn)):
+            continue  # a closed-form count's function only (a tiled loop's sizes and offsets are the other families')
+        counts = []  # the counts assigned so far, in order
+        for stmt in ast.walk(fn):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.BinOp) and _counted(stmt.value)):
+                continue
+            name = stmt.targets[0].id
+            for other in counts:
+                if other != name and other not in _names(stmt.value):
+                    j = nodes.index(stmt.value)
+                    yield (j,), (lambda n, other=other: ast.Name(other, ast.Load())), "quantity-swapped", \
+                        (f"`{name}` takes the value of `{other}`, computed before it, in place of its own count, "
+                         f"{_short(stmt.value, 30)}: the two quantities are mixed up")
+            counts.append(name)
+
+
+def op_kernel(nodes, parents, ctx) -> Iterator[Site]:
+    """A Triton exercise that launches no kernel: `rms_norm_triton(x, w, eps)` returning `rms_norm(x, w, eps)`, the
+    lesson's torch version of the same function (its name without `_triton`), before anything else runs."""
+    fn = nodes[0] if nodes and isinstance(nodes[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    if fn is None or not fn.name.endswith("_triton") or not any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) for n in nodes):
+        return
+    torch_version = fn.name.removesuffix("_triton")
+    params = [a.arg for a in fn.args.args]
+    call = ast.parse(f"return {torch_version}({', '.join(params)})").body[0]
+    yield (0,), (lambda f, call=call: _prepend(f, call)), "kernel-bypassed", \
+        (f"`{fn.name}` launches no Triton kernel: it returns {torch_version}({', '.join(params)}), computed by "
+         f"torch, before any kernel runs")
+
+
+def _prepend(fn: ast.FunctionDef, stmt: ast.stmt) -> ast.FunctionDef:
+    doc = 1 if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None),
+                                                                           ast.Constant) else 0
+    fn.body.insert(doc, copy.deepcopy(stmt))
+    return fn
+
+
 def _invert_first(call: ast.Call) -> ast.Call:
     method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, ast.Name)
                                                            and call.func.value.id in MODULES)
@@ -601,7 +709,7 @@ def _finite_fill(call: ast.Call) -> ast.Call:
 
 OPERATORS: tuple[Callable, ...] = (op_scale, op_axis, op_diagonal, op_comparison, op_slice, op_sign, op_arguments,
                                    op_cast, op_variance, op_eps, op_residual, op_repeat, op_mask, op_neginf,
-                                   op_default)
+                                   op_default, op_nomask, op_rank, op_kernel, op_quantity)
 OPERATORS += _module.MODULE_OPERATORS  # lessons 06-10's families (mutations_module.py)
 
 # Per operator family: where `course hint` sends a student whose code a mutant of that family reproduced
@@ -629,6 +737,14 @@ FAMILY_HINTS: dict[str, str] = {
     "mask": "Which value of the mask means 'may attend'? Check that the positions you fill are the ones that "
             "must get no weight.",
     "neginf": "What must a masked score become so that its weight after the softmax is exactly 0?",
+    "quantity": "List each count your code computes and say in words what it counts: is each used where the text "
+                "needs that count, and not another one?",
+    "kernel": "Does a Triton kernel run when your function is called? Follow each call from your function's "
+              "first line: which one launches `kernel[grid](...)`, and is the output what that kernel wrote?",
+    "rank": "Call your code on an input with another number of leading axes, (N, D) or (B, H, T, D): does "
+            "any line assume exactly three?",
+    "nomask": "Follow your mask from where it is built to every attention call: does each call receive it? "
+              "Change the last token of an input and check whether the outputs at earlier positions move.",
     "default": "Call your code with a non-default value of each optional argument: is it used, or silently "
                "replaced?",
 }
@@ -673,6 +789,23 @@ def helpers(nodes, parents, exercise: str) -> list[ast.AST]:
     return out
 
 
+def parts(nodes, parents, exercise: str) -> list[ast.AST]:
+    """The classes of the exercise's own cell that it builds, and those they build, in turn (a model's block, the
+    block's attention): where an operator with `into_parts` also looks. In the order first named."""
+    module = parents.get(id(nodes[0]), (None,))[0] if nodes else None
+    if not isinstance(module, ast.Module):
+        return []
+    defs = {n.name: n for n in module.body if isinstance(n, ast.ClassDef) and n is not nodes[0] and n.name != exercise}
+    out, todo = [], [nodes]
+    while todo:
+        for n in todo.pop(0):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs \
+                    and defs[n.func.id] not in out:
+                out.append(defs[n.func.id])
+                todo.append(list(ast.walk(defs[n.func.id])))
+    return out
+
+
 def _helper_sites(op, helper: ast.AST, parents, exercise: str) -> list[Site]:
     """`op`'s sites inside `helper`, each as a change of the exercise's own definition: the mutant redefines the
     helper, changed, right before the exercise (so the exercise calls the changed copy); each variant at every
@@ -700,6 +833,13 @@ def _redefined(helper: ast.AST, indices, build, exercise_def: ast.AST) -> ast.If
 KERNEL_FAMILIES = {"cast", "eps", "scale", "variance", "statistic", "online", "neginf", "activation"}
 
 
+# The families whose changes may run in an exercise that launches a Triton kernel itself (`kernel[grid](...)`): the
+# values-only ones, an optional argument's default, the kernel bypassed and an input's rank assumed (both before any
+# launch). A size, an argument's order or a buffer changed there hands the kernel memory it reads or writes out of
+# bounds (under the interpreter, the child's own heap).
+AT_LAUNCH_FAMILIES = KERNEL_FAMILIES | {"default", "kernel", "rank"}
+
+
 def _kernel(helper: ast.AST) -> bool:
     """Is this definition a Triton kernel (decorated with `triton.jit` or `jit`)?"""
     return any(_u(d).split("(")[0] in ("triton.jit", "jit") for d in getattr(helper, "decorator_list", []))
@@ -711,12 +851,17 @@ def _queues(tree: ast.Module, exercise: str, operators) -> list[list[Site]]:
     parents = _parents(tree)
     ctx = {"exercise": exercise}
     around = helpers(nodes, parents, exercise)
+    built = [p for p in parts(nodes, parents, exercise) if p not in around]
+    launches = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) for n in nodes)
     queues = []
     for op in operators:
         q: list[Site] = []
-        values_only = set(getattr(op, "families", (op.__name__.removeprefix("op_"),))) <= KERNEL_FAMILIES
-        for sites in (lambda: op(nodes, parents, ctx), *(lambda h=h: _helper_sites(op, h, parents, exercise)
-                                                        for h in around if values_only or not _kernel(h))):
+        families = set(getattr(op, "families", (op.__name__.removeprefix("op_"),)))
+        values_only = families <= KERNEL_FAMILIES
+        reach = around + (built if getattr(op, "into_parts", False) else [])
+        own = [] if launches and not families <= AT_LAUNCH_FAMILIES else [lambda: op(nodes, parents, ctx)]
+        for sites in (*own, *(lambda h=h: _helper_sites(op, h, parents, exercise)
+                              for h in reach if values_only or not _kernel(h))):
             try:
                 q += list(sites())
             except (ValueError, TypeError, AttributeError, IndexError):

@@ -357,15 +357,14 @@ def _functional(call: ast.Call) -> ast.Call:
 
 
 def op_dropout(nodes, parents, ctx) -> Iterator[Site]:
+    """Every dropout the function F.dropout (on in eval mode), a dropout on the residual stream, then each dropout
+    alone in eval mode: the stream's before the single sites, which a block with two dropouts would otherwise
+    push past the exercise's cap."""
     drops = [(i, n) for i, n in enumerate(nodes) if _dropout_call(n)]
     if len(drops) > 1:
         yield tuple(i for i, _ in drops), _functional, "dropout-in-eval-all", \
             "every dropout is the function F.dropout, whose training=True is its default: it drops values in " \
             "eval mode too (a module's dropout turns itself off in eval)"
-    for i, node in drops:
-        what = _what(nodes, parents, node)
-        yield (i,), _functional, "dropout-in-eval", \
-            f"the dropout in {what} is F.dropout with its default training=True: it drops values in eval mode too"
     for i, node in enumerate(nodes):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name) \
                 and _dropout_call(node.right):
@@ -374,6 +373,10 @@ def op_dropout(nodes, parents, ctx) -> Iterator[Site]:
                 "dropout-on-stream", \
                 f"the dropout in {what} is applied to the sum, {node.left.id} included, not to the sublayer's " \
                 f"output alone"
+    for i, node in drops:
+        what = _what(nodes, parents, node)
+        yield (i,), _functional, "dropout-in-eval", \
+            f"the dropout in {what} is F.dropout with its default training=True: it drops values in eval mode too"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -454,6 +454,48 @@ def op_parameter(nodes, parents, ctx) -> Iterator[Site]:
                 f"{what} starts at {other.split('_')[0]} instead of {name.split('_')[0]}"
 
 
+    yield from _extra_bias(nodes)
+
+
+def _extra_bias(nodes) -> Iterator[Site]:
+    """A module with a gain of ones as its `weight` parameter and no bias given a bias as well (what LayerNorm has, RMSNorm has not):
+    `self.bias`, zeros like the weight, beside it in the state dict, added to what forward returns (in its dtype)."""
+    cls = nodes[0] if nodes and isinstance(nodes[0], ast.ClassDef) else None
+    if cls is None or any(isinstance(n, ast.Attribute) and n.attr == "bias" for n in ast.walk(cls)):
+        return
+    weights = [n for n in ast.walk(cls) if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and _u(n.targets[0]) == "self.weight" and _is_parameter(n.value) and _gain(n.value.args[0])]
+    forward = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    returns = [n for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None] if forward else []
+    if len(weights) != 1 or len(returns) != 1:
+        return
+    yield (0,), _with_bias, "parameter-extra-bias", \
+        (f"`{cls.name}` has a `bias` parameter beside `weight`, which the text does not give it: its state dict has "
+         f"a `bias` key that the module's checkpoints lack, and its output adds that bias")
+
+
+def _gain(init: ast.AST) -> bool:
+    """torch.ones(dim): a gain vector of ones, one per feature."""
+    return isinstance(init, ast.Call) and _call_name(init) == "ones" and len(init.args) == 1
+
+
+def _with_bias(cls: ast.ClassDef) -> ast.ClassDef:
+    for holder in ast.walk(cls):
+        for field in ("body", "orelse"):
+            body = getattr(holder, field, None)
+            if not isinstance(body, list):
+                continue
+            for k, stmt in enumerate(list(body)):
+                if isinstance(stmt, ast.Assign) and _u(stmt.targets[0]) == "self.weight":
+                    body.insert(k + 1, ast.parse("self.bias = nn.Parameter(torch.zeros_like(self.weight))").body[0])
+                    break
+                if isinstance(stmt, ast.Return) and stmt.value is not None:
+                    body[k:k + 1] = [ast.Assign([ast.Name("_out", ast.Store())], stmt.value, lineno=0),
+                                     ast.parse("return _out + self.bias.to(_out.dtype)").body[0]]
+                    break
+    return cls
+
+
 # ----------------------------------------------------------------------------------------------
 # statistic: mean |x| for the root mean square; the input centred
 
@@ -705,7 +747,9 @@ def op_guard(nodes, parents, ctx) -> Iterator[Site]:
     """An argument's validation (`if <test>: raise ValueError`) off by one at its limit, or missing. The bound
     comes first: where the checks pass only the limit itself, a missing validation and a bound that lets the
     limit through give the same observations, and the first is the one kept (mutations.py merges the rest), so
-    its sentence, which accepts the limit, says both."""
+    its sentence, which accepts the limit, says both. A divisibility test (`a % b`) may also reject b equal to a
+    (a student who asks for fewer KV heads than query heads), last of the family."""
+    stricter = []
     for i, node in enumerate(nodes):
         if not isinstance(node, ast.If):
             continue
@@ -733,7 +777,25 @@ def op_guard(nodes, parents, ctx) -> Iterator[Site]:
         yield (i,), (lambda n: (setattr(n, "test", ast.Constant(False)), n)[1]), "guard-missing", \
             (f"the validation of {what} is missing: a value the text rejects is accepted, with no {error} "
              f"naming the argument")
-    yield from _loosened(nodes, parents)  # (after every other site of the family: a cap keeps those first)
+        for mod in (n for n in ast.walk(node.test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)):
+            a, b = mod.left, mod.right
+            if not (_names(a) - MODULES and _names(b) - MODULES) or _u(a) == _u(b):
+                continue
+            stricter.append(((i,), (lambda n, a=a, b=b: _or_equal(n, a, b)), "guard-equal-rejected",
+                             f"`{_bare(b)}` equal to `{_bare(a)}` is rejected, where the text accepts it: {_bare(a)} % "
+                             f"{_bare(b)} is 0 there; the validation asks for more than that"))
+    yield from _loosened(nodes, parents)
+    yield from stricter  # (last: a divisibility test that also rejects the two sizes equal)  # (after every other site of the family: a cap keeps those first)
+
+
+def _bare(node: ast.AST) -> str:
+    return _short(node, 24).removeprefix("self.")
+
+
+def _or_equal(node: ast.If, a: ast.AST, b: ast.AST) -> ast.If:
+    """`if test: raise` → `if test or b == a: raise` (the two sizes equal, rejected too)."""
+    node.test = ast.BoolOp(ast.Or(), [node.test, ast.Compare(copy.deepcopy(b), [ast.Eq()], [copy.deepcopy(a)])])
+    return node
 
 
 _LOOSE = {ast.Lt: -1, ast.Gt: 1}  # a strict integer limit moved one step outwards (<= and >= are flipped above)

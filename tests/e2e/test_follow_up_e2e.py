@@ -129,10 +129,13 @@ def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_p
 
 
 def test_a_candidate_that_kills_the_reference_child_costs_only_what_comes_after_it(tmp_path, monkeypatch):
-    """Lesson 05's rms_norm_triton has candidates that corrupt memory under Triton's interpreter (malloc aborts,
-    SIGSEGV; where depends on the run). Probed past the budget, the reference child used to die and take the
-    whole reference with it ("the reference solution of lesson05 failed to run"). Now the reference stands, with
-    what came before the candidate, and the counts say where a follow-up goes on."""
+    """Lesson 05's rms_norm_triton had candidates that corrupt memory under Triton's interpreter (malloc aborts,
+    SIGSEGV): a size or an argument changed where the exercise launches its kernel. Probed past the budget, the
+    reference child used to die and take the whole reference with it ("the reference solution of lesson05 failed
+    to run"); since, the reference stands with what came before the candidate (the counts of a killed child:
+    tests/unit/test_reference_split.py, test_follow_up_screen.py). Such candidates are no longer made
+    (graders/engine/mutations.py AT_LAUNCH_FAMILIES): every candidate of every exercise is probed, and the child
+    lives."""
     from course_cli.sandboxed import grading
 
     L05 = find_lesson("lesson05")
@@ -142,5 +145,5 @@ def test_a_candidate_that_kills_the_reference_child_costs_only_what_comes_after_
     assert set(reference.exercises) == {e.name for e in L05.exercises}
     for name, c in reference.mutation.items():
         assert c["next"] + c["skipped"] == c["candidates"], (name, c)
-        assert c.get("done") is True or (c["broken"] >= 1 and c["next"] == c["at"] + 1), (name, c)
+        assert c.get("done") is True, (name, c)
     assert grading.grade_notebook(L05, L05.solution_path).all_passed

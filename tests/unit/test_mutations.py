@@ -200,3 +200,146 @@ def test_a_negated_test_of_a_branch_speaks_of_the_branch_not_of_positions():
     assert "the wrong way round (<=): what runs under it runs in the cases it should skip" in by["if n <= limit:"]
     (other,) = [s for k, s in by.items() if k != "if n <= limit:"]
     assert "selects the positions it should leave out" in other
+
+
+NESTED = '''
+class Attn(nn.Module):
+    def forward(self, x, causal):
+        mask = torch.ones(4, 4, dtype=torch.bool).tril()
+        y = F.scaled_dot_product_attention(x, x, x, attn_mask=mask)
+        return F.scaled_dot_product_attention(y, y, y, is_causal=True)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attn()
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = [Block() for _ in range(2)]
+
+    def forward(self, x):
+        """x (..., D)."""
+        for b in self.blocks:
+            x = b.attn(x, mask=None)
+        return x
+
+
+class Unused(nn.Module):
+    def forward(self, x):
+        return F.scaled_dot_product_attention(x, x, x, attn_mask=self.m)
+'''
+
+
+def test_a_mask_left_out_is_looked_for_in_the_parts_the_exercise_builds():
+    """nomask: a mask keyword (or is_causal=True) left out, in the exercise and in the classes of its cell it
+    builds, in turn (a model's block's attention); never a mask of None, nor a class the exercise never builds."""
+    import ast as _ast
+
+    tree = _ast.parse(NESTED)
+    assert [p.name for p in M.parts(M._scope(tree, "Model"), M._parents(tree), "Model")] == ["Block", "Attn"]
+    ops = _by_op(NESTED, "Model")
+    dropped, = ops["nomask-dropped"]
+    redefined = _body(dropped).split("if True:")[1].split("class Model")[0]  # the changed Attn, right before Model
+    assert "attn_mask" not in redefined.split("return")[0] and "is_causal=True" in redefined
+    assert dropped.sentence.startswith("in `Attn` (or wherever your `Model` does that work): "
+                                       "`F.scaled_dot_product_attention` in `y` gets no mask (attn_mask=mask")
+    not_causal, = ops["nomask-not-causal"]
+    assert "is_causal" not in _body(not_causal).split("if True:")[1].split("class Model")[0]
+    assert "Unused" not in dropped.sentence + not_causal.sentence
+    assert "nomask-dropped" not in _by_op(NESTED.replace("attn_mask=mask", "attn_mask=None"), "Model")
+
+
+def test_an_assumed_rank_is_a_forward_that_unpacks_three_sizes():
+    """rank-fixed: `B, T, D = x.shape` after the docstring of a forward whose first argument is x; none where
+    the forward already unpacks x.shape."""
+    ops = _by_op(NESTED, "Model")
+    (m,) = ops["rank-fixed"]
+    model = _body(m).split("class Model")[1]
+    assert model.index('"""x (..., D)."""') < model.index("_rank_B, _rank_T, _rank_D = x.shape") \
+        < model.index("for b in self.blocks")
+    assert m.sentence.startswith("`Model.forward` assumes a 3-d x: it unpacks x.shape into exactly 3 sizes")
+    unpacked = NESTED.replace('"""x (..., D)."""', '"""x (..., D)."""\n        B, T, D = x.shape')
+    assert "rank-fixed" not in _by_op(unpacked, "Model")
+
+
+def test_a_divisibility_test_that_also_rejects_the_two_sizes_equal():
+    """guard-equal-rejected: `if a % b: raise` also raising where b == a, after every other site of the family."""
+    src = ("def f(n_head, n_kv):\n    if n_kv < 1:\n        raise ValueError('n_kv')\n"
+           "    if n_head % n_kv:\n        raise ValueError('n_head')\n    return n_head // n_kv\n")
+    order = [m.operator for m in M.mutants(src, "f", cap=10_000) if m.family == "guard"]
+    assert order[-1] == "guard-equal-rejected" and order.count("guard-equal-rejected") == 1
+    (m,) = _by_op(src)["guard-equal-rejected"]
+    assert "if n_head % n_kv or n_kv == n_head:" in _body(m)
+    assert m.sentence.startswith("`n_kv` equal to `n_head` is rejected, where the text accepts it")
+    assert "guard-equal-rejected" not in _by_op(src.replace("n_head % n_kv", "n_head % 2"))  # a constant: none
+
+
+GAIN = '''
+class Norm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * self.weight
+'''
+
+
+def test_a_gain_given_a_bias_beside_it():
+    """parameter-extra-bias: `self.bias`, zeros like the gain, added (in the output's dtype) to what forward
+    returns; none where the module has a bias already, nor for a weight that is not a gain of ones."""
+    (m,) = _by_op(GAIN, "Norm")["parameter-extra-bias"]
+    b = _body(m)
+    assert "self.bias = nn.Parameter(torch.zeros_like(self.weight))" in b
+    assert "_out = x * self.weight\n        return _out + self.bias.to(_out.dtype)" in b
+    assert "parameter-extra-bias" not in _by_op(GAIN.replace("return x * self.weight",
+                                                             "return x * self.weight + self.bias"), "Norm")
+    assert "parameter-extra-bias" not in _by_op(GAIN.replace("torch.ones(dim)", "torch.empty(dim, dim)"), "Norm")
+
+
+LAUNCH = '''
+@triton.jit
+def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n).to(tl.float32) * 2.0, mask=i < n)
+
+
+def double_triton(x, scale=2.0):
+    y = torch.empty_like(x)
+    n = x.shape[-1]
+    _k[(1,)](x, y, n, BLOCK=triton.next_power_of_2(n))
+    return y * math.sqrt(scale)
+'''
+
+
+def test_an_exercise_that_launches_a_kernel_is_mutated_only_where_the_kernel_stays_in_bounds():
+    """kernel-bypassed: the lesson's torch version returned before any launch. Where the exercise launches a kernel,
+    its own sites are the families that cannot hand the kernel other sizes or buffers (AT_LAUNCH_FAMILIES): no
+    argument swapped, no size read from another axis, no keyword of the launch dropped."""
+    ops = _by_op(LAUNCH, "double_triton")
+    (m,) = ops["kernel-bypassed"]
+    assert "def double_triton(x, scale=2.0):\n    return double(x, scale)\n" in _body(m)
+    assert m.sentence.startswith("`double_triton` launches no Triton kernel: it returns double(x, scale)")
+    assert {m.family for ms in ops.values() for m in ms} <= M.AT_LAUNCH_FAMILIES
+    assert "scale-dropped" in ops and not any(k.startswith(("arguments", "sizeof", "keyword")) for k in ops)
+    plain = _by_op(LAUNCH.replace("_k[(1,)](x, y, n, BLOCK=triton.next_power_of_2(n))", "y = _k(x, y, n)"),
+                   "double_triton")
+    assert "kernel-bypassed" not in plain and {"arguments-swapped", "size-from-start"} <= set(plain)
+
+
+def test_two_counts_mixed_up_in_a_closed_form():
+    """quantity-swapped: a count made of sizes replaced by another count computed before it (not one its own
+    formula reads); none in a function with a loop (a tiled kernel's sizes and offsets)."""
+    src = ("def f(V, D, L):\n    per_layer = 12 * D * D\n    params = V * D + L * per_layer\n"
+           "    n_matmul = L * per_layer\n    return 6 * n_matmul, params\n")
+    got = {_body(m).split("\n")[3].strip(): m.sentence for m in _by_op(src)["quantity-swapped"]}
+    assert set(got) == {"n_matmul = params"}  # not for a count its own formula reads (per_layer)
+    assert got["n_matmul = params"].startswith("`n_matmul` takes the value of `params`, computed before it, in "
+                                               "place of its own count, L * per_layer")
+    looped = src.replace("    return", "    for _ in range(2):\n        pass\n    return")
+    assert "quantity-swapped" not in _by_op(looped)

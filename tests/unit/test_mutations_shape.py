@@ -442,8 +442,12 @@ def f(x: torch.Tensor) -> torch.Tensor:
     (m,) = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "cast-dropped"]
     assert "x = tl.load(x_ptr + cols, mask=cols < n, other=0.0)\n" in _body(m) + "\n"
     assert m.sentence.startswith("in `_kernel` (or wherever your `f` does that work): `x` is computed in the input's")
-    swapped = [m for m in M.mutants(src, "f", cap=1000) if m.operator == "arguments-swapped"]
-    assert [m.sentence.split(" in ")[0] for m in swapped] == ["`_kernel`"]  # the launch, named by its kernel
+    # the launch's arguments are never swapped (the kernel would read and write out of bounds: mutations.py
+    # AT_LAUNCH_FAMILIES); without the launch, the same call is
+    assert not [m for m in M.mutants(src, "f", cap=1000) if m.operator == "arguments-swapped"]
+    plain = src.replace("_kernel[(1,)](x, y, x.shape[-1], BLOCK=16)", "_kernel(x, y, x.shape[-1], BLOCK=16)")
+    swapped = [m for m in M.mutants(plain, "f", cap=1000) if m.operator == "arguments-swapped"]
+    assert [m.sentence.split(" in ")[0] for m in swapped] == ["`_kernel`"]
     # inside the kernel only values change: no mask, offset or pointer (out of bounds under the interpreter)
     inside = [m for m in M.mutants(src, "f", cap=1000) if m.sentence.startswith("in `_kernel`")]
     assert inside and {m.family for m in inside} <= M.KERNEL_FAMILIES
