@@ -20,6 +20,7 @@ import json
 
 import nbformat
 import pytest
+from pathlib import Path
 
 from course_cli.sandboxed.child_build import child_build
 from course_cli.sandboxed import sandbox
@@ -73,9 +74,20 @@ def test_the_child_build_holds_no_answer(tmp_path, lesson):
     build = child_build(tmp_path / "cache", L)
     found, wanted = [], needles(L.number)
     for f in build.rglob("*"):
-        if f.is_file():
+        if f.is_file() and f.suffix != ".pyc":  # (each bytecode file is its sibling source's, checked below)
             text = f.read_text(encoding="utf-8", errors="replace")
             found += [(f.stem, n, why) for n, why in wanted.items() if n in text]
+    # compiled at build time (the sandbox binds the build read-only: a child could never write it): one fresh
+    # bytecode file per source, compiled from that source (its recorded mtime and size), and none other
+    import importlib.util
+
+    sources = sorted(build.rglob("*.py"))
+    assert sorted(build.rglob("*.pyc")) == sorted(Path(importlib.util.cache_from_source(str(f))) for f in sources)
+    for f in sources:
+        head = Path(importlib.util.cache_from_source(str(f))).read_bytes()[:16]
+        st = f.stat()
+        assert (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")) == \
+            (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF), f
     later = [l for l in LESSONS if l.number > L.number]
     assert not [f for f in build.rglob("*.py") for l in later if f.stem == f"{l.id}_{l.slug}"]
     unexpected = [(s, n, why) for s, n, why in found if (s, n) not in KNOWN and n not in GENERIC]
