@@ -505,8 +505,8 @@ _MASK_KWS = {"attn_mask", "mask", "src_mask", "attention_mask"}
 
 def op_nomask(nodes, parents, ctx) -> Iterator[Site]:
     """An attention call handed no mask: its mask keyword left out (`attn_mask=causal` → the default, None), or
-    `is_causal=True` left out; not a mask the caller gave, passed on (`mask=mask`: the keyword family's). Reaches the parts the exercise builds (op.into_parts: a block's attention), where
-    the mask is most often passed."""
+    `is_causal=True` left out; not a mask the caller gave, passed on (`mask=mask`: the keyword family's). Reaches
+    the parts the exercise builds (op.into_parts: a block's attention), where the mask is most often passed."""
     passed_on = {a.arg for fn in nodes if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
                  for a in fn.args.args + fn.args.kwonlyargs}
     for i, node in enumerate(nodes):
@@ -533,9 +533,9 @@ _RANK = {"x": ("B", "T", "D")}  # the parameter, and the sizes a student who ass
 
 def op_rank(nodes, parents, ctx) -> Iterator[Site]:
     """The input's rank assumed: x.shape unpacked into three sizes at the top of a module's forward whose `x` the
-    checks also give with another number of axes. Such code raises there (too few or too many values to unpack); on 3-d
-    inputs it is the reference. A forward that itself unpacks x.shape this way gives no candidate (it would be
-    the same code); one that no check calls with another rank is dropped as equivalent when probed."""
+    checks also give with another number of axes. Such code raises there (too few or too many values to unpack);
+    on 3-d inputs it is the reference. A forward that itself unpacks x.shape this way gives no candidate (it would
+    be the same code); one that no check calls with another rank is dropped as equivalent when probed."""
     for fn in nodes:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward":
             continue
@@ -567,10 +567,11 @@ def _counted(node: ast.AST) -> bool:
 
 def op_quantity(nodes, parents, ctx) -> Iterator[Site]:
     """Two counts mixed up: a count computed from sizes (a product's, a sum's) replaced by another count computed
-    before it in the same function, as code that counts every parameter where only the matrices' belong does. In a function without loops: a cost's closed form."""
+    before it in the same function, as code that counts every parameter where only the matrices' belong does. In
+    a function without loops only: a cost's closed form."""
     for fn in (n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
         if any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(fn)):
-            continue  # a closed-form count's function only (a tiled loop's sizes and offsets are the other families')
+            continue  # (a tiled loop's sizes and offsets are the other families')
         counts = []  # the counts assigned so far, in order
         for stmt in ast.walk(fn):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
