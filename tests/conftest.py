@@ -45,6 +45,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
+# jsonschema (which nbformat, imported by most test modules, imports) loads the optional `rfc3987_syntax` IRI
+# checker when Jupyter's dependencies installed it: 1.7 s of grammar building per process for a format no schema
+# here uses. Declined, as `course check` declines it (course_cli/sandboxed/notebook.py `_nbformat`).
+if "jsonschema" not in sys.modules:
+    sys.modules.setdefault("rfc3987_syntax", None)
+
 from graders.registry import LESSONS  # noqa: E402
 
 
@@ -106,6 +112,32 @@ def pytest_xdist_make_scheduler(config, log):
             return self.groups.get(nodeid, nodeid)
 
     return FixtureGroups(config, log)
+
+
+def _named(config, folder: Path) -> bool:
+    """Whether a path on the command line is `folder` or inside it (`tests/e2e/test_gpu.py`, `tests/unit`)."""
+    for arg in config.args:
+        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
+        if path == folder or folder in path.parents:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path, config):
+    """A tier's run does not import the other tier's modules only to deselect their tests: each xdist worker
+    collects everything it is given, and half of the fast tier's 16 s of collecting per worker was tests/e2e/
+    (docs/benchmarks.md). `--all-tiers`, a `-m` of one's own, or a folder or file named on the command line
+    collects as before."""
+    path = Path(str(collection_path))
+    if path.parent != HERE or path.name not in ("e2e", "unit", "lessons") or config.getoption("--all-tiers") \
+            or _named(config, path):
+        return None
+    markexpr = (config.getoption("markexpr") or "").strip()
+    if not markexpr:
+        return True if path == E2E else None  # the fast tier
+    if markexpr == "slow":
+        return True if path != E2E else None  # the slow tier is exactly tests/e2e/
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)

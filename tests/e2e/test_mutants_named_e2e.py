@@ -1,5 +1,6 @@
 """The slow half of tests/lessons/test_mutants_named.py: exercises whose mutants take longer to probe
-(lesson 04's layer_norm and its autograd Function, lesson 10's filter_logits), in process."""
+(lesson 04's layer_norm and its autograd Function, lesson 09's flash_attention, lesson 10's filter_logits), in
+process."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ SLOW = [
     # sites there take the term family's turn, within the cap
     ("lesson04", "mean_term_only", "mutation:term-dropped"),
     ("lesson10", "top_p_one_drops_tokens", "mutation:comparison-boundary"),
+    # lesson 09's flash_attention: its tiled loop makes about 570 000 torch calls over the candidates, each through
+    # the forbidden-call recorders (15-20 s; the fast tier's costliest test when it sat there)
+    ("lesson09", "diagonal_skipped", "mutation:ends-swapped"),
 ]
 
 

@@ -27,7 +27,6 @@ CASES = [  # (lesson, catalogued mistake, the operator expected to reproduce it)
     # the general families added for issue 44's >= 90% (mutations_shape.py: unrounded, ends, guard-loose)
     ("lesson06", "one_rule_for_all", "mutation:unrounded-value"),
     ("lesson10", "multiplier_truncated_once", "mutation:unrounded-value"),
-    ("lesson09", "diagonal_skipped", "mutation:ends-swapped"),
     ("lesson08", "n_layer_zero_accepted", "mutation:guard-loose"),
     # a forward that assumes its input's rank (rank); lesson 08's no_causal_mask (nomask, in a part GPT builds) and
     # lesson 07's dropout_on_residual_stream are named too (docs/data/mutation_coverage.json), left to the
