@@ -33,6 +33,7 @@ from course_cli.main import cli
 from graders.registry import ROOT, find_lesson
 from harness import with_code
 from harness import peak_rss_since, peak_rss_start, set_limit
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -470,7 +471,7 @@ def test_nbgrader_autograde_attacks(tmp_path, monkeypatch):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def nbgrader(*args):
-        p = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+        p = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                            timeout=900)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         return p.stdout + p.stderr

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from course_cli.main import cli
 from harness import set_limit
 from browser import AVAILABLE as HAVE_CHROMIUM, MISSING as NO_CHROMIUM
+from nbgrader_cli import nbgrader_argv
 from test_attacks import (CGROUP, ENV_SECRETS, L01, READ_SOLUTIONS, SDPA, SECRET, SOFTMAX, _processes_with,
                           attack_notebook, classmate_cell, daemon_cell, needs_sandbox, short_limits,  # noqa: F401
                           solved_copy)
@@ -68,7 +69,7 @@ def _nbgrader(course: Path):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def run(*args, ok=True):
-        p = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+        p = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                            timeout=900)
         if ok:
             assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

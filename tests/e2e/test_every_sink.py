@@ -31,6 +31,7 @@ import browser
 from course_cli import safe_text
 from graders.registry import ROOT, find_lesson
 from harness import solution_cell_index
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = [pytest.mark.slow, pytest.mark.lesson01]
 
@@ -189,7 +190,7 @@ def test_nbgrader_feedback_in_chromium(chromium, tmp_path):
     make_course(course)
 
     def nbgrader(*args):
-        p = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=_env(), capture_output=True, text=True,
+        p = subprocess.run(nbgrader_argv(*args), cwd=course, env=_env(), capture_output=True, text=True,
                            timeout=900)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 

@@ -32,6 +32,7 @@ from course_cli.instructor.nbgrader_course import make_course
 from graders.engine import mistake_source
 from graders.registry import LESSONS
 from harness import solution_cell_index
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -54,7 +55,7 @@ def nbgrader(course: Path, *args: str) -> str:
     engine's candidates cost up to 2 s per exercise, about 100 s of this test's CPU for nothing it checks."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # nbgrader runs `alembic`
            "COURSE_MUTANT_BUDGET": "0"}
-    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+    proc = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                           timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr

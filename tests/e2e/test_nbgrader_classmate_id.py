@@ -23,6 +23,7 @@ import pytest
 
 from course_cli.instructor.nbgrader_course import make_course
 from graders.registry import find_lesson
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -74,7 +75,7 @@ def test_a_submission_under_a_classmate_s_id_is_never_collected_as_theirs(tmp_pa
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def instructor(*args: str) -> str:
-        p = subprocess.run([str(BIN / "nbgrader"), *args, f"--Exchange.root={exchange}"], cwd=course, env=env,
+        p = subprocess.run(nbgrader_argv(*args, f"--Exchange.root={exchange}"), cwd=course, env=env,
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         return p.stdout + p.stderr
@@ -83,7 +84,7 @@ def test_a_submission_under_a_classmate_s_id_is_never_collected_as_theirs(tmp_pa
         entry = pwd.getpwnam(name)
         home = base / name.split("-")[1]
         p = subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
-                            str(PYTHON), "-m", "nbgrader", *args, "--course", "attention-course",
+                            *nbgrader_argv(*args, python=PYTHON), "--course", "attention-course",
                             f"--Exchange.root={exchange}"], cwd=home, capture_output=True, text=True, timeout=300,
                            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": str(SITE)})
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

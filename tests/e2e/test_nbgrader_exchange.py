@@ -20,6 +20,7 @@ import pytest
 
 from course_cli.instructor.nbgrader_course import make_course
 from graders.registry import find_lesson
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -28,7 +29,7 @@ L = find_lesson("lesson01")
 
 def nbgrader(cwd: Path, exchange: Path, *args: str) -> str:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(BIN / "nbgrader"), *args, f"--Exchange.root={exchange}"], cwd=cwd, env=env,
+    proc = subprocess.run(nbgrader_argv(*args, f"--Exchange.root={exchange}"), cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr

@@ -19,6 +19,7 @@ import pytest
 
 from course_cli.instructor.nbgrader_course import make_course
 from graders.registry import find_lesson
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -37,7 +38,7 @@ def test_broken_submissions_through_the_real_pipeline(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(private_tmp)}
 
     def nbgrader(*args):
-        p = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+        p = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                            timeout=900)
         return p.returncode, p.stdout + p.stderr
 

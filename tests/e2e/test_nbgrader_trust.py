@@ -19,6 +19,7 @@ import pytest
 
 from course_cli.instructor.nbgrader_course import RELEASE, make_course
 from graders.registry import find_lesson
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -30,7 +31,7 @@ def _gid(cell) -> str | None:
 
 
 def _run(course, env, *args):
-    p = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+    p = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                        timeout=900)
     return p.returncode, p.stdout + p.stderr
 

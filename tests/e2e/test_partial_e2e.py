@@ -15,6 +15,7 @@ from graders.registry import Exercise, find_lesson
 from graders.engine.results import CheckResult, ExerciseResult
 from graders.engine.scoring import apply_partial, partial_points
 from test_partial import L01  # noqa: F401 (helpers and fixtures shared with the fast tests)
+from nbgrader_cli import nbgrader_argv
 
 
 @pytest.mark.slow
@@ -30,7 +31,7 @@ def test_nbgrader_and_course_grade_give_the_same_partial_points(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
     def nbgrader(*args):
-        p = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True,
+        p = subprocess.run(nbgrader_argv(*args), cwd=course, env=env, capture_output=True, text=True,
                            timeout=900)
         assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
 

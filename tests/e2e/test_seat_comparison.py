@@ -22,6 +22,7 @@ from graders.engine import mistake_source
 from graders.engine.notebook import renamed_note
 from graders.registry import find_lesson
 from harness import mistakes_of, solution_cell_index
+from nbgrader_cli import nbgrader_argv
 
 pytestmark = pytest.mark.slow
 L01 = find_lesson("lesson01")
@@ -128,7 +129,7 @@ def seats(tmp_path_factory):
     from test_nbgrader import BIN
 
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([str(BIN / "nbgrader"), "autograde", L01.id, "--force"], cwd=course, env=env,
+    proc = subprocess.run(nbgrader_argv("autograde", L01.id, "--force"), cwd=course, env=env,
                           capture_output=True, text=True, timeout=1200)
     log = proc.stdout + proc.stderr  # the broken one is NOT GRADED, named; nbgrader is never handed it, so never fails
     assert proc.returncode == 0 and "NOT GRADED (0 points): broken: submitted/broken/" in log, log[-3000:]
