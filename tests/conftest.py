@@ -55,6 +55,7 @@ from graders.registry import LESSONS  # noqa: E402
 
 
 E2E = HERE / "e2e"
+LESSONS_DIR = HERE / "lessons"
 
 
 def pytest_addoption(parser):
@@ -66,7 +67,8 @@ def pytest_addoption(parser):
 def _grouped(config, items) -> None:
     """A module's tests that share a module-scoped fixture (a graded corpus, a JupyterLab, an nbgrader course, an
     installed venv, an Ubuntu root) run on one xdist worker, so the fixture is made once, not once per worker that
-    happens to get one of them; the other tests are spread one by one. Each worker writes {test id: module} for
+    happens to get one of them; a lesson's tests in tests/lessons/ run on one worker too (what they share is
+    cached per process); the other tests are spread one by one. Each worker writes {test id: module} for
     such tests where the controller's scheduler (`pytest_xdist_make_scheduler` below) reads them: xdist's own
     `--dist loadgroup` puts the group in the test's id, which pytest 9 no longer lets a plugin change (xdist 3.8
     sets `item._nodeid`; pytest 9.2's `nodeid` is `str(item._id)`), so its groups never formed."""
@@ -74,6 +76,7 @@ def _grouped(config, items) -> None:
     if not worker or not config.getvalue("loadgroup"):  # a worker's `dist` is "no"; xdist keeps this flag
         return
     groups = {}
+    ids = {lesson.id for lesson in LESSONS}
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else ()
@@ -81,6 +84,12 @@ def _grouped(config, items) -> None:
             groups[item.nodeid] = Path(str(item.fspath)).stem
         for mark in item.iter_markers("xdist_group"):  # an explicit group, as xdist documents it
             groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        if item.nodeid not in groups and LESSONS_DIR in Path(str(item.fspath)).parents:
+            # a lesson's in-process tests on one worker: its reference, its catalogue's and its mutants'
+            # observations (tests/harness.py, cached per process) are then computed once, not once per worker
+            lesson_ids = {m.name for m in item.iter_markers() if m.name in ids}
+            if len(lesson_ids) == 1:
+                groups[item.nodeid] = f"in-process {lesson_ids.pop()}"
     folder = config._tmp_path_factory.getbasetemp().parent / "xdist-groups"
     folder.mkdir(exist_ok=True)
     tmp = folder / f".{worker}.json"
