@@ -4,9 +4,10 @@ venv that first declines jsonschema's optional IRI checker (`rfc3987_syntax`).
 
 nbgrader imports jsonschema (through nbformat and Jupyter's server), and jsonschema loads that checker whenever
 Jupyter's dependencies installed it: its grammar is built at import, 2.1 of the 3.4 s that `import nbgrader.apps`
-takes here, for a format neither nbgrader's nor the course's schemas use (docs/benchmarks.md). The slow tier runs
-nbgrader about a hundred times. `course check` declines it the same way (course_cli/sandboxed/notebook.py
-`_nbformat`). The instructor guide's test runs the guide's own `nbgrader` commands, the installed script."""
+takes here, for a format neither nbgrader's nor the course's schemas use (docs/benchmarks.md). Eleven test files
+of the slow tier run nbgrader (17 commands in the exchange test alone). `course check` declines it the same way
+(course_cli/sandboxed/notebook.py `_nbformat`). The instructor guide's test runs the guide's own `nbgrader`
+commands, the installed script."""
 
 from __future__ import annotations
 
