@@ -202,6 +202,13 @@ def follow_ups() -> bool:
     return os.environ.get("COURSE_FOLLOW_UPS", "1") != "0"
 
 
+def idle_probes() -> bool:
+    """A warm server probes, while no check runs, the mutation candidates its references left unprobed, so that a
+    failing check finds its cause already probed (course_cli/sandboxed/warm.py `Server.idle_probes`;
+    COURSE_IDLE_PROBES=0: never, a failing check follows up as a cold one does)."""
+    return os.environ.get("COURSE_IDLE_PROBES", "1") != "0" and follow_ups()
+
+
 _ON_DEMAND: list[bool] = []  # inside `mutants_on_demand`
 
 

@@ -35,6 +35,10 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # workspace would outlive the test that started it.
 os.environ.setdefault("COURSE_WARM", "0")
 os.environ.setdefault("COURSE_INIT_REFERENCES", "0")  # `course init` in a test does not build every reference
+# A warm server a test starts probes no candidate while idle (course_cli/sandboxed/warm.py, the idle probes): each
+# would spend its idle seconds on a lesson's candidates beside the other tests; tests/e2e/test_follow_up_e2e.py
+# turns them on.
+os.environ.setdefault("COURSE_IDLE_PROBES", "0")
 # An xdist worker is one of N processes sharing the cores: with torch's default pool in each, N x cores threads
 # busy-wait on the cores and every worker runs ~3x slower (the fast tier on 2 cores, 2 workers: 3 min 38 s with
 # torch's default threads, 1 min 10 s with one thread per worker; docs/benchmarks.md). Each worker takes its

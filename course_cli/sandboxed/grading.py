@@ -405,81 +405,108 @@ def follow_up(lesson: Lesson, reference: Reference, exercises: list[str], screen
     the child probes with that seed, and what it finds joins the in-memory reference (`origin`), never a file.
     Probing by count, the cause named does not depend on how many candidates the reference child's time budget
     reached on this machine: every seat names the same one."""
-    module = __import__(lesson.module, fromlist=["CHECKS"])
-    screen = screen or {}
-    plan = {}
-    for e in exercises:
-        first, total = reference.next_candidate(e), (reference.mutation.get(e) or {}).get("candidates")
-        todo = list(range(first, total)) if first is not None and isinstance(total, int) else []
-        for n, seen in sorted(reference.screened(e).items()):
-            if not (e in screen and screen[e][0] in seen and _rules_out(module, e, screen[e], seen, reference)):
-                todo.append(n)
-        if todo:
-            plan[e] = {"candidates": sorted(todo), "screen": screen[e][0] if e in screen else None}
-    if not plan or (reference.path is None and not trusted):
-        return []
-    import torch  # lazy: torch costs 1-2 s to import, and a passing check never gets here (it judged: loaded)
+    running = FollowUp.start(lesson, reference, exercises, screen, trusted)
+    return running.finish() if running is not None else []
 
-    for e, asked in plan.items():
-        if asked["screen"]:  # the student's observation, as data the child loads with weights_only
-            buf = io.BytesIO()
-            torch.save(screen[e][1], buf)
-            asked["student"] = base64.b64encode(buf.getvalue()).decode()
-    child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(plan), "cpu",
-                          mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws, strict=trusted,
-                          hidden_seed=settings.hidden_seed() if trusted else None,
-                          job_extra={"catalogue": False, "mutant_follow": plan})
-    try:
-        child.wait()
-        report = child.json("mutants.json")
-        counts, died_in = _mutation_progress(report)
-        if (child.death() or child.timed_out) and not died_in:
-            return []  # the diagnosis stays with the facts; the next failing check tries again
-        # (died_in: a candidate killed it; those before it stand, and it counts as broken)
-        found = {k: v for k, v in _read_mutants(lesson, child).items()
-                 if v is not None and not isinstance(v, _Unreadable)}
-        seen_now = _read_screened(lesson, child)
-    finally:
-        child.cleanup()
-    added = []
-    for exercise, asked in plan.items():
-        if not isinstance(counts.get(exercise), dict):
-            continue
-        now = counts[exercise]
-        probed = _probed(report, exercise)
-        if exercise in died_in and isinstance(now.get("at"), int):
-            probed.add(now["at"])  # the candidate that killed it: broken, never again
-        reached = [n for n in asked["candidates"] if not (exercise in died_in and n > now.get("at", -1))]
-        for target in {id(r): r for r in (reference, reference.origin) if r is not None}.values():
-            mine = mutation_entries(target.mistakes_of(exercise), exercise)
-            for k, obs in sorted(found.items()):
-                if mutation_exercise(k) != exercise or k in mine:
-                    continue
-                twin = next((o for o in mine.values() if _identical(obs["checks"], o["checks"])), None)
-                if twin is None:
-                    target.mistakes[k] = mine[k] = dict(obs)
-                elif isinstance(twin.get("mutant"), dict) and isinstance(obs.get("mutant"), dict):
-                    for said in (obs["mutant"], *(obs["mutant"].get("also") or ())):  # the checks cannot tell them apart
-                        if isinstance(said, dict) and isinstance(said.get("sentence"), str):
-                            add_alias(twin["mutant"], str(said.get("operator")), said["sentence"], said.get("n"))
-            kept = target.screened(exercise)
-            for n in reached:
-                if n in probed:
-                    kept.pop(n, None)
-                elif n in seen_now.get(exercise, {}):
-                    kept[n] = {**kept.get(n, {}), **seen_now[exercise][n]}
-            target.mistakes[screened_key(exercise)] = {"checks": {}, "screened": kept}
-            before = target.mutation.get(exercise, {})
-            total = now.get("candidates", before.get("candidates", 0))
-            nxt = max([before.get("next", 0) if isinstance(before.get("next"), int) else 0,
-                       *(n + 1 for n in reached)])
-            target.mutation[exercise] = {**before, **{c: before.get(c, 0) + now.get(c, 0)
-                                                      for c in ("tried", "kept", "equivalent", "merged", "broken")},
-                                         "candidates": total, "next": nxt, "skipped": max(0, total - nxt),
-                                         "screened": len(kept), "done": True}
-        added.append(exercise)
-    _save_follow_up(lesson, reference, added)
-    return added
+
+class FollowUp:
+    """One follow-up's child in flight (`follow_up` is `start`, then `finish`). The warm server also starts one
+    for an exercise when no check is running (course_cli/sandboxed/warm.py, the idle probes), waits for its child
+    on a thread of its own, and finishes it between checks."""
+
+    def __init__(self, lesson: Lesson, reference: Reference, plan: dict, child, trusted: bool):
+        self.lesson, self.reference, self.plan, self.child, self.trusted = lesson, reference, plan, child, trusted
+
+    @staticmethod
+    def start(lesson: Lesson, reference: Reference, exercises: list[str], screen: dict | None = None,
+              trusted: bool = False, nice: int = 0) -> "FollowUp | None":
+        """Plan `exercises`' candidates and start the child that probes them (`nice`: its scheduling priority,
+        inherited by everything it starts); None when there is nothing to probe."""
+        module = __import__(lesson.module, fromlist=["CHECKS"])
+        screen = screen or {}
+        plan = {}
+        for e in exercises:
+            first, total = reference.next_candidate(e), (reference.mutation.get(e) or {}).get("candidates")
+            todo = list(range(first, total)) if first is not None and isinstance(total, int) else []
+            for n, seen in sorted(reference.screened(e).items()):
+                if not (e in screen and screen[e][0] in seen and _rules_out(module, e, screen[e], seen, reference)):
+                    todo.append(n)
+            if todo:
+                plan[e] = {"candidates": sorted(todo), "screen": screen[e][0] if e in screen else None}
+        if not plan or (reference.path is None and not trusted):
+            return None
+        import torch  # lazy: torch costs 1-2 s to import, and a passing check never gets here (it judged: loaded)
+
+        for e, asked in plan.items():
+            if asked["screen"]:  # the student's observation, as data the child loads with weights_only
+                buf = io.BytesIO()
+                torch.save(screen[e][1], buf)
+                asked["student"] = base64.b64encode(buf.getvalue()).decode()
+        child = sandbox.start(lesson.module, graded_cells(read_notebook(lesson.solution_path)), list(plan), "cpu",
+                              mistakes=True, visible=[ROOT / "solutions"], draws=reference.draws, strict=trusted,
+                              hidden_seed=settings.hidden_seed() if trusted else None,
+                              job_extra={"catalogue": False, "mutant_follow": plan}, nice=nice)
+        return FollowUp(lesson, reference, plan, child, trusted)
+
+    def kill(self) -> None:
+        """Stop the child and remove what it wrote (nothing joins the reference)."""
+        self.child.kill_all()
+        self.child.cleanup()
+
+    def finish(self) -> list[str]:
+        """Wait for the child, add what it probed whole to the reference (and its origin, and the disk cache)."""
+        lesson, reference, plan, child = self.lesson, self.reference, self.plan, self.child
+        try:
+            child.wait()
+            report = child.json("mutants.json")
+            counts, died_in = _mutation_progress(report)
+            if (child.death() or child.timed_out) and not died_in:
+                return []  # the diagnosis stays with the facts; the next failing check tries again
+            # (died_in: a candidate killed it; those before it stand, and it counts as broken)
+            found = {k: v for k, v in _read_mutants(lesson, child).items()
+                     if v is not None and not isinstance(v, _Unreadable)}
+            seen_now = _read_screened(lesson, child)
+        finally:
+            child.cleanup()
+        added = []
+        for exercise, asked in plan.items():
+            if not isinstance(counts.get(exercise), dict):
+                continue
+            now = counts[exercise]
+            probed = _probed(report, exercise)
+            if exercise in died_in and isinstance(now.get("at"), int):
+                probed.add(now["at"])  # the candidate that killed it: broken, never again
+            reached = [n for n in asked["candidates"] if not (exercise in died_in and n > now.get("at", -1))]
+            for target in {id(r): r for r in (reference, reference.origin) if r is not None}.values():
+                mine = mutation_entries(target.mistakes_of(exercise), exercise)
+                for k, obs in sorted(found.items()):
+                    if mutation_exercise(k) != exercise or k in mine:
+                        continue
+                    twin = next((o for o in mine.values() if _identical(obs["checks"], o["checks"])), None)
+                    if twin is None:
+                        target.mistakes[k] = mine[k] = dict(obs)
+                    elif isinstance(twin.get("mutant"), dict) and isinstance(obs.get("mutant"), dict):
+                        for said in (obs["mutant"], *(obs["mutant"].get("also") or ())):  # the checks cannot tell them apart
+                            if isinstance(said, dict) and isinstance(said.get("sentence"), str):
+                                add_alias(twin["mutant"], str(said.get("operator")), said["sentence"], said.get("n"))
+                kept = target.screened(exercise)
+                for n in reached:
+                    if n in probed:
+                        kept.pop(n, None)
+                    elif n in seen_now.get(exercise, {}):
+                        kept[n] = {**kept.get(n, {}), **seen_now[exercise][n]}
+                target.mistakes[screened_key(exercise)] = {"checks": {}, "screened": kept}
+                before = target.mutation.get(exercise, {})
+                total = now.get("candidates", before.get("candidates", 0))
+                nxt = max([before.get("next", 0) if isinstance(before.get("next"), int) else 0,
+                           *(n + 1 for n in reached)])
+                target.mutation[exercise] = {**before, **{c: before.get(c, 0) + now.get(c, 0)
+                                                          for c in ("tried", "kept", "equivalent", "merged", "broken")},
+                                             "candidates": total, "next": nxt, "skipped": max(0, total - nxt),
+                                             "screened": len(kept), "done": True}
+            added.append(exercise)
+        _save_follow_up(lesson, reference, added)
+        return added
 
 
 def _rules_out(module, exercise: str, screen: tuple, seen: dict, reference: Reference) -> bool:
@@ -662,11 +689,12 @@ class Grading:
 
     def __init__(self, lesson: Lesson, cells: list[dict], notebook: str = "", exercises: list[str] | None = None,
                  only_public: bool = False, cwd: str | None = None, trusted: bool = False, runner=None,
-                 reference: "Reference | None" = None):
+                 reference: "Reference | None" = None, before_follow_up=None):
         only_public = only_public or registry.STUDENT_DISTRIBUTION  # the distribution ships the public references only
         self.lesson, self.cells, self.notebook, self.only_public, self.cwd = lesson, cells, notebook, only_public, cwd
         self.trusted = trusted
         self.runner = runner or sandbox.start
+        self.before_follow_up = before_follow_up  # called with the exercises just before this grading follows up
         self.wanted = [e for e in lesson.exercises if exercises is None or e.name in exercises]
         self.names = [e.name for e in self.wanted]
         self.reference, self.ref_path = reference, None
@@ -709,8 +737,13 @@ class Grading:
                        and not is_cause(r.diagnosis_id) and reference.unprobed(r.id)
                        and all(status.get(d, "passed") == "passed" for d in lesson.exercise(r.id).depends)]
             # (an exercise whose part fails too is told "fix X first": its own candidates would not explain it)
-            if unnamed and settings.follow_ups() and lesson.solution_path.exists() and \
-                    follow_up(lesson, reference, unnamed, screens(module, obs, result, unnamed), self.trusted):
+            if unnamed and settings.follow_ups() and lesson.solution_path.exists():
+                if self.before_follow_up is not None:
+                    self.before_follow_up(unnamed)
+                followed = follow_up(lesson, reference, unnamed, screens(module, obs, result, unnamed), self.trusted)
+            else:
+                followed = []
+            if followed:
                 result = _judge(lesson, module, student, obs, gpu, reference, cells, self.notebook, self.wanted,
                                 self.only_public)
             if self.only_public:

@@ -903,10 +903,13 @@ def remove_tree(path: "Path | str") -> None:
             pass
 
 
-def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None, file_limit: int | None = None):
+def _limits(memory: int | None, cgroup: Path | None, mem_cgroup: Path | None = None, file_limit: int | None = None,
+            nice: int = 0):
     file_limit = file_limit or limits().file
 
     def apply():
+        if nice:
+            os.nice(nice)  # inherited by everything it starts (a warm server's idle probes: nice 19)
         if memory:
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -943,7 +946,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
           mistakes: bool = False, only_public: bool = False, exercise_timeout: float | None = None,
           cwd: str | None = None, bench: bool = False, visible: "list[Path] | tuple" = (),
           strict: bool = False, extra_env: dict | None = None, hidden_seed: int | None = None,
-          draws: dict | None = None, job_extra: dict | None = None) -> Child:
+          draws: dict | None = None, job_extra: dict | None = None, nice: int = 0) -> Child:
     """Start a child on `cells`; it probes `exercises` on `device` (and the mistakes if asked).
 
     `visible`: paths the sandboxed child may read besides Python and the graders (the solved notebooks a
@@ -985,7 +988,7 @@ def start(module: str, cells: list[dict], exercises: list[str], device: str = "c
         proc = subprocess.Popen(command, cwd=str(out) if sandboxed else (cwd or str(out)), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=setup_err if setup_err is not None else subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup, lim.file),
+                                start_new_session=True, preexec_fn=_limits(memory, cgroup, mem_cgroup, lim.file, nice),
                                 pass_fds=(theirs.fileno(),))
     except BaseException:
         report.close()

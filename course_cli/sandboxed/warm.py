@@ -648,11 +648,12 @@ class Zygote:
         shutil.rmtree(self.jobs, ignore_errors=True)
 
 
-def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises, only_public, cwd):
+def _warm_grading(zygote: Zygote, reference, lesson, cells, notebook, exercises, only_public, cwd,
+                  before_follow_up=None):
     """grading.Grading with the zygote as its runner and the reference from memory: the cold grading's rules,
     its student's CPU child forked instead of started."""
     return _grading().Grading(lesson, cells, notebook, exercises, only_public, cwd, runner=zygote.runner,
-                              reference=reference.for_one_grading())
+                              reference=reference.for_one_grading(), before_follow_up=before_follow_up)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -676,18 +677,122 @@ class Server:
         # Every grading runs on one worker thread: torch gives each thread that computes its own pool of
         # OpenMP threads, and a thread per check would leave a pool behind per check.
         self.queue: "queue.Queue" = queue.Queue()
+        self.working = False  # the worker thread is running something (a check, the prewarm, an idle probe's step)
+        self.checks = 0  # checks graded so far (the idle probes look again for work after each)
+        self.probing = None  # the idle probe in flight: (lesson id, exercise, grading.FollowUp)
+        self.probe_tries: dict[tuple[str, str], int] = {}
         threading.Thread(target=self._work, daemon=True).start()
 
     def _work(self) -> None:
         while True:
             fn, box, done = self.queue.get()
+            self.working = True
             try:
                 box["reply"] = fn()
             except Exception as exc:
                 traceback.print_exc()
                 box["reply"] = {"error": f"{type(exc).__name__}: {exc}"}
             finally:
+                self.working = False
                 done.set()
+
+    def _on_worker(self, fn):
+        """Run `fn` on the worker thread, between checks, and return what it returned."""
+        box: dict = {}
+        done = threading.Event()
+        self.queue.put((fn, box, done))
+        done.wait()
+        return box.get("reply")
+
+    # the idle probes -----------------------------------------------------------------------------------
+    IDLE_PROBE_AFTER = 2.0  # seconds without a check before an idle probe starts
+    PROBE_TRIES = 2  # an exercise whose probe ends without progress this many times is left to the follow-ups
+
+    def _idle(self) -> bool:
+        return not (self.busy or self.working or self.queue.qsize()) and \
+            time.monotonic() - self.last >= self.IDLE_PROBE_AFTER
+
+    def idle_probes(self) -> None:
+        """While no check runs, probe whole the mutation candidates the references this server holds left
+        unprobed (past the reference child's time budget, or screened out by a follow-up), one exercise at a
+        time, in a follow-up child (grading.FollowUp) at the lowest scheduling priority. What it probes joins the
+        server's reference and the disk cache as a check's follow-up does, so a failing check later finds its
+        cause among them and starts no follow-up of its own: the follow-up's cost is paid while the student
+        reads or types, not in a check. A check that follows up on the exercise being probed stops the probe
+        (`_yield_probe`). A thread of its own (settings.idle_probes()); each step that touches the reference runs
+        on the worker thread, between checks."""
+        seen = None
+        while not self.done:
+            time.sleep(0.5)
+            if not self._idle():
+                continue
+            state = (self.checks, tuple(self.references))
+            if state == seen:
+                continue  # nothing was left to probe, and no check or reference came since
+            running = self._on_worker(self._start_probe)
+            if not isinstance(running, tuple):
+                seen = state
+                continue
+            lesson_id, exercise, follow = running
+            try:
+                follow.child.wait()  # here, not on the worker: checks go on meanwhile
+            except Exception:
+                traceback.print_exc()
+            self._on_worker(lambda: self._finish_probe(lesson_id, exercise, follow))
+
+    def _start_probe(self):
+        """On the worker: the next exercise with candidates left, its follow-up child started (nice 19)."""
+        if not self._idle_now():
+            return None
+        grading = _grading()
+        for lesson_id, reference in reversed(list(self.references.items())):
+            lesson = find_lesson(lesson_id)
+            if not lesson.solution_path.exists() or reference.path is None:
+                continue
+            for e in lesson.exercises:
+                if self.probe_tries.get((lesson_id, e.name), 0) >= self.PROBE_TRIES or not reference.unprobed(e.name):
+                    continue
+                follow = grading.FollowUp.start(lesson, reference, [e.name], nice=19)
+                if follow is None:
+                    continue
+                self.probing = (lesson_id, e.name, follow)
+                print(f"{time.strftime('%H:%M:%S')} {lesson_id}: idle probe of {e.name} "
+                      f"({len(follow.plan[e.name]['candidates'])} candidates)", file=sys.stderr, flush=True)
+                return self.probing
+        return None
+
+    def _idle_now(self) -> bool:
+        """On the worker (which is running this): no check waiting, none for IDLE_PROBE_AFTER seconds."""
+        return not (self.busy or self.queue.qsize()) and time.monotonic() - self.last >= self.IDLE_PROBE_AFTER
+
+    def _finish_probe(self, lesson_id: str, exercise: str, follow) -> None:
+        """On the worker: what the probe found joins the reference, unless a check stopped it."""
+        if self.probing is None or self.probing[2] is not follow:  # stopped by a check (`_yield_probe`)
+            follow.child.cleanup()
+            return
+        self.probing = None
+        reference = self.references.get(lesson_id)
+        before = (reference.mutation.get(exercise) or {}).get("next") if reference is not None else None
+        added = follow.finish()
+        after = (reference.mutation.get(exercise) or {}).get("next") if reference is not None else None
+        if exercise not in added or (after == before and reference.unprobed(exercise)):
+            self.probe_tries[(lesson_id, exercise)] = self.probe_tries.get((lesson_id, exercise), 0) + 1
+        print(f"{time.strftime('%H:%M:%S')} {lesson_id}: idle probe of {exercise} "
+              f"{'done' if exercise in added else 'ended without a result'}", file=sys.stderr, flush=True)
+
+    def _yield_probe(self, lesson_id: str, exercises: list[str]) -> None:
+        """On the worker, before a check's follow-up: stop an idle probe of the same exercises (the follow-up
+        probes them now, for this student, screened on the check that failed)."""
+        if self.probing is not None and self.probing[0] == lesson_id and self.probing[1] in exercises:
+            follow, self.probing = self.probing[2], None
+            follow.child.kill_all()
+
+    def stop_probe(self) -> None:
+        if self.probing is not None:
+            try:
+                self.probing[2].child.kill_all()
+            except Exception:
+                pass
 
     def reference(self, lesson):
         if lesson.id not in self.references:
@@ -768,8 +873,8 @@ class Server:
                 fresh = (lesson.id, cwd) not in self.zygotes
                 z = self.zygote(lesson, cwd)
                 try:
-                    result = _warm_grading(z, reference, lesson, cells, name, exercises, only_public,
-                                           cwd).finish()
+                    result = _warm_grading(z, reference, lesson, cells, name, exercises, only_public, cwd,
+                                           lambda unnamed: self._yield_probe(lesson.id, unnamed)).finish()
                     _mark("judge")  # read back and judged
                     wire = to_wire(result)
                     _mark("wire")
@@ -777,6 +882,7 @@ class Server:
                     print(f"{time.strftime('%H:%M:%S')} {lesson.id}: {time.monotonic() - t0:.2f} s"
                           f"{' (new zygote)' if fresh else ''}\n  phases: "
                           + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()), file=sys.stderr, flush=True)
+                    self.checks += 1
                     return {"result": wire, "phases": phases}
                 except WarmUnavailable as exc:
                     z.broken = True
@@ -849,6 +955,8 @@ class Server:
         idle = settings.warm_idle()
         if lesson_id:
             self.queue.put((lambda: self.prewarm(lesson_id, cwd), {}, threading.Event()))
+        if settings.idle_probes():
+            threading.Thread(target=self.idle_probes, daemon=True).start()
         try:
             while not self.done:
                 try:
@@ -874,6 +982,8 @@ class Server:
             except OSError:
                 pass
             self.path.with_suffix(".pid").unlink(missing_ok=True)
+            self.done = True
+            self.stop_probe()
             for z in self.zygotes.values():
                 try:
                     z.stop()

@@ -47,7 +47,7 @@ def _late_mutants(tmp_path: Path, n_wanted: int = 2) -> list[tuple[Path, str]]:
     raise AssertionError(f"too few late candidates of {EXERCISE} are named in process")
 
 
-def _check(path: Path, cache: Path, **env) -> tuple[dict, float]:
+def _check(path: Path, cache: Path, code: int = 1, **env) -> tuple[dict, float]:
     import time
 
     full = {**os.environ, "PYTHONPATH": str(ROOT), "COURSE_CACHE_DIR": str(cache), "COURSE_MUTANT_BUDGET": "0",
@@ -55,8 +55,31 @@ def _check(path: Path, cache: Path, **env) -> tuple[dict, float]:
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "course_cli", "check", LESSON.id, "--notebook", str(path), "--json"],
                        capture_output=True, text=True, env=full, cwd=ROOT, timeout=600)
-    assert r.returncode == 1, r.stderr[-3000:]
+    assert r.returncode == code, r.stderr[-3000:]
     return json.loads(r.stdout), time.perf_counter() - t
+
+
+def _idle_probes_ended(run_dir: Path, started: int | None = None, limit: float = 600.0) -> None:
+    """Wait until the warm server's log says `started` idle probes have started, or (None) until every probe it
+    started has ended and none started for 5 s."""
+    import re
+    import time
+
+    t0, last = time.monotonic(), None
+    while time.monotonic() - t0 < limit:
+        text = "".join(p.read_text() for p in run_dir.glob("*/w-*.log"))
+        began = len(re.findall(r"^\S+ \S+: idle probe of \S+ \(", text, re.M))
+        ended = len(re.findall(r"^\S+ \S+: idle probe of \S+ (?:done|ended)", text, re.M))
+        if started is not None and began >= started:
+            return
+        if started is None and began and began == ended:
+            if last == text:
+                return
+            last = text
+            time.sleep(5)
+            continue
+        time.sleep(0.5)
+    raise AssertionError(f"the idle probes did not end within {limit:g} s:\n{text[-3000:]}")
 
 
 def _block(result: dict) -> dict:
@@ -113,6 +136,30 @@ def test_a_late_candidate_is_named_by_the_follow_up_cold_and_warm_and_kept(tmp_p
     assert warm_checks(run_dir) >= 1
     assert all(r == first for r in warm)
     assert _cached_counts(tmp_path / "warm")["skipped"] == 0
+
+    # a warm server left idle probes what the reference left (its idle probes): a check while they run gets the
+    # same words; once they end, every candidate is probed whole and a failing check starts no follow-up
+    # (a server of other settings, another key: it replaces the one above, in the same short run folder)
+    idle, idle_run = tmp_path / "idle", run_dir
+    _copy_reference(tmp_path / "unprobed", idle)
+    probing = {"COURSE_WARM": "1", "COURSE_IDLE_PROBES": "1", "XDG_RUNTIME_DIR": str(idle_run)}
+    solved = path.parent / "solved.ipynb"
+    solved.write_bytes(LESSON.solution_path.read_bytes())
+    try:
+        assert _check(solved, idle, code=0, **probing)[0]["score"] == LESSON.max_score  # starts the server
+        _idle_probes_ended(idle_run, started=1)  # a probe has started
+        during, _ = _check(path, idle, **probing)
+        assert during == first
+        _idle_probes_ended(idle_run)
+        counts = _cached_counts(idle)
+        assert counts["skipped"] == 0 and counts["screened"] == 0 and counts["done"] is True
+        stamps = _stamps(idle)
+        after, _ = _check(other, idle, **probing)
+        assert after == second
+        assert _stamps(idle) == stamps  # named from what the idle probes kept: no follow-up wrote the cache
+    finally:
+        for line in "".join(p.read_text() for p in idle_run.glob("*/w-*.log")).splitlines():
+            print(line)  # shown when the test fails: the probes and the checks, with their phases
 
     # class grading (`course grade`: a trusted reference in memory, the class's hidden seed) follows up too, by
     # count: the same causes as `course check`, whatever the reference child's budget reached on this machine
