@@ -752,7 +752,13 @@ class Server:
             for e in lesson.exercises:
                 if self.probe_tries.get((lesson_id, e.name), 0) >= self.PROBE_TRIES or not reference.unprobed(e.name):
                     continue
-                follow = grading.FollowUp.start(lesson, reference, [e.name], nice=19)
+                try:
+                    follow = grading.FollowUp.start(lesson, reference, [e.name], nice=19)
+                except Exception as exc:  # no sandbox, no child: counts as a try, as a child that ends badly
+                    print(f"{time.strftime('%H:%M:%S')} {lesson_id}: idle probe of {e.name} could not start: "
+                          f"{exc!r}", file=sys.stderr, flush=True)
+                    self.probe_tries[(lesson_id, e.name)] = self.probe_tries.get((lesson_id, e.name), 0) + 1
+                    continue
                 if follow is None:
                     continue
                 self.probing = (lesson_id, e.name, follow)

@@ -133,3 +133,16 @@ def test_an_exercise_whose_probe_twice_ends_without_a_result_is_left_to_the_foll
         assert got is not None and got[1] == "softmax"
         server._finish_probe(*got)
     assert server._start_probe() is None
+
+
+def test_a_probe_that_cannot_start_counts_as_a_try(server, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("no sandbox here")
+
+    server.references["lesson01"] = _Reference({"softmax"})
+    monkeypatch.setattr(_FollowUp, "start", classmethod(lambda cls, *a, **k: refuse()))
+    for _ in range(warm.Server.PROBE_TRIES):
+        assert server._start_probe() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(grading, "FollowUp", _FollowUp)
+    assert server._start_probe() is None and not _FollowUp.started  # given up on
