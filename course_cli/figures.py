@@ -109,15 +109,22 @@ def caption(data: dict) -> str:
     return html.escape(text) + "."
 
 
-def exercise_figures(ex) -> list[str]:
-    """The SVG figures of an exercise's failing checks (at most one: the first drawable one)."""
+def exercise_figures(ex, told: list | None = None) -> list[str]:
+    """The SVG figures of an exercise's failing checks (at most one). `told`: the failing checks in the order the
+    report tells them (render.failing_checks); the figure is of the first of them that has one, so it pictures
+    the check the report leads with when that check has a figure. When it is of a later check, its caption
+    says which: a picture under the lead is read as a picture of the lead."""
     if ex.status == "passed":
         return []
-    for c in ex.checks:
+    rows = told if told is not None else [c for c in ex.checks if c.status != "passed"]
+    for c in rows:
         data = getattr(c, "figure", None)
         if data and c.status != "passed":
             try:
-                return [matrix_svg(data) + f'<div class="dim caption">{caption(data)}</div>']
+                text = caption(data)
+                if told and c is not told[0]:
+                    text = f"This picture is of another failing check, {html.escape(c.name)}: " + text
+                return [matrix_svg(data) + f'<div class="dim caption">{text}</div>']
             except Exception:  # a figure is a convenience
                 return []
     return []

@@ -484,7 +484,7 @@ def exercise_html(ex, lesson: str, blockers: list[str] | None = None, figures: b
     if figures and ex.status != "passed":
         from course_cli.figures import exercise_figures
 
-        for svg in exercise_figures(ex):
+        for svg in exercise_figures(ex, rows):
             out.append(f'<div class="figure">{svg}</div>')
     out.append("</div>")
     return "".join(out)

@@ -366,6 +366,29 @@ def test_a_failing_matrix_carries_a_figure_with_the_leak_and_the_first_bad_cell(
         "http://www.w3.org/2000/svg", "")  # self-contained
 
 
+def test_the_figure_is_of_the_check_told_first_and_names_another_check_when_it_is_not():
+    """A rule the code's outputs break leads the report (render.failing_checks); a figure of a later comparison
+    under it says whose picture it is (lesson 04's mean-keeping LayerNorm: the lead was LN(a·x + b) = LN(x), the
+    picture one of the comparisons)."""
+    from course_cli.figures import exercise_figures
+
+    fig = {"student": [[1.0, 2.0]], "reference": [[1.0, 3.0]], "what": "output", "first": [0, 1]}
+    rule = CheckResult("shift and scale", "failed", message="LN(a·x + b) = LN(x) for a > 0: broken", failure="property")
+    comparison = CheckResult("output with weight", "failed", message="differs from the reference at 3 of 8 positions",
+                             failure="values")
+    comparison.figure = fig
+    ex = ExerciseResult("layer_norm", "failed", 0, 4, [comparison, rule])
+    told = render.failing_checks(ex)
+    assert told[0] is rule  # the broken rule leads
+    (svg,) = exercise_figures(ex, told)
+    assert "another failing check, output with weight:" in svg
+    page = render.exercise_html(ex, "lesson04")
+    assert page.index("LN(a·x + b)") < page.index("<svg") and "another failing check, output with weight" in page
+    rule.figure = dict(fig, what="shifted output")  # the lead has a figure: that one, and no such words
+    (svg,) = exercise_figures(ex, render.failing_checks(ex))
+    assert "shifted output" in svg and "another failing check" not in svg
+
+
 def test_nothing_is_drawn_when_every_check_passes():
     from course_cli.figures import exercise_figures
 
