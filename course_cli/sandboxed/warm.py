@@ -91,8 +91,16 @@ def enabled() -> bool:
 # ----------------------------------------------------------------------------------------------
 # identity: which server a check may use
 
+# Not part of a server's name: COURSE_WARM (every client of a server has it), and TRITON_INTERPRET, which a warm
+# check's children get as "1" whatever the client has (sandbox.child_env: a CPU child always interprets), and which
+# lesson 05's and 09's setup cells set in the kernel on a machine without a GPU (lesson 10's too, through
+# import_lesson("lesson05")): with it in the name, the server the kernel started when the notebook opened was
+# never the check cells' one, and the first check cell started a second server.
+_ENV_IGNORED = ("COURSE_WARM", "TRITON_INTERPRET")
+
+
 def _env_part() -> list[tuple[str, str]]:
-    return sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) and k != "COURSE_WARM")
+    return sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) and k not in _ENV_IGNORED)
 
 
 def course_key() -> str:

@@ -69,6 +69,25 @@ def test_the_key_follows_the_course_code(tmp_path, monkeypatch):
     assert warm.course_key() != changed  # a new lesson
 
 
+def test_a_setup_cell_setting_triton_interpret_keeps_the_kernel_s_server(tmp_path, monkeypatch):
+    """Lesson 05's and 09's setup cells set TRITON_INTERPRET=1 in the kernel on a machine without a GPU (lesson
+    10's through import_lesson): the check cells must still reach the server the kernel started when the
+    notebook opened (a CPU check's children interpret whatever the client has: sandbox.child_env). A variable
+    the children do get from the client still names another server."""
+    from course_cli.sandboxed import sandbox
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    before = (warm.socket_path(tmp_path), warm.course_key())
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert (warm.socket_path(tmp_path), warm.course_key()) == before
+    assert sandbox.child_env("cpu", False, True)["TRITON_INTERPRET"] == "1"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert sandbox.child_env("cpu", False, True)["TRITON_INTERPRET"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert warm.socket_path(tmp_path) != before[0] and warm.course_key() != before[1]
+
+
 def test_the_socket_folder_is_private(monkeypatch):
     import shutil
     import tempfile
